@@ -1,0 +1,103 @@
+"""The app factory: ``create_app(config)`` builds everything; nothing lives at import."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_client
+
+from .config import GatewayConfig
+from .config_loader import load_config
+from .errors import GatewayError, NotFound
+from .http import error_response, new_request_id
+from .models import ModelRouter
+from .routes import build_routes
+from .tenants import TenantDirectory
+from .tool_loop import ToolLoop
+from .upstream import UpstreamClient, create_upstream_client
+
+
+class Gateway:
+    """The services one app uses. Clients are opened and closed by the app's lifespan."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+        tool_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = ToolRegistry(config.tools)
+        self.tenants = TenantDirectory(config)
+        self.models = ModelRouter(config)
+        self.egress = EgressPolicy(
+            deny_private=config.egress.deny_private,
+            allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
+        )
+        self._upstream_transport = upstream_transport
+        self._tool_transport = tool_transport
+        self._upstream_http: httpx.AsyncClient | None = None
+        self._tool_http: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> Gateway:
+        self._upstream_http = create_upstream_client(self._upstream_transport)
+        self._tool_http = create_tool_client(self.egress, transport=self._tool_transport)
+        self.upstream = UpstreamClient(self._upstream_http)
+        self.executor = ToolExecutor(self._tool_http)
+        self.loop = ToolLoop(self.upstream, self.executor, self.registry)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for client in (self._upstream_http, self._tool_http):
+            if client is not None:
+                await client.aclose()
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    tool_transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
+    """Build the ASGI app. Transports may be given to run without a network (tests)."""
+    gateway = Gateway(config, upstream_transport=upstream_transport, tool_transport=tool_transport)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with gateway:
+            yield
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        error: GatewayError
+        if exc.status_code == 404:
+            error = NotFound(f"Unknown route {request.method} {request.url.path}.")
+        else:
+            error = GatewayError(
+                f"{request.method} is not supported on {request.url.path}.",
+                status=exc.status_code,
+                error_type="invalid_request_error",
+            )
+        return error_response(error, new_request_id())
+
+    app = Starlette(
+        routes=build_routes(gateway),
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error},
+    )
+    app.state.gateway = gateway
+    return app
+
+
+def create_app_from_env() -> Starlette:
+    """Factory for ``uvicorn --factory`` (several workers): config from ``TOOLGATE_CONFIG``."""
+    return create_app(load_config(os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml")))

@@ -1,0 +1,99 @@
+"""``toolgate serve`` and ``toolgate check``."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from .app import create_app
+from .config import GatewayConfig
+from .config_loader import load_config
+from .errors import ConfigError
+
+DEFAULT_CONFIG = "config/gateway.yaml"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def open_mode_refusal(config: GatewayConfig, host: str) -> str | None:
+    """Why the gateway may not listen on ``host``, or None.
+
+    Without tenants anyone who can reach the gateway uses it with no key, so that mode
+    stays on loopback unless ``server.allow_open`` says otherwise.
+    """
+    if config.open_mode and not config.server.allow_open and not is_loopback(host):
+        return (
+            f"refusing to listen on {host} with no tenants configured (no API keys): "
+            "add a tenants section, listen on a loopback address, or set server.allow_open: true"
+        )
+    return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolgate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    default = os.environ.get("TOOLGATE_CONFIG", DEFAULT_CONFIG)
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", default=default, help=f"config file (default {default})")
+    serve.add_argument("--host", help="listen address (overrides server.host)")
+    serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
+    serve.add_argument("--workers", type=int, help="worker processes (overrides server.workers)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    check = commands.add_parser("check", help="validate a config file and exit")
+    check.add_argument("--config", default=default, help=f"config file (default {default})")
+    return parser
+
+
+def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
+    host = args.host or config.server.host
+    port = config.server.port if args.port is None else args.port
+    workers = args.workers or config.server.workers
+    refusal = open_mode_refusal(config, host)
+    if refusal:
+        print(f"toolgate: {refusal}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
+    common = {"host": host, "port": port, "log_level": args.log_level, "lifespan": "on"}
+    if workers > 1:
+        # Each worker process builds its own app from the same file.
+        os.environ["TOOLGATE_CONFIG"] = str(Path(path).resolve())
+        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=workers, **common)
+    else:
+        uvicorn.run(create_app(config), **common)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"toolgate: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        tenants = (
+            "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
+        )
+        print(
+            f"{args.config}: ok ({len(config.upstreams)} upstreams, {len(config.models)} models, "
+            f"{len(config.tools)} tools, {tenants})"
+        )
+        return 0
+    return _serve(config, args.config, args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The gateway's configuration as frozen pydantic models (see DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from tool_registry import ToolSpec
+
+OnLimit = Literal["final_answer", "error"]
+OnStoreError = Literal["allow", "deny"]
+
+_HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerConfig(_Frozen):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    allow_open: bool = False
+
+
+class StoreConfig(_Frozen):
+    url: str = "memory://"
+    on_error: OnStoreError = "allow"
+
+
+class UpstreamConfig(_Frozen):
+    name: str = Field(min_length=1)
+    base_url: str
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url.rstrip("/")
+
+
+class ModelConfig(_Frozen):
+    name: str = Field(min_length=1)
+    upstream: str
+    upstream_model: str | None = None
+
+    @property
+    def target(self) -> str:
+        """The model name sent upstream."""
+        return self.upstream_model or self.name
+
+
+class LimitsConfig(_Frozen):
+    max_iterations: int = Field(default=8, ge=1, le=100)
+    max_tool_calls: int = Field(default=32, ge=0, le=1000)
+    max_parallel_tools: int = Field(default=8, ge=1, le=100)
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    on_limit: OnLimit = "final_answer"
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+
+
+class TenantConfig(_Frozen):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    keys: list[SecretStr] = Field(default_factory=list)
+    key_sha256: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=lambda: ["*"])
+    tools: list[str] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @field_validator("keys")
+    @classmethod
+    def _non_empty_keys(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for index, key in enumerate(keys):
+            if not key.get_secret_value():
+                raise ValueError(f"key {index} is empty")
+        return keys
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hex_digests(cls, digests: list[str]) -> list[str]:
+        for index, digest in enumerate(digests):
+            if not _HEX_DIGEST.match(digest):
+                raise ValueError(f"key_sha256[{index}] is not 64 hexadecimal characters")
+        return [d.lower() for d in digests]
+
+
+class EgressConfig(_Frozen):
+    deny_private: bool = False
+    allow_hosts: list[str] = Field(default_factory=list)
+
+
+class GatewayConfig(_Frozen):
+    """The whole configuration. ``tools`` holds inline tools and those of ``tool_files``."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    upstreams: list[UpstreamConfig] = Field(min_length=1)
+    models: list[ModelConfig] = Field(min_length=1)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tool_files: list[str] = Field(default_factory=list)
+    egress: EgressConfig = Field(default_factory=EgressConfig)
+    tenants: list[TenantConfig] | None = None
+
+    @property
+    def open_mode(self) -> bool:
+        """No ``tenants`` section: one tenant, every tool and model, no key check."""
+        return self.tenants is None

@@ -1,0 +1,123 @@
+"""Errors of the gateway, each rendered as OpenAI's error envelope.
+
+::
+
+    GatewayError                     500 server_error
+    ├── ConfigError                  the configuration is invalid (load time, no HTTP)
+    ├── BadRequest                   400 invalid_request_error
+    │   └── ToolNameClash            400 a client tool has a server tool's name
+    ├── AuthError                    401 invalid_api_key
+    ├── PolicyDenied                 403 model or tool not allowed for the key
+    ├── NotFound                     404 unknown model or route
+    ├── PayloadTooLarge              413 body over server.max_body_bytes
+    ├── ToolLimitExceeded            422 tool_limit_exceeded
+    ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
+    └── UpstreamError                502 the upstream model server failed
+        ├── UpstreamTimeout          504
+        └── UpstreamStatusError      the upstream's own 4xx/429, or 502
+
+The status of each is the one the OpenAI SDK maps to the matching exception class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class GatewayError(Exception):
+    status: int = 500
+    type: str = "server_error"
+    default_code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        error_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+        if status is not None:
+            self.status = status
+        if error_type is not None:
+            self.type = error_type
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def envelope(self) -> dict[str, dict[str, str | None]]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class ConfigError(GatewayError):
+    """The configuration cannot be used; the message names the file, path and reason."""
+
+
+class BadRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class ToolNameClash(BadRequest):
+    default_code = "tool_name_conflict"
+
+
+class AuthError(GatewayError):
+    status = 401
+    type = "invalid_request_error"
+    default_code = "invalid_api_key"
+
+
+class PolicyDenied(GatewayError):
+    status = 403
+    type = "permission_error"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+
+
+class PayloadTooLarge(GatewayError):
+    status = 413
+    type = "invalid_request_error"
+    default_code = "request_too_large"
+
+
+class ToolLimitExceeded(GatewayError):
+    status = 422
+    type = "invalid_request_error"
+    default_code = "tool_limit_exceeded"
+
+
+class RequestTimeout(GatewayError):
+    status = 504
+    type = "timeout_error"
+    default_code = "request_timeout"
+
+
+class UpstreamError(GatewayError):
+    status = 502
+    type = "upstream_error"
+    default_code = "upstream_error"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    type = "timeout_error"
+    default_code = "upstream_timeout"
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; ``status`` is what the client gets."""

@@ -1,0 +1,61 @@
+"""HTTP plumbing shared by the routes: request ids, bounded body reads, error responses."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .errors import GatewayError, PayloadTooLarge
+
+logger = logging.getLogger("gateway")
+
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to pass ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def error_response(exc: GatewayError, request_id: str) -> JSONResponse:
+    headers = {**exc.headers, "x-request-id": request_id}
+    return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
+
+
+def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Give a handler a request id, and render what it raises as OpenAI's error envelope.
+
+    This is the boundary: an unexpected exception is logged with its traceback and the
+    client gets a 500 that carries the request id, never the traceback.
+    """
+
+    async def wrapped(request: Request) -> Response:
+        request_id = new_request_id()
+        try:
+            return await handler(request, request_id)
+        except GatewayError as exc:
+            return error_response(exc, request_id)
+        except Exception:
+            logger.exception("unhandled error in request %s", request_id)
+            error = GatewayError(f"The gateway failed to handle request {request_id}.")
+            return error_response(error, request_id)
+
+    return wrapped

@@ -1,0 +1,66 @@
+"""Requests with no server tools in play: forwarded with as little work as possible."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from starlette.responses import Response, StreamingResponse
+
+from .models import Route
+from .upstream import UpstreamClient, map_status_error, read_all
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    finally:
+        await response.aclose()
+
+
+async def forward_json(
+    client: UpstreamClient,
+    route: Route,
+    path: str,
+    raw: bytes,
+    body: dict[str, Any],
+    changed: bool,
+    client_model: str,
+    headers: dict[str, str],
+    stream: bool = False,
+) -> Response:
+    """Send a JSON request to the model's upstream and pass its answer back.
+
+    The body is re-encoded only when the gateway changed it (a renamed model, a removed
+    ``toolgate`` field); the answer is re-encoded only to restore a renamed model's name.
+    """
+    renamed = route.model.target != client_model
+    if renamed or changed:
+        body["model"] = route.model.target
+        raw = _encode(body)
+    response = await client.send(
+        route.upstream, path, raw, accept="text/event-stream" if stream else None
+    )
+    if response.status_code >= 300:
+        data = await read_all(route.upstream, response)
+        raise map_status_error(route.upstream.name, response, data)
+    media_type = response.headers.get("content-type", "application/json")
+    if stream:
+        return StreamingResponse(_stream(response), media_type=media_type, headers=headers)
+    data = await read_all(route.upstream, response)
+    if renamed:
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None  # not ours to judge: passed on as it came
+        if isinstance(parsed, dict) and "model" in parsed:
+            parsed["model"] = client_model
+            data = _encode(parsed)
+    return Response(data, status_code=response.status_code, media_type=media_type, headers=headers)

@@ -1,0 +1,110 @@
+"""The HTTP routes (DESIGN.md §7, §9)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tool_registry import CallContext
+
+from .chat_request import parse_chat_request
+from .errors import BadRequest, NotFound
+from .http import endpoint, read_body
+from .passthrough import forward_json
+from .policy import effective_limits, effective_tools
+from .tool_loop import LoopJob
+
+if TYPE_CHECKING:
+    from .app import Gateway
+
+
+def build_routes(gateway: Gateway) -> list[BaseRoute]:
+    config = gateway.config
+    max_body = config.server.max_body_bytes
+
+    async def chat_completions(request: Request, request_id: str) -> Response:
+        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        raw = await read_body(request, max_body)
+        chat = parse_chat_request(raw, request.headers)
+        route = gateway.models.resolve(chat.model, tenant)
+        server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
+        headers = {"x-request-id": request_id}
+        if not server_tools:
+            return await forward_json(
+                gateway.upstream,
+                route,
+                "/chat/completions",
+                raw,
+                chat.body,
+                chat.changed,
+                chat.model,
+                headers,
+                stream=chat.stream,
+            )
+        if chat.stream:
+            raise BadRequest("Streaming with server tools is not supported yet.", param="stream")
+        if chat.body.get("n", 1) not in (1, None):
+            raise BadRequest("'n' must be 1 when server tools are in play.", param="n")
+        job = LoopJob(
+            upstream=route.upstream,
+            body=chat.body,
+            client_model=chat.model,
+            upstream_model=route.model.target,
+            server_tools=server_tools,
+            client_tools=chat.client_tools,
+            client_tool_names=chat.client_tool_names,
+            limits=effective_limits(tenant.limits, chat.narrowing),
+            context=CallContext(tenant.id, request.headers),
+        )
+        result = await gateway.loop.run(job)
+        headers["x-toolgate-iterations"] = str(result.state.iterations)
+        headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
+        return JSONResponse(result.response, headers=headers)
+
+    async def list_models(request: Request, request_id: str) -> Response:
+        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        return JSONResponse(gateway.models.listing(tenant), headers={"x-request-id": request_id})
+
+    async def get_model(request: Request, request_id: str) -> Response:
+        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        name = request.path_params["model"]
+        gateway.models.resolve(name, tenant)
+        return JSONResponse(gateway.models.describe(name), headers={"x-request-id": request_id})
+
+    async def forward(request: Request, request_id: str) -> Response:
+        """Other ``/v1/*`` routes with a JSON body naming a model go to its upstream."""
+        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        raw = await read_body(request, max_body)
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        model = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(model, str):
+            raise NotFound(
+                f"{request.url.path} is forwarded only with a JSON body naming a 'model'."
+            )
+        route = gateway.models.resolve(model, tenant)
+        path = request.url.path.removeprefix("/v1")
+        return await forward_json(
+            gateway.upstream, route, path, raw, body, False, model, {"x-request-id": request_id}
+        )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        return JSONResponse({"status": "ready", "models": len(config.models)})
+
+    return [
+        Route("/v1/chat/completions", endpoint(chat_completions), methods=["POST"]),
+        Route("/v1/models", endpoint(list_models), methods=["GET"]),
+        Route("/v1/models/{model:path}", endpoint(get_model), methods=["GET"]),
+        Route("/v1/{path:path}", endpoint(forward), methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]

@@ -1,0 +1,179 @@
+"""Running the server tool calls of one request: concurrently, deduplicated, on budget."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tool_registry import (
+    CallContext,
+    Outcome,
+    PreparedCall,
+    ToolArgumentsInvalid,
+    ToolExecutor,
+    ToolRegistry,
+    ToolResult,
+    error_result,
+)
+
+from .caps import LoopState
+from .messages import tool_turn
+from .partition import call_name
+
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One tool call as it went, for logs, metrics and traces."""
+
+    call_id: str
+    name: str
+    outcome: Outcome
+    status: int | None
+    duration_s: float
+    reused: bool = False
+
+
+def _arguments(call: dict[str, Any]) -> str | None:
+    function = call.get("function")
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    return arguments if isinstance(arguments, str) else None
+
+
+def _unavailable(available: list[str]) -> ToolResult:
+    names = ", ".join(available) or "none"
+    return error_result(f"This tool is not available. Available tools: {names}.", "unknown")
+
+
+_BUDGET_SPENT = error_result(
+    "The tool budget of this request is spent; this call was not made. "
+    "Answer with the information you have.",
+    "denied",
+)
+_TIME_SPENT = error_result(
+    "The time budget of this request ran out before this tool finished.", "timeout"
+)
+
+
+class ToolRunner:
+    """Runs the tool calls of one request, remembering results across its rounds."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        context: CallContext,
+        server_tools: frozenset[str],
+        available: list[str],
+        max_parallel: int,
+        state: LoopState,
+    ) -> None:
+        self._registry = registry
+        self._executor = executor
+        self._context = context
+        self._server_tools = server_tools
+        self._available = available
+        self._semaphore = asyncio.Semaphore(max_parallel)
+        self._state = state
+        self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
+        self.records: list[CallRecord] = []
+
+    async def run(
+        self, calls: list[dict[str, Any]], runnable: int, deadline: float
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Tool messages for ``calls`` in their order, and whether time ran out.
+
+        At most ``runnable`` calls are executed; a call whose name and arguments were
+        already run in this request gets that result again with a note.
+        """
+        slots, to_run, first_ids = self._plan(calls, runnable)
+        timed_out = await self._execute(to_run, first_ids, deadline)
+        messages = []
+        for call, slot in zip(calls, slots, strict=True):
+            call_id, name = str(call.get("id")), call_name(call) or ""
+            if isinstance(slot, ToolResult):
+                self._record(call_id, name, slot, 0.0)
+                messages.append(tool_turn(call.get("id"), slot.content))
+                continue
+            first_id, result = self._done[slot]
+            content = result.content
+            if first_id != call_id:
+                content += f"\n[toolgate: same call as {first_id}; its result is reused]"
+                self._record(call_id, name, result, 0.0, reused=True)
+            messages.append(tool_turn(call.get("id"), content))
+        return messages, timed_out
+
+    def _plan(
+        self, calls: list[dict[str, Any]], runnable: int
+    ) -> tuple[list[ToolResult | str], dict[str, PreparedCall], dict[str, str]]:
+        """For each call, a result now or the key of the execution that answers it."""
+        slots: list[ToolResult | str] = []
+        to_run: dict[str, PreparedCall] = {}
+        first_ids: dict[str, str] = {}
+        for call in calls:
+            name = call_name(call)
+            tool = self._registry.get(name) if name in self._server_tools else None
+            if name is None or tool is None:
+                result = _unavailable(self._available)
+                outcome: Outcome = "denied" if name in self._registry else "unknown"
+                slots.append(ToolResult(result.content, outcome))
+                continue
+            try:
+                prepared = tool.prepare(_arguments(call), self._context)
+            except ToolArgumentsInvalid as exc:
+                slots.append(error_result(str(exc), "invalid_args"))
+                continue
+            key = prepared.key
+            if key not in self._done and key not in to_run:
+                if len(to_run) >= runnable:
+                    slots.append(_BUDGET_SPENT)
+                    continue
+                to_run[key] = prepared
+                first_ids[key] = str(call.get("id"))
+            slots.append(key)
+        return slots, to_run, first_ids
+
+    async def _execute(
+        self, to_run: dict[str, PreparedCall], first_ids: dict[str, str], deadline: float
+    ) -> bool:
+        if not to_run:
+            return False
+        self._state.tool_calls += len(to_run)
+        if any(p.tool.spec.http.method not in SAFE_METHODS for p in to_run.values()):
+            self._state.side_effects = True
+        tasks = {
+            key: asyncio.create_task(self._one(first_ids[key], prepared))
+            for key, prepared in to_run.items()
+        }
+        try:
+            timeout = max(deadline - asyncio.get_running_loop().time(), 0)
+            _, pending = await asyncio.wait(tasks.values(), timeout=timeout)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+        for key, task in tasks.items():
+            if task in pending or task.cancelled():
+                self._done[key] = (first_ids[key], _TIME_SPENT)
+                self._record(first_ids[key], to_run[key].tool.name, _TIME_SPENT, 0.0)
+            else:
+                self._done[key] = (first_ids[key], task.result())
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return bool(pending)
+
+    async def _one(self, call_id: str, prepared: PreparedCall) -> ToolResult:
+        async with self._semaphore:
+            started = time.perf_counter()
+            result = await self._executor.execute(prepared)
+            self._record(call_id, prepared.tool.name, result, time.perf_counter() - started)
+            return result
+
+    def _record(
+        self, call_id: str, name: str, result: ToolResult, duration: float, reused: bool = False
+    ) -> None:
+        self.records.append(
+            CallRecord(call_id, name, result.outcome, result.status, duration, reused)
+        )

@@ -1,0 +1,171 @@
+"""The client for upstream model servers: retries, key injection, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from tool_registry.retry import backoff_delay, should_retry
+
+from .config import UpstreamConfig
+from .errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+
+logger = logging.getLogger("gateway.upstream")
+
+_PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: passed on
+_MESSAGE_CHARS = 1000
+
+
+def create_upstream_client(
+    transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 1000
+) -> httpx.AsyncClient:
+    """One shared client for every upstream (aiohttp transport unless one is given)."""
+    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=60)
+    return httpx.AsyncClient(
+        transport=transport or AiohttpTransport(limits=limits, trust_env=False),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def upstream_error_message(body: bytes) -> str | None:
+    """The ``error.message`` of an OpenAI-style error body, if it has one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:_MESSAGE_CHARS]
+    if isinstance(error, str):
+        return error[:_MESSAGE_CHARS]
+    return None
+
+
+def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> UpstreamError:
+    """The error a client gets for an upstream's error status.
+
+    What the client caused (400, 413, 422) or may retry (429) keeps its status and the
+    upstream's message; the upstream refusing the gateway itself (401, 403, 404) or
+    failing (5xx) is a 502 that does not pass the upstream's words on.
+    """
+    status = response.status_code
+    if status in _PASSED_STATUSES:
+        message = upstream_error_message(body) or f"The upstream answered HTTP {status}."
+        headers = {}
+        if status == 429:
+            for name in ("retry-after", "retry-after-ms"):
+                if name in response.headers:
+                    headers[name] = response.headers[name]
+        error_type = "rate_limit_error" if status == 429 else "invalid_request_error"
+        return UpstreamStatusError(
+            message, status=status, error_type=error_type, code="upstream_error", headers=headers
+        )
+    logger.warning("upstream %s answered HTTP %s", upstream, status)
+    return UpstreamStatusError(
+        f"The upstream model server {upstream!r} answered HTTP {status}.", status=502
+    )
+
+
+async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
+    """The whole body of an upstream response, which is closed afterwards."""
+    try:
+        return await response.aread()
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeout(
+            f"The upstream model server {upstream.name!r} did not answer in time."
+        ) from exc
+    except httpx.TransportError as exc:
+        raise UpstreamError(
+            f"The upstream model server {upstream.name!r} broke off its answer."
+        ) from exc
+    finally:
+        await response.aclose()
+
+
+class UpstreamClient:
+    """Sends requests to upstream model servers with the upstream's own credentials."""
+
+    def __init__(self, http: httpx.AsyncClient, *, backoff_base_s: float = 0.5) -> None:
+        self._http = http
+        self._backoff_base_s = backoff_base_s
+        self._headers: dict[str, dict[str, str]] = {}
+
+    def _headers_for(self, upstream: UpstreamConfig) -> dict[str, str]:
+        headers = self._headers.get(upstream.name)
+        if headers is None:
+            headers = {"content-type": "application/json", **upstream.headers}
+            if upstream.api_key is not None and upstream.api_key.get_secret_value():
+                headers["authorization"] = f"Bearer {upstream.api_key.get_secret_value()}"
+            self._headers[upstream.name] = headers
+        return headers
+
+    async def send(
+        self,
+        upstream: UpstreamConfig,
+        path: str,
+        content: bytes,
+        *,
+        method: str = "POST",
+        accept: str | None = None,
+    ) -> httpx.Response:
+        """Send a request and return the open response once its status is final.
+
+        Connect errors, 429 and 502/503/504 are retried ``max_retries`` times honouring
+        ``Retry-After``; other statuses are returned as they are. The caller reads or
+        streams the body and closes the response.
+        """
+        headers = self._headers_for(upstream)
+        if accept is not None:
+            headers = {**headers, "accept": accept}
+        timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
+        url = upstream.base_url + path
+        for attempt in range(upstream.max_retries + 1):
+            last = attempt == upstream.max_retries
+            request = self._http.build_request(
+                method, url, content=content, headers=headers, timeout=timeout
+            )
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.ReadTimeout as exc:
+                raise UpstreamTimeout(
+                    f"The upstream model server {upstream.name!r} did not answer in time."
+                ) from exc
+            except httpx.TransportError as exc:
+                if last:
+                    logger.warning("upstream %s unreachable: %s", upstream.name, type(exc).__name__)
+                    raise UpstreamError(
+                        f"The upstream model server {upstream.name!r} could not be reached.",
+                        code="upstream_unavailable",
+                    ) from exc
+                await asyncio.sleep(backoff_delay(attempt, {}, self._backoff_base_s))
+                continue
+            if last or not should_retry(response.status_code, response.headers):
+                return response
+            await response.aclose()
+            await asyncio.sleep(backoff_delay(attempt, response.headers, self._backoff_base_s))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
+        """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        response = await self.send(upstream, "/chat/completions", content)
+        data = await read_all(upstream, response)
+        if response.status_code >= 300:
+            raise map_status_error(upstream.name, response, data)
+        try:
+            parsed = json.loads(data)
+        except ValueError as exc:
+            raise UpstreamError(
+                f"The upstream model server {upstream.name!r} answered with invalid JSON."
+            ) from exc
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+            raise UpstreamError(
+                f"The upstream model server {upstream.name!r} answered without choices."
+            )
+        return parsed

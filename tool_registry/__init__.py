@@ -1,0 +1,47 @@
+"""Toolgate's registry of HTTP tools, usable as a library on its own.
+
+Define tools (``ToolSpec``), compile them into a ``ToolRegistry``, prepare a model's
+call (``Tool.prepare``) and run it (``ToolExecutor.execute``), which always returns a
+``ToolResult`` for the model, whatever happened on the wire.
+"""
+
+from .client import create_tool_client
+from .egress import EgressPolicy
+from .errors import (
+    EgressDenied,
+    ToolArgumentsInvalid,
+    ToolCallFailed,
+    ToolConfigError,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+)
+from .executor import ToolExecutor
+from .loader import load_tool_file
+from .registry import CallContext, PreparedCall, Tool, ToolRegistry
+from .results import Outcome, ToolResult, error_result
+from .spec import HttpSpec, ResultSpec, ToolSpec
+
+__all__ = [
+    "CallContext",
+    "EgressDenied",
+    "EgressPolicy",
+    "HttpSpec",
+    "Outcome",
+    "PreparedCall",
+    "ResultSpec",
+    "Tool",
+    "ToolArgumentsInvalid",
+    "ToolCallFailed",
+    "ToolConfigError",
+    "ToolError",
+    "ToolExecutor",
+    "ToolNotFound",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "ToolTimeout",
+    "create_tool_client",
+    "error_result",
+    "load_tool_file",
+]

@@ -1,0 +1,110 @@
+"""The arguments a model writes: parsing, scalar coercion and JSON Schema validation."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from .errors import ToolArgumentsInvalid
+
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_MAX_REPORTED_ERRORS = 3
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Parse the JSON object a model wrote; an empty string means no arguments."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsInvalid(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from exc
+    if not isinstance(value, dict):
+        raise ToolArgumentsInvalid("arguments must be a JSON object")
+    return value
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list):
+        return {k for k in kind if isinstance(k, str)}
+    return set()
+
+
+def _coerce_scalar(value: str, types: set[str]) -> Any:
+    text = value.strip()
+    if "integer" in types and _INTEGER.match(text):
+        return int(text)
+    if "number" in types:
+        try:
+            number = float(text)
+        except ValueError:
+            return value
+        return int(number) if _INTEGER.match(text) else number
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
+
+
+def coerce(value: Any, schema: Any) -> Any:
+    """Convert strings to the scalar the schema clearly asks for ("5" → 5, "true" → True).
+
+    Only where the schema's type is unambiguous: a property that also admits a string
+    is left alone. Objects and arrays are walked through ``properties`` and ``items``.
+    """
+    if not isinstance(schema, dict):
+        return value
+    types = _types(schema)
+    if isinstance(value, str):
+        if types and "string" not in types:
+            return _coerce_scalar(value, types)
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        return {k: coerce(v, properties.get(k)) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce(v, schema["items"]) for v in value]
+    return value
+
+
+class ArgumentValidator:
+    """Coerces and validates arguments against one tool's JSON Schema (draft 2020-12)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._schema = schema
+        self._validator = Draft202012Validator(schema)
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Return the coerced arguments, or raise ``ToolArgumentsInvalid`` naming the problems."""
+        coerced: dict[str, Any] = coerce(arguments, self._schema)
+        errors = sorted(self._validator.iter_errors(coerced), key=lambda e: e.json_path)
+        if errors:
+            shown = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:_MAX_REPORTED_ERRORS])
+            more = len(errors) - _MAX_REPORTED_ERRORS
+            suffix = f" (and {more} more)" if more > 0 else ""
+            raise ToolArgumentsInvalid(f"arguments do not match the schema: {shown}{suffix}")
+        return coerced
+
+
+def visible_parameters(schema: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
+    """The schema the model sees: ``hidden`` (bound) properties removed."""
+    if not hidden:
+        return schema
+    visible = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        visible["properties"] = {k: v for k, v in properties.items() if k not in hidden}
+    required = schema.get("required")
+    if isinstance(required, list):
+        visible["required"] = [k for k in required if k not in hidden]
+    return visible
+
+
+def canonical_arguments(arguments: dict[str, Any]) -> str:
+    """A stable text form of arguments, to recognise the same call twice."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

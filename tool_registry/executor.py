@@ -1,0 +1,107 @@
+"""Executing prepared tool calls over HTTP; every failure becomes a result for the model."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+
+from .egress import egress_denial
+from .errors import EgressDenied, ToolArgumentsInvalid
+from .registry import PreparedCall
+from .request_builder import build_request
+from .results import ToolResult, error_result, success_result
+from .retry import backoff_delay, should_retry
+
+logger = logging.getLogger("tool_registry.executor")
+
+_RETRY_CAP_S = 5.0
+
+
+async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Read at most ``limit`` bytes of the (decoded) body; say whether more was left."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        room = limit - size
+        if len(chunk) > room:
+            chunks.append(chunk[:room])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+class ToolExecutor:
+    """Runs tool calls through one shared ``httpx.AsyncClient`` (see ``create_tool_client``)."""
+
+    def __init__(self, client: httpx.AsyncClient, *, backoff_base_s: float = 0.2) -> None:
+        self._client = client
+        self._backoff_base_s = backoff_base_s
+
+    async def execute(self, call: PreparedCall) -> ToolResult:
+        """Make the call, retrying idempotent methods as configured. Never raises for
+        HTTP trouble: non-2xx, timeouts, refused and failed connections are results."""
+        http = call.tool.spec.http
+        try:
+            request = build_request(http, call.arguments)
+        except ToolArgumentsInvalid as exc:
+            return error_result(str(exc), "invalid_args")
+        request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
+        attempts = 1 + (http.retries if http.idempotent else 0)
+        for attempt in range(attempts):
+            result, headers = await self._attempt(call, request)
+            retryable = result.outcome == "timeout" or (
+                result.outcome == "http_error"
+                and (result.status is None or should_retry(result.status, headers))
+            )
+            if not retryable or attempt == attempts - 1:
+                return result
+            await asyncio.sleep(
+                backoff_delay(attempt, headers, self._backoff_base_s, cap_s=_RETRY_CAP_S)
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(
+        self, call: PreparedCall, request: httpx.Request
+    ) -> tuple[ToolResult, httpx.Headers]:
+        spec = call.tool.spec
+        no_headers = httpx.Headers()
+        try:
+            async with asyncio.timeout(spec.http.timeout_s):
+                response = await self._client.send(
+                    request, stream=True, follow_redirects=spec.http.follow_redirects
+                )
+                try:
+                    body, truncated = await read_capped(response, spec.http.max_response_bytes)
+                finally:
+                    await response.aclose()
+        except EgressDenied as exc:
+            return self._denied(call, exc), no_headers
+        except (TimeoutError, httpx.TimeoutException):
+            logger.warning("tool %s timed out after %ss", call.tool.name, spec.http.timeout_s)
+            return (
+                error_result(f"the tool timed out after {spec.http.timeout_s:g}s", "timeout"),
+                no_headers,
+            )
+        except httpx.HTTPError as exc:
+            denial = egress_denial(exc)
+            if denial is not None:
+                return self._denied(call, denial), no_headers
+            logger.warning("tool %s failed: %s", call.tool.name, type(exc).__name__)
+            return error_result("the tool could not be reached", "http_error"), no_headers
+
+        if 200 <= response.status_code < 300:
+            result = success_result(
+                spec.result, response.status_code, body, response.charset_encoding, truncated
+            )
+            return result, response.headers
+        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+        message = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        return error_result(message, "http_error", response.status_code, text), response.headers
+
+    @staticmethod
+    def _denied(call: PreparedCall, exc: EgressDenied) -> ToolResult:
+        logger.warning("tool %s refused by the egress guard: %s", call.tool.name, exc)
+        return error_result("the egress guard refused this tool's destination", "denied")

@@ -1,0 +1,67 @@
+"""Loading tool definitions from YAML files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .envsubst import MissingVariable, substitute
+from .errors import ToolConfigError
+from .spec import ToolSpec
+
+
+def format_location(loc: tuple[int | str, ...], prefix: str = "") -> str:
+    """``("tools", 0, "http", "url")`` → ``tools[0].http.url``."""
+    text = prefix
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text = f"{text}.{part}" if text else str(part)
+    return text or "(root)"
+
+
+def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """One line per problem: where it is and what is wrong."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False):
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"{format_location(error['loc'], prefix)}: {message}")
+    return "; ".join(lines)
+
+
+def read_yaml(path: Path, env: Mapping[str, str] | None = None) -> Any:
+    """Read a YAML file and substitute ``${VAR}`` from ``env`` (default ``os.environ``)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ToolConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ToolConfigError(f"{path}: invalid YAML: {exc}") from exc
+    try:
+        return substitute(raw, os.environ if env is None else env)
+    except MissingVariable as exc:
+        raise ToolConfigError(f"{path}: {exc.path}: {exc}") from exc
+
+
+def load_tool_file(path: Path, env: Mapping[str, str] | None = None) -> list[ToolSpec]:
+    """Tools from a YAML file holding a list of tools or a mapping with a ``tools`` list."""
+    data = read_yaml(path, env)
+    prefix = ""
+    if isinstance(data, dict) and "tools" in data:
+        data, prefix = data["tools"], "tools"
+    if not isinstance(data, list):
+        raise ToolConfigError(f"{path}: expected a list of tools or a mapping with 'tools'")
+    specs = []
+    for index, item in enumerate(data):
+        try:
+            specs.append(ToolSpec.model_validate(item))
+        except ValidationError as exc:
+            where = f"{prefix}[{index}]"
+            raise ToolConfigError(f"{path}: {describe_validation_error(exc, where)}") from exc
+    return specs

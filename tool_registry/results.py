@@ -1,0 +1,76 @@
+"""What the model reads back from a tool call."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jmespath
+
+from .spec import ResultSpec
+
+Outcome = Literal["ok", "http_error", "timeout", "invalid_args", "denied", "unknown"]
+
+_ERROR_BODY_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The text handed to the model, and how the call went."""
+
+    content: str
+    outcome: Outcome
+    status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def cut(text: str, max_chars: int) -> str:
+    """Cut ``text`` to ``max_chars`` with a visible marker saying how much was left out."""
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}…[truncated {len(text) - max_chars} characters]"
+
+
+def error_result(
+    message: str, outcome: Outcome, status: int | None = None, body: str | None = None
+) -> ToolResult:
+    payload: dict[str, Any] = {"error": message, "status": status}
+    if body:
+        payload["body"] = cut(body, _ERROR_BODY_CHARS)
+    return ToolResult(compact_json(payload), outcome, status)
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def success_result(
+    spec: ResultSpec, status: int, body: bytes, charset: str | None, truncated: bool
+) -> ToolResult:
+    """The model's view of a 2xx response: JSON compacted (after ``pick``), else text."""
+    if not body:
+        return ToolResult(f"OK (HTTP {status}, no content)", "ok", status)
+    text = _decode(body, charset)
+    if not truncated:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            if spec.pick is not None:
+                value = jmespath.search(spec.pick, value)
+            text = compact_json(value)
+    else:
+        text += "…[response cut at the size limit]"
+    return ToolResult(cut(text, spec.max_chars), "ok", status)

@@ -1,0 +1,55 @@
+"""Retry decisions for HTTP calls (pure functions, shared by tools and upstreams)."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+RETRY_STATUSES: frozenset[int] = frozenset({429, 502, 503, 504})
+
+
+def should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether a response with this status is worth another attempt.
+
+    An explicit ``x-should-retry`` header from the server wins.
+    """
+    explicit = headers.get("x-should-retry")
+    if explicit == "true":
+        return True
+    if explicit == "false":
+        return False
+    return status in RETRY_STATUSES
+
+
+def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """The wait a server asked for, from ``retry-after-ms`` or ``retry-after``."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    seconds: float = when.timestamp() - (time.time() if now is None else now)
+    return max(seconds, 0.0)
+
+
+def backoff_delay(
+    attempt: int, headers: Mapping[str, str], base_s: float = 0.25, cap_s: float = 8.0
+) -> float:
+    """Seconds to wait before retry number ``attempt`` (0-based), honouring Retry-After."""
+    asked = retry_after_s(headers)
+    if asked is not None:
+        return min(asked, cap_s)
+    return min(base_s * 2.0**attempt, cap_s)
