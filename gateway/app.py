@@ -15,8 +15,8 @@ from starlette.responses import Response
 from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_client
 
 from .config import GatewayConfig
-from .config_loader import load_config
-from .errors import GatewayError, NotFound
+from .config_loader import check_references, load_config
+from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
 from .models import ModelRouter
 from .routes import build_routes
@@ -69,6 +69,9 @@ def create_app(
     tool_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
     """Build the ASGI app. Transports may be given to run without a network (tests)."""
+    problems = check_references(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
     gateway = Gateway(config, upstream_transport=upstream_transport, tool_transport=tool_transport)
 
     @asynccontextmanager

@@ -1,0 +1,168 @@
+"""End-to-end fixtures: a fake upstream, fake tools and the gateway, all under uvicorn
+on free loopback ports, driven by the real ``openai`` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import pytest
+
+from gateway import GatewayConfig, create_app
+from tests.support.fake_tools import FakeTools
+from tests.support.fake_upstream import FakeUpstream, Script, say
+from tests.support.servers import ServerThread
+
+ACME_KEY = "sk-acme-test-key"
+BETA_KEY = "sk-beta-test-key"
+MODEL = "gpt-test"
+
+
+def _tool(
+    name: str, url: str, properties: dict[str, Any], required: list[str], **extra: Any
+) -> dict[str, Any]:
+    http = {"url": url, **extra.pop("http", {})}
+    return {
+        "name": name,
+        "description": f"The {name} tool.",
+        "parameters": {"type": "object", "properties": properties, "required": required},
+        "http": http,
+        **extra,
+    }
+
+
+def tool_definitions(tools_url: str) -> list[dict[str, Any]]:
+    number = {"type": "number"}
+    return [
+        _tool(
+            "string_length",
+            f"{tools_url}/len",
+            {"s": {"type": "string"}},
+            ["s"],
+            http={"query": {"s": "{s}"}},
+            result={"pick": "length"},
+        ),
+        _tool(
+            "add",
+            f"{tools_url}/add",
+            {"a": number, "b": number},
+            ["a", "b"],
+            http={"method": "POST"},
+            result={"pick": "sum"},
+        ),
+        _tool("sqrt", f"{tools_url}/sqrt", {"x": number}, ["x"], result={"pick": "sqrt"}),
+        _tool("slow", f"{tools_url}/slow", {"ms": {"type": "integer"}}, ["ms"]),
+        _tool(
+            "slow_timeout",
+            f"{tools_url}/slow",
+            {"ms": {"type": "integer"}},
+            ["ms"],
+            http={"timeout_s": 0.3},
+        ),
+        _tool("fail", f"{tools_url}/fail", {}, []),
+        _tool(
+            "lookup",
+            f"{tools_url}/echo/{{tenant}}/customers/{{customer}}",
+            {"customer": {"type": "string"}, "tenant": {"type": "string"}},
+            ["customer", "tenant"],
+            bind={"tenant": "{tenant.id}", "user": "{header.x-toolgate-user}"},
+            http={"headers": {"x-acting-user": "{user}"}},
+        ),
+        _tool(
+            "create_ticket",
+            f"{tools_url}/echo/tickets",
+            {"title": {"type": "string"}},
+            ["title"],
+            http={"method": "POST"},
+        ),
+        _tool("secret_admin", f"{tools_url}/echo/admin", {}, []),
+    ]
+
+
+ACME_TOOLS = ["string_length", "add", "sqrt", "slow*", "fail", "lookup", "create_ticket"]
+
+
+def gateway_config(
+    upstream_url: str, tools_url: str, limits: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "upstreams": [
+            {
+                "name": "fake",
+                "base_url": f"{upstream_url}/v1",
+                "api_key": "sk-upstream",
+                "max_retries": 0,
+            }
+        ],
+        "models": [
+            {"name": MODEL, "upstream": "fake"},
+            {"name": "renamed", "upstream": "fake", "upstream_model": "upstream-name"},
+            {"name": "other-model", "upstream": "fake"},
+        ],
+        "tools": tool_definitions(tools_url),
+        "tenants": [
+            {
+                "id": "acme",
+                "keys": [ACME_KEY],
+                "models": [MODEL, "renamed"],
+                "tools": ACME_TOOLS,
+                "limits": limits or {},
+            },
+            {"id": "beta", "keys": [BETA_KEY], "models": ["*"], "tools": ["string_length"]},
+        ],
+    }
+
+
+@dataclass
+class Stack:
+    upstream: FakeUpstream
+    tools: FakeTools
+    gateway: ServerThread
+    clients: list[openai.OpenAI] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.gateway.url}/v1"
+
+    def client(self, key: str = ACME_KEY, **options: Any) -> openai.OpenAI:
+        client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, **options)
+        self.clients.append(client)
+        return client
+
+
+StackFactory = Callable[..., Stack]
+
+
+@pytest.fixture
+def stack() -> Iterator[StackFactory]:
+    """Start a stack: ``stack(script, limits={...}, config=lambda c: c)``."""
+    servers: list[ServerThread] = []
+    stacks: list[Stack] = []
+
+    def start(
+        script: Script = lambda body: say("hello"),
+        limits: dict[str, Any] | None = None,
+        config: Callable[[dict[str, Any]], dict[str, Any]] = lambda c: c,
+        delay_s: float = 0.0,
+    ) -> Stack:
+        upstream = FakeUpstream(script, delay_s=delay_s)
+        tools = FakeTools()
+        upstream_server = ServerThread(upstream.app()).start()
+        servers.append(upstream_server)
+        tools_server = ServerThread(tools.app()).start()
+        servers.append(tools_server)
+        data = config(gateway_config(upstream_server.url, tools_server.url, limits))
+        gateway = ServerThread(create_app(GatewayConfig.model_validate(data))).start()
+        servers.append(gateway)
+        started = Stack(upstream, tools, gateway)
+        stacks.append(started)
+        return started
+
+    yield start
+    for started in stacks:
+        for client in started.clients:
+            client.close()
+    for server in reversed(servers):
+        server.stop()

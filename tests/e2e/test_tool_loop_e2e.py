@@ -1,0 +1,319 @@
+"""The tool loop end to end: allowlists, caps, bad arguments, failing tools, parallelism,
+bound arguments, client tools and narrowing, all seen through the real ``openai`` SDK."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import openai
+import pytest
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageParam,
+    ChatCompletionNamedToolChoiceParam,
+)
+
+from tests.support.fake_upstream import Reply, calls, say, tool_call, tool_results
+from tests.support.schema import assert_valid_completion, assert_valid_error
+
+from .conftest import MODEL, StackFactory
+
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "go"}]
+
+
+def once(first: Reply, then: str = "done") -> Any:
+    """A model that asks for ``first`` and then answers, quoting the tool results."""
+
+    def script(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results and body.get("tool_choice") != "none":
+            return first
+        return say(then + " " + json.dumps(results, sort_keys=True))
+
+    return script
+
+
+def answered_results(s: Any) -> dict[str, str]:
+    """The tool results the model was given in the last round."""
+    return tool_results(s.upstream.requests[-1])
+
+
+def test_tools_outside_the_allowlist_are_never_called(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "secret_admin", {}), tool_call("c2", "no_such", {}))))
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert completion.choices[0].message.content is not None
+    assert s.tools.hits == []
+    results = answered_results(s)
+    assert set(results) == {"c1", "c2"}
+    for content in results.values():
+        error = json.loads(content)["error"]
+        assert "not available" in error
+        assert "secret_admin" not in error  # names no tool the tenant cannot use
+        assert "string_length" in error  # but says what is available
+
+
+def test_final_answer_at_the_iteration_cap(stack: StackFactory) -> None:
+    def greedy(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice") == "none":
+            return say("best effort")
+        n = len(tool_results(body))
+        return calls(tool_call(f"c{n}", "string_length", {"s": "x" * (n + 1)}))
+
+    s = stack(greedy, limits={"max_iterations": 3, "on_limit": "final_answer"})
+    raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
+    completion = raw.parse()
+    assert_valid_completion(json.loads(raw.http_response.content))
+    assert completion.choices[0].message.content == "best effort"
+    assert completion.choices[0].finish_reason == "stop"
+    assert len(s.upstream.requests) == 3
+    assert [r.get("tool_choice") for r in s.upstream.requests] == [None, None, "none"]
+    assert raw.headers["x-toolgate-iterations"] == "3"
+    assert len(s.tools.hits) == 2
+
+
+def test_final_answer_drops_a_tool_call_that_still_comes_back(stack: StackFactory) -> None:
+    def stubborn(body: dict[str, Any]) -> Reply:
+        return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "a"}))
+
+    s = stack(stubborn, limits={"max_iterations": 2})
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.choices[0].message.tool_calls is None
+    assert len(s.upstream.requests) == 2
+    assert len(s.tools.hits) == 1
+
+
+def test_tool_call_cap_spends_the_budget_then_forces_an_answer(stack: StackFactory) -> None:
+    script = once(
+        calls(*(tool_call(f"c{i}", "string_length", {"s": "x" * i}) for i in range(1, 4)))
+    )
+    s = stack(script, limits={"max_tool_calls": 2})
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert completion.choices[0].message.content is not None
+    assert len(s.tools.hits) == 2
+    results = answered_results(s)
+    assert (results["c1"], results["c2"]) == ("1", "2")
+    assert "budget" in json.loads(results["c3"])["error"]
+    assert s.upstream.requests[-1]["tool_choice"] == "none"
+
+
+def test_error_mode_answers_422_tool_limit_exceeded(stack: StackFactory) -> None:
+    def greedy(body: dict[str, Any]) -> Reply:
+        return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "a"}))
+
+    s = stack(greedy, limits={"max_iterations": 2, "on_limit": "error"})
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert caught.value.status_code == 422
+    body = caught.value.response.json()
+    assert_valid_error(body)
+    assert body["error"]["code"] == "tool_limit_exceeded"
+    assert len(s.upstream.requests) == 2
+    # Only GET tools ran: nothing stops the SDK from retrying.
+    assert "x-should-retry" not in caught.value.response.headers
+
+
+def test_no_retry_after_a_side_effecting_tool_ran(stack: StackFactory) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        return calls(tool_call(f"c{len(body['messages'])}", "create_ticket", {"title": "t"}))
+
+    s = stack(script, limits={"max_iterations": 2, "on_limit": "error"})
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert [h.method for h in s.tools.hits] == ["POST"]
+
+
+def test_invalid_arguments_are_never_sent(stack: StackFactory) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return calls(
+                tool_call("bad_type", "add", {"a": "seven", "b": 1}),
+                tool_call("bad_json", "add", '{"a": 1, "b":'),
+                tool_call("missing", "add", {"a": 1}),
+            )
+        if "fixed" not in results:
+            return calls(tool_call("fixed", "add", {"a": "2", "b": "3"}))  # coerced
+        return say(results["fixed"])
+
+    s = stack(script)
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert completion.choices[0].message.content == "5"
+    assert [json.loads(h.body) for h in s.tools.hits] == [{"a": 2, "b": 3}]
+    errors = {k: json.loads(v)["error"] for k, v in tool_results(s.upstream.requests[1]).items()}
+    assert "$.a" in errors["bad_type"]
+    assert "number" in errors["bad_type"]
+    assert "not valid JSON" in errors["bad_json"]
+    assert "'b' is a required property" in errors["missing"]
+
+
+def test_tool_failures_reach_the_model_not_the_client(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("f", "fail", {}), tool_call("t", "slow_timeout", {"ms": 1000}))))
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert completion.choices[0].finish_reason == "stop"
+    results = {k: json.loads(v) for k, v in answered_results(s).items()}
+    assert results["f"]["status"] == 500
+    assert "HTTP 500" in results["f"]["error"]
+    assert "database on fire" in results["f"]["body"]
+    assert "timed out" in results["t"]["error"]
+
+
+def test_parallel_calls_take_about_the_time_of_the_slowest(stack: StackFactory) -> None:
+    s = stack(once(calls(*(tool_call(f"c{i}", "slow", {"ms": 400 + i}) for i in range(4)))))
+    started = time.monotonic()
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    elapsed = time.monotonic() - started
+    assert s.tools.max_running == 4
+    assert elapsed < 1.2, f"four 0.4 s tools took {elapsed:.2f} s: not concurrent"
+    # Results come back in the order of the calls.
+    assert list(answered_results(s)) == ["c0", "c1", "c2", "c3"]
+
+
+def test_max_parallel_tools_bounds_concurrency(stack: StackFactory) -> None:
+    s = stack(
+        once(calls(*(tool_call(f"c{i}", "slow", {"ms": 100 + i}) for i in range(5)))),
+        limits={"max_parallel_tools": 2},
+    )
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert len(s.tools.hits) == 5
+    assert s.tools.max_running == 2
+
+
+def test_identical_calls_run_once(stack: StackFactory) -> None:
+    s = stack(
+        once(
+            calls(
+                tool_call("c1", "string_length", {"s": "hello"}),
+                tool_call("c2", "string_length", {"s": "hello"}),
+            )
+        )
+    )
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert len(s.tools.hits) == 1
+    results = answered_results(s)
+    assert results["c1"] == "5"
+    assert results["c2"].startswith("5\n")
+    assert "same call as c1" in results["c2"]
+
+
+def test_bound_arguments_come_from_the_gateway(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "lookup", {"customer": "a/b", "tenant": "evil"}))))
+    client = s.client(default_headers={"x-toolgate-user": "alice"})
+    client.chat.completions.create(model=MODEL, messages=USER)
+    (hit,) = s.tools.hits
+    assert hit.raw_path == "/echo/acme/customers/a%2Fb"
+    assert hit.headers["x-acting-user"] == "alice"
+    lookup = next(t for t in s.upstream.requests[0]["tools"] if t["function"]["name"] == "lookup")
+    assert set(lookup["function"]["parameters"]["properties"]) == {"customer"}
+    assert lookup["function"]["parameters"]["required"] == ["customer"]
+
+
+def test_a_missing_bound_header_is_an_error_result(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "lookup", {"customer": "42"}))))
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert s.tools.hits == []
+    assert "x-toolgate-user" in json.loads(answered_results(s)["c1"])["error"]
+
+
+CLIENT_TOOL: ChatCompletionFunctionToolParam = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+def test_client_tool_calls_go_back_to_the_client(stack: StackFactory) -> None:
+    s = stack(lambda body: calls(tool_call("w1", "get_weather", {"city": "Oslo"})))
+    raw = s.client().chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=USER,
+        tools=[CLIENT_TOOL],
+    )
+    assert_valid_completion(json.loads(raw.http_response.content))
+    completion = raw.parse()
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    assert [c.id for c in choice.message.tool_calls] == ["w1"]
+    names = {t["function"]["name"] for t in s.upstream.requests[0]["tools"]}
+    assert {"get_weather", "string_length"} <= names
+    assert s.tools.hits == []
+
+
+def test_a_client_tool_named_like_a_server_tool_is_refused(stack: StackFactory) -> None:
+    s = stack()
+    clash: ChatCompletionFunctionToolParam = {
+        "type": "function",
+        "function": {"name": "add", "parameters": {}},
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER, tools=[clash])
+    assert_valid_error(caught.value.response.json())
+    assert caught.value.code == "tool_name_conflict"
+    assert s.upstream.requests == []
+
+
+def test_tool_choice_forcing_a_tool_applies_to_the_first_round_only(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "string_length", {"s": "ab"}))))
+    forced: ChatCompletionNamedToolChoiceParam = {
+        "type": "function",
+        "function": {"name": "string_length"},
+    }
+    s.client().chat.completions.create(
+        model=MODEL,
+        messages=USER,
+        tool_choice=forced,
+        response_format={"type": "json_object"},
+        temperature=0.25,
+    )
+    first, second = s.upstream.requests
+    assert first["tool_choice"] == forced
+    assert second["tool_choice"] == "auto"
+    for body in (first, second):
+        assert body["response_format"] == {"type": "json_object"}
+        assert body["temperature"] == 0.25
+
+
+def test_requests_narrow_tools_and_iterations(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "add", {"a": 1, "b": 1}))))
+    client = s.client(default_headers={"x-toolgate-max-iterations": "1"})
+    completion = client.chat.completions.create(
+        model=MODEL, messages=USER, extra_body={"toolgate": {"tools": ["string_length"]}}
+    )
+    assert completion.choices[0].message.content == "done {}"
+    (only,) = s.upstream.requests
+    assert [t["function"]["name"] for t in only["tools"]] == ["string_length"]
+    assert only["tool_choice"] == "none"  # one iteration: it is the last
+    assert "toolgate" not in only
+    assert s.tools.hits == []
+
+
+def test_narrowing_to_a_tool_the_tenant_may_not_use_is_refused(stack: StackFactory) -> None:
+    s = stack()
+    client = s.client(default_headers={"x-toolgate-tools": "string_length,secret_admin"})
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        client.chat.completions.create(model=MODEL, messages=USER)
+    assert_valid_error(caught.value.response.json())
+    assert caught.value.code == "tool_not_allowed"
+
+
+def test_no_server_tools_in_play_is_a_plain_pass_through(stack: StackFactory) -> None:
+    s = stack(lambda body: say("plain"))
+    client = s.client(default_headers={"x-toolgate-tools": ""})
+    raw = client.chat.completions.with_raw_response.create(model="renamed", messages=USER)
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "plain"
+    assert completion.model == "renamed"
+    (sent,) = s.upstream.requests
+    assert sent["model"] == "upstream-name"
+    assert "tools" not in sent
+    assert raw.headers["x-request-id"].startswith("req_")
+
+
+def test_model_is_renamed_upstream_and_restored_for_the_client(stack: StackFactory) -> None:
+    s = stack(once(calls(tool_call("c1", "string_length", {"s": "ab"}))))
+    completion = s.client().chat.completions.create(model="renamed", messages=USER)
+    assert completion.model == "renamed"
+    assert {r["model"] for r in s.upstream.requests} == {"upstream-name"}
