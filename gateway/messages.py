@@ -17,6 +17,16 @@ def first_message(response: dict[str, Any]) -> dict[str, Any]:
     raise UpstreamError("The upstream model server answered without a message.")
 
 
+def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The message's tool calls; a malformed list is the upstream's fault (502)."""
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("function", {}), dict) for c in calls
+    ):
+        raise UpstreamError("The upstream model server sent malformed tool calls.")
+    return calls
+
+
 def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
     """The assistant's tool-calling message as it goes back into the history.
 

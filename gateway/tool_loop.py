@@ -11,7 +11,7 @@ from tool_registry import CallContext, ToolExecutor, ToolRegistry
 from .caps import CapKind, LoopState, add_usage, check_caps, last_round_due
 from .config import UpstreamConfig
 from .errors import GatewayError, RequestTimeout, ToolLimitExceeded
-from .messages import assistant_turn, finalize, first_message, keep_calls
+from .messages import assistant_turn, finalize, first_message, keep_calls, tool_calls_of
 from .partition import partition_calls
 from .policy import LoopLimits
 from .tool_runner import CallRecord, ToolRunner
@@ -129,7 +129,7 @@ class ToolLoop:
             state.iterations += 1
             add_usage(state.usage, response.get("usage"))
             message = first_message(response)
-            calls = message.get("tool_calls") or []
+            calls = tool_calls_of(message)
             if not calls or final:
                 if calls:
                     keep_calls(response, [])  # the forced last round may not call tools

@@ -37,3 +37,18 @@ def create_tool_client(
         follow_redirects=False,
         trust_env=False,
     )
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a failed call timed out, rather than failed to connect.
+
+    The aiohttp transport reports refused and dropped connections as
+    ``httpx.ConnectTimeout`` too; its cause, an aiohttp error that is not a timeout,
+    tells them apart.
+    """
+    if isinstance(exc, TimeoutError):
+        return True
+    if not isinstance(exc, httpx.TimeoutException):
+        return False
+    cause = exc.__cause__
+    return cause is None or isinstance(cause, TimeoutError)

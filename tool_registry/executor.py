@@ -7,6 +7,7 @@ import logging
 
 import httpx
 
+from .client import is_timeout
 from .egress import egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .registry import PreparedCall
@@ -79,16 +80,14 @@ class ToolExecutor:
                     await response.aclose()
         except EgressDenied as exc:
             return self._denied(call, exc), no_headers
-        except (TimeoutError, httpx.TimeoutException):
-            logger.warning("tool %s timed out after %ss", call.tool.name, spec.http.timeout_s)
-            return (
-                error_result(f"the tool timed out after {spec.http.timeout_s:g}s", "timeout"),
-                no_headers,
-            )
-        except httpx.HTTPError as exc:
+        except (TimeoutError, httpx.HTTPError) as exc:
             denial = egress_denial(exc)
             if denial is not None:
                 return self._denied(call, denial), no_headers
+            if is_timeout(exc):
+                logger.warning("tool %s timed out after %ss", call.tool.name, spec.http.timeout_s)
+                message = f"the tool timed out after {spec.http.timeout_s:g}s"
+                return error_result(message, "timeout"), no_headers
             logger.warning("tool %s failed: %s", call.tool.name, type(exc).__name__)
             return error_result("the tool could not be reached", "http_error"), no_headers
 

@@ -1,0 +1,126 @@
+"""The ``toolgate`` console script, run as an operator would."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.support.fake_upstream import FakeUpstream, say
+from tests.support.servers import ServerThread
+
+TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[FakeUpstream, ServerThread]]:
+    fake = FakeUpstream(lambda body: say("served"))
+    with ServerThread(fake.app()) as server:
+        yield fake, server
+
+
+def write_config(tmp_path: Path, upstream_url: str) -> Path:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"upstreams: [{{name: up, base_url: '{upstream_url}/v1'}}]\n"
+        "models: [{name: m, upstream: up}]\n"
+    )
+    return path
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("toolgate serve did not become healthy")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_answers_and_stops_cleanly(
+    tmp_path: Path, upstream: tuple[FakeUpstream, ServerThread], workers: int
+) -> None:
+    fake, server = upstream
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            TOOLGATE,
+            "serve",
+            "--config",
+            str(write_config(tmp_path, server.url)),
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, process)
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+            for _ in range(workers * 2):
+                answer = client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+                assert answer.choices[0].message.content == "served"
+        assert len(fake.requests) == workers * 2
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr
+
+
+def test_open_mode_refuses_a_public_address(
+    tmp_path: Path, upstream: tuple[FakeUpstream, ServerThread]
+) -> None:
+    _, server = upstream
+    result = subprocess.run(
+        [
+            TOOLGATE,
+            "serve",
+            "--config",
+            str(write_config(tmp_path, server.url)),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert b"no tenants configured" in result.stderr
+
+
+def test_check_exits_non_zero_on_an_invalid_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("upstreams: []\nmodels: []\n")
+    result = subprocess.run([TOOLGATE, "check", "--config", str(path)], capture_output=True)
+    assert result.returncode == 2
+    assert b"upstreams" in result.stderr
+    example = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
+    result = subprocess.run([TOOLGATE, "check", "--config", str(example)], capture_output=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gateway import ConfigError, load_config
+from gateway.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE = """
+upstreams:
+  - {name: up, base_url: "http://127.0.0.1:1/v1"}
+models:
+  - {name: m1, upstream: up}
+tools:
+  - name: t1
+    parameters: {type: object, properties: {s: {type: string}}}
+    http: {url: "http://127.0.0.1:2/t1"}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "gateway.yaml") -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_the_example_config_loads() -> None:
+    config = load_config(ROOT / "config" / "gateway.yaml", env={})
+    assert {t.name for t in config.tools} == {"string_length", "add", "sqrt", "crm_lookup"}
+    assert config.open_mode
+    assert config.store.url == "memory://"
+    assert config.models[1].target == "qwen2.5:7b"
+
+
+def test_env_substitution_and_tool_files(tmp_path: Path) -> None:
+    write(tmp_path, "- name: t2\n  http: {url: '${TOOLS}/t2'}\n", "tools/more.yaml")
+    path = write(
+        tmp_path,
+        BASE
+        + """
+tool_files: [tools/*.yaml]
+tenants:
+  - id: acme
+    keys: ["${ACME_KEY}"]
+    tools: ["t*"]
+""",
+    )
+    config = load_config(path, env={"ACME_KEY": "k1", "TOOLS": "http://tools.local"})
+    assert [t.name for t in config.tools] == ["t1", "t2"]
+    assert config.tools[1].http.url == "http://tools.local/t2"
+    assert config.tenants is not None
+    assert config.tenants[0].keys[0].get_secret_value() == "k1"
+    assert "k1" not in repr(config)  # secrets stay out of reprs and logs
+
+
+DIGEST = hashlib.sha256(b"k").hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "fragments"),
+    [
+        ("tenants: [{id: a, keys: ['${ACME_KEY}']}]", {}, ["tenants[0].keys[0]", "ACME_KEY"]),
+        (
+            "tenants: [{id: a, keys: [k], tools: [nope*]}]",
+            {},
+            ["tenants[0].tools[0]", "matches no tool"],
+        ),
+        (
+            "tenants: [{id: a, keys: [k], models: [gpt*]}]",
+            {},
+            ["tenants[0].models[0]", "matches no model"],
+        ),
+        ("tenants: [{id: a}]", {}, ["tenants[0]", "no keys"]),
+        (
+            f"tenants: [{{id: a, keys: [k]}}, {{id: b, key_sha256: ['{DIGEST}']}}]",
+            {},
+            ["more than once", "a, b"],
+        ),
+        ("tenants: [{id: a, key_sha256: [abc]}]", {}, ["key_sha256[0]", "64 hexadecimal"]),
+        ("tenants: [{id: a, keys: ['']}]", {}, ["tenants[0].keys", "empty"]),
+        ("tenants: [{id: 'bad id', keys: [k]}]", {}, ["tenants[0].id"]),
+        ("server: {port: 99999}", {}, ["server.port"]),
+        ("surprise: 1", {}, ["surprise", "Extra inputs"]),
+        ("tool_files: [missing/*.yaml]", {}, ["tool_files[0]", "matches no file"]),
+    ],
+)
+def test_invalid_configs_name_file_path_and_reason(
+    tmp_path: Path, extra: str, env: dict[str, str], fragments: list[str]
+) -> None:
+    path = write(tmp_path, BASE + extra + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env=env)
+    message = str(caught.value)
+    assert message.startswith(str(path))
+    for fragment in fragments:
+        assert fragment in message
+    assert DIGEST not in message
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "fragments"),
+    [
+        (
+            "upstream: up}",
+            "upstream: nowhere}",
+            ["models[0].upstream", "unknown upstream 'nowhere'"],
+        ),
+        ("name: t1", "name: 't 1'", ["tools[0].name", "does not match"]),
+        ("type: string", "type: strnig", ["tools[0].parameters", "invalid JSON Schema"]),
+        ('url: "http://127.0.0.1:2/t1"', 'url: "http://127.0.0.1:2/{x}"', ["tools[0]", "x"]),
+        ("models:", "models: 5\nx:", ["models"]),
+    ],
+)
+def test_invalid_sections(tmp_path: Path, replace: str, by: str, fragments: list[str]) -> None:
+    assert replace in BASE
+    path = write(tmp_path, BASE.replace(replace, by, 1))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+
+
+def test_duplicate_tools_name_both_places(tmp_path: Path) -> None:
+    write(tmp_path, "- name: t1\n  http: {url: 'http://x.example/'}\n", "tools/dup.yaml")
+    path = write(tmp_path, BASE + "tool_files: [tools/*.yaml]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    message = str(caught.value)
+    assert "duplicate tool name 't1'" in message
+    assert "gateway.yaml: tools[0]" in message
+    assert "dup.yaml: [0]" in message
+
+
+def test_errors_in_tool_files_name_that_file(tmp_path: Path) -> None:
+    tool_file = write(tmp_path, "tools:\n  - name: t2\n    http: {url: 'ftp://x'}\n", "t/bad.yaml")
+    path = write(tmp_path, BASE + "tool_files: [t/bad.yaml]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert str(caught.value).startswith(f"{tool_file}: tools[0].http.url")
+
+
+def test_yaml_errors_and_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(write(tmp_path, "upstreams: [\n"), env={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "absent.yaml", env={})
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(write(tmp_path, "- 1\n"), env={})
+
+
+def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path, BASE)
+    assert main(["check", "--config", str(good)]) == 0
+    assert "ok (1 upstreams, 1 models, 1 tools, no tenants (open mode))" in capsys.readouterr().out
+    bad = write(tmp_path, BASE.replace("upstream: up}", "upstream: x}"), "bad.yaml")
+    assert main(["check", "--config", str(bad)]) == 2
+    assert "unknown upstream 'x'" in capsys.readouterr().err

@@ -1,0 +1,166 @@
+"""The pure decisions of the gateway, from tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.caps import CapDecision, LoopState, add_usage, check_caps, last_round_due
+from gateway.chat_request import Narrowing, parse_chat_request, parse_narrowing
+from gateway.config import LimitsConfig
+from gateway.errors import BadRequest, PolicyDenied, ToolNameClash
+from gateway.partition import partition_calls
+from gateway.policy import LoopLimits, effective_limits, effective_tools
+
+
+def limits(**changes: Any) -> LoopLimits:
+    values: dict[str, Any] = {
+        "max_iterations": 4,
+        "max_tool_calls": 5,
+        "max_parallel_tools": 2,
+        "request_timeout_s": 60.0,
+        "on_limit": "final_answer",
+    }
+    return LoopLimits(**{**values, **changes})
+
+
+@pytest.mark.parametrize(
+    ("state", "lim", "pending", "time_left", "expected"),
+    [
+        (LoopState(iterations=1), limits(), 2, 10.0, None),
+        (LoopState(iterations=1, tool_calls=3), limits(), 2, 10.0, None),
+        (LoopState(iterations=1, tool_calls=4), limits(), 2, 10.0, CapDecision("tool_calls", 1)),
+        (LoopState(iterations=1, tool_calls=5), limits(), 1, 10.0, CapDecision("tool_calls", 0)),
+        (LoopState(iterations=4), limits(on_limit="error"), 1, 10.0, CapDecision("iterations", 0)),
+        (LoopState(iterations=1), limits(), 1, 0.0, CapDecision("time", 0)),
+    ],
+)
+def test_check_caps(
+    state: LoopState, lim: LoopLimits, pending: int, time_left: float, expected: CapDecision | None
+) -> None:
+    assert check_caps(state, lim, pending, time_left) == expected
+
+
+@pytest.mark.parametrize(
+    ("iterations", "on_limit", "forced", "due"),
+    [
+        (0, "final_answer", False, False),
+        (2, "final_answer", False, False),
+        (3, "final_answer", False, True),  # the fourth call is the last of four
+        (3, "error", False, False),
+        (1, "error", True, True),
+    ],
+)
+def test_last_round_due(iterations: int, on_limit: str, forced: bool, due: bool) -> None:
+    state = LoopState(iterations=iterations, forced_final=forced)
+    assert last_round_due(state, limits(on_limit=on_limit)) is due
+
+
+def test_add_usage_sums_nested_details() -> None:
+    total: dict[str, Any] = {}
+    add_usage(
+        total,
+        {
+            "prompt_tokens": 3,
+            "completion_tokens": 2,
+            "total_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 1},
+        },
+    )
+    add_usage(
+        total,
+        {
+            "prompt_tokens": 4,
+            "completion_tokens": 1,
+            "total_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 2},
+            "note": "x",
+        },
+    )
+    add_usage(total, None)
+    assert total == {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "total_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 3},
+    }
+
+
+def call(name: str, kind: str = "function") -> dict[str, Any]:
+    if kind == "custom":
+        return {"id": name, "type": "custom", "custom": {"name": name, "input": ""}}
+    return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_partition_calls() -> None:
+    calls = [call("s1"), call("c1"), call("nope"), call("s2"), call("c2", "custom"), {"id": "x"}]
+    part = partition_calls(calls, {"s1", "s2"}, {"c1", "c2"})
+    assert [c["id"] for c in part.server] == ["s1", "s2"]
+    assert [c["id"] for c in part.client] == ["c1", "c2"]
+    assert [c["id"] for c in part.unavailable] == ["nope", "x"]
+
+
+@pytest.mark.parametrize(
+    ("field", "headers", "expected"),
+    [
+        (None, {}, Narrowing()),
+        ({"tools": ["a", "b"]}, {"x-toolgate-tools": "b, c"}, Narrowing(frozenset({"b"}))),
+        (None, {"x-toolgate-tools": ""}, Narrowing(frozenset())),
+        ({"max_iterations": 5}, {"x-toolgate-max-iterations": "3"}, Narrowing(None, 3)),
+        ({"max_tool_calls": 0}, {}, Narrowing(None, None, 0)),
+    ],
+)
+def test_parse_narrowing(field: Any, headers: dict[str, str], expected: Narrowing) -> None:
+    assert parse_narrowing(field, headers) == expected
+
+
+@pytest.mark.parametrize(
+    ("field", "headers", "param"),
+    [
+        ("tools", {}, "toolgate"),
+        ({"max_iterations": 0}, {}, "toolgate.max_iterations"),
+        ({"max_iterations": True}, {}, "toolgate.max_iterations"),
+        ({"tools": "a"}, {}, "toolgate.tools"),
+        ({"colour": 1}, {}, "toolgate"),
+        (None, {"x-toolgate-max-iterations": "many"}, "x-toolgate-max-iterations"),
+        (None, {"x-toolgate-max-tool-calls": "-1"}, "x-toolgate-max-tool-calls"),
+    ],
+)
+def test_bad_narrowing_is_400(field: Any, headers: dict[str, str], param: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_narrowing(field, headers)
+    assert caught.value.param == param
+
+
+def test_parse_chat_request_removes_the_toolgate_field() -> None:
+    raw = (
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": true,'
+        b' "toolgate": {"max_iterations": 2},'
+        b' "tools": [{"type": "function", "function": {"name": "f"}}]}'
+    )
+    chat = parse_chat_request(raw, {})
+    assert "toolgate" not in chat.body
+    assert chat.changed
+    assert chat.stream
+    assert chat.client_tool_names == frozenset({"f"})
+    assert chat.narrowing.max_iterations == 2
+
+
+def test_effective_limits_only_narrow() -> None:
+    tenant = LimitsConfig(max_iterations=4, max_tool_calls=10)
+    assert effective_limits(tenant, Narrowing(None, 9, 20)).max_iterations == 4
+    assert effective_limits(tenant, Narrowing(None, 9, 20)).max_tool_calls == 10
+    assert effective_limits(tenant, Narrowing(None, 2, 3)).max_iterations == 2
+    assert effective_limits(tenant, Narrowing(None, 2, 3)).max_tool_calls == 3
+
+
+def test_effective_tools() -> None:
+    allowed = ("a", "b", "c")
+    assert effective_tools(allowed, Narrowing(), frozenset()) == allowed
+    assert effective_tools(allowed, Narrowing(frozenset({"c", "a"})), frozenset()) == ("a", "c")
+    assert effective_tools(allowed, Narrowing(frozenset({"a"})), frozenset({"b"})) == ("a",)
+    with pytest.raises(PolicyDenied, match="'z' is not available"):
+        effective_tools(allowed, Narrowing(frozenset({"a", "z"})), frozenset())
+    with pytest.raises(ToolNameClash):
+        effective_tools(allowed, Narrowing(), frozenset({"b"}))

@@ -1,0 +1,112 @@
+"""The upstream client over ``httpx.MockTransport``."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from gateway.upstream import UpstreamClient, create_upstream_client
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM = UpstreamConfig(
+    name="up", base_url="http://up.example/v1/", api_key="sk-up", max_retries=2
+)
+COMPLETION = {
+    "id": "x",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+}
+
+
+async def chat(*responses: httpx.Response | Exception) -> tuple[object, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+    queue = list(responses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        item = queue.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    async with create_upstream_client(httpx.MockTransport(handler)) as http:
+        client = UpstreamClient(http, backoff_base_s=0)
+        try:
+            return await client.chat(UPSTREAM, {"model": "m", "messages": []}), seen
+        except UpstreamError as exc:
+            return exc, seen
+
+
+async def test_sends_the_upstream_key_to_the_right_url() -> None:
+    result, seen = await chat(httpx.Response(200, json=COMPLETION))
+    assert result == COMPLETION
+    (request,) = seen
+    assert str(request.url) == "http://up.example/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-up"
+    assert json.loads(request.content) == {"model": "m", "messages": []}
+
+
+async def test_retries_connect_errors_and_retryable_statuses() -> None:
+    result, seen = await chat(
+        httpx.ConnectError("refused"),
+        httpx.Response(503, headers={"retry-after": "0"}),
+        httpx.Response(200, json=COMPLETION),
+    )
+    assert result == COMPLETION
+    assert len(seen) == 3
+
+
+async def test_gives_up_after_max_retries() -> None:
+    result, seen = await chat(
+        *(httpx.Response(429, headers={"retry-after-ms": "1"}) for _ in range(3))
+    )
+    assert isinstance(result, UpstreamStatusError)
+    assert result.status == 429
+    assert result.headers == {"retry-after-ms": "1"}
+    assert len(seen) == 3
+
+
+async def test_unreachable_is_502_naming_no_address() -> None:
+    result, _ = await chat(*(httpx.ConnectError("refused 10.0.0.7") for _ in range(3)))
+    assert isinstance(result, UpstreamError)
+    assert (result.status, result.code) == (502, "upstream_unavailable")
+    assert "10.0.0.7" not in result.message
+
+
+async def test_read_timeouts_are_504_and_not_retried() -> None:
+    result, seen = await chat(httpx.ReadTimeout("slow"))
+    assert isinstance(result, UpstreamTimeout)
+    assert result.status == 504
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "client_status", "message"),
+    [
+        (400, {"error": {"message": "bad messages"}}, 400, "bad messages"),
+        (422, {"error": "unprocessable"}, 422, "unprocessable"),
+        (401, {"error": {"message": "Incorrect API key sk-up"}}, 502, "answered HTTP 401"),
+        (404, {"error": {"message": "no model"}}, 502, "answered HTTP 404"),
+        (500, {"error": {"message": "oops"}}, 502, "answered HTTP 500"),
+    ],
+)
+async def test_error_statuses(status: int, body: object, client_status: int, message: str) -> None:
+    result, _ = await chat(httpx.Response(status, json=body))
+    assert isinstance(result, UpstreamStatusError)
+    assert result.status == client_status
+    assert message in result.message
+    assert "sk-up" not in result.message
+
+
+@pytest.mark.parametrize(
+    "response",
+    [httpx.Response(200, text="not json"), httpx.Response(200, json={"no": "choices"})],
+)
+async def test_malformed_answers_are_502(response: httpx.Response) -> None:
+    result, _ = await chat(response)
+    assert isinstance(result, UpstreamError)
+    assert result.status == 502
