@@ -53,7 +53,12 @@ class Gateway:
         self._tool_http = create_tool_client(self.egress, transport=self._tool_transport)
         self.upstream = UpstreamClient(self._upstream_http)
         self.executor = ToolExecutor(self._tool_http)
-        self.loop = ToolLoop(self.upstream, self.executor, self.registry)
+        self.loop = ToolLoop(
+            self.upstream,
+            self.executor,
+            self.registry,
+            keepalive_s=self.config.server.stream_keepalive_s,
+        )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -5,9 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import ToolLimitExceeded
+from .partition import partition_calls
 from .policy import LoopLimits
 
 CapKind = Literal["iterations", "tool_calls", "time"]
+
+_CAP_MESSAGES: dict[CapKind, str] = {
+    "iterations": "The model still asked for tools after max_iterations ({n}) rounds.",
+    "tool_calls": "The model asked for more than max_tool_calls ({n}) tool calls.",
+    "time": "The tools did not finish within request_timeout_s ({n}s).",
+}
 
 
 @dataclass(slots=True)
@@ -51,6 +59,54 @@ def check_caps(
     if pending > budget:
         return CapDecision("tool_calls", max(budget, 0))
     return None
+
+
+def cap_error(kind: CapKind, limits: LoopLimits) -> ToolLimitExceeded:
+    n: float = {
+        "iterations": limits.max_iterations,
+        "tool_calls": limits.max_tool_calls,
+        "time": limits.request_timeout_s,
+    }[kind]
+    return ToolLimitExceeded(_CAP_MESSAGES[kind].format(n=f"{n:g}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What to do with an assistant message.
+
+    ``answer``: it is the final answer (any tool calls it still has are dropped);
+    ``hand_back``: return it to the client with only ``calls``, the client's;
+    ``run_tools``: run its calls, at most ``runnable`` of them, and ask again.
+    """
+
+    kind: Literal["answer", "hand_back", "run_tools"]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    runnable: int = 0
+
+
+def decide(
+    state: LoopState,
+    limits: LoopLimits,
+    calls: list[dict[str, Any]],
+    server: frozenset[str],
+    client: frozenset[str],
+    final: bool,
+    time_left_s: float,
+) -> Step:
+    """The next step after a round (pure). At a cap with ``on_limit: error`` it raises
+    ``ToolLimitExceeded``; with ``final_answer`` it marks the next round the last."""
+    if not calls or final:
+        return Step("answer")
+    part = partition_calls(calls, server, client)
+    if part.client:
+        return Step("hand_back", part.client)
+    cap = check_caps(state, limits, len(part.server), time_left_s)
+    if cap is None:
+        return Step("run_tools", runnable=len(part.server))
+    if limits.on_limit == "error":
+        raise cap_error(cap.kind, limits)
+    state.forced_final = True
+    return Step("run_tools", runnable=cap.runnable)
 
 
 def add_usage(total: dict[str, Any], usage: Any) -> dict[str, Any]:

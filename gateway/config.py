@@ -25,6 +25,7 @@ class ServerConfig(_Frozen):
     workers: int = Field(default=1, ge=1, le=64)
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     allow_open: bool = False
+    stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
 
 
 class StoreConfig(_Frozen):

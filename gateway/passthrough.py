@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
+from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
+from .sse import SSEParser, encode
 from .upstream import UpstreamClient, map_status_error, read_all
 
 
@@ -18,11 +20,37 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
+    """Upstream bytes as they come: no parsing, no buffering."""
     try:
         async for chunk in response.aiter_raw():
             yield chunk
     finally:
-        await response.aclose()
+        await close_quietly(response)
+
+
+async def _renamed_stream(response: httpx.Response, model: str) -> AsyncIterator[bytes]:
+    """Upstream events with the client's model name put back: parsed, so only used when
+    the model is renamed."""
+    parser = SSEParser()
+    try:
+        async for chunk in response.aiter_raw():
+            for data in parser.feed(chunk):
+                yield _rename_event(data, model)
+        for data in parser.close():
+            yield _rename_event(data, model)
+    finally:
+        await close_quietly(response)
+
+
+def _rename_event(data: str, model: str) -> bytes:
+    try:
+        event = json.loads(data)
+    except ValueError:
+        event = None
+    if isinstance(event, dict) and "model" in event:
+        event["model"] = model
+        return encode(event)
+    return b"data: " + data.encode() + b"\n\n"
 
 
 async def forward_json(
@@ -51,9 +79,10 @@ async def forward_json(
     if response.status_code >= 300:
         data = await read_all(route.upstream, response)
         raise map_status_error(route.upstream.name, response, data)
-    media_type = response.headers.get("content-type", "application/json")
     if stream:
-        return StreamingResponse(_stream(response), media_type=media_type, headers=headers)
+        body_stream = _renamed_stream(response, client_model) if renamed else _stream(response)
+        return EventStreamResponse(body_stream, headers={**STREAM_HEADERS, **headers})
+    media_type = response.headers.get("content-type", "application/json")
     data = await read_all(route.upstream, response)
     if renamed:
         try:

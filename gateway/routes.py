@@ -12,10 +12,13 @@ from starlette.routing import BaseRoute, Route
 from tool_registry import CallContext
 
 from .chat_request import parse_chat_request
+from .chunks import ChunkWriter
 from .errors import BadRequest, NotFound
+from .event_stream import start_event_stream
 from .http import endpoint, read_body
 from .passthrough import forward_json
 from .policy import effective_limits, effective_tools
+from .stream_loop import stream_loop
 from .tool_loop import LoopJob
 
 if TYPE_CHECKING:
@@ -45,8 +48,6 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 headers,
                 stream=chat.stream,
             )
-        if chat.stream:
-            raise BadRequest("Streaming with server tools is not supported yet.", param="stream")
         if chat.body.get("n", 1) not in (1, None):
             raise BadRequest("'n' must be 1 when server tools are in play.", param="n")
         job = LoopJob(
@@ -60,6 +61,12 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             limits=effective_limits(tenant.limits, chat.narrowing),
             context=CallContext(tenant.id, request.headers),
         )
+        if chat.stream:
+            options = chat.body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            writer = ChunkWriter(f"chatcmpl-{request_id.removeprefix('req_')}", chat.model)
+            events = stream_loop(gateway.loop, gateway.loop.session(job), writer, include_usage)
+            return await start_event_stream(events, headers)
         result = await gateway.loop.run(job)
         headers["x-toolgate-iterations"] = str(result.state.iterations)
         headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)

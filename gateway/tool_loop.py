@@ -1,4 +1,8 @@
-"""The server-side tool loop (non-streaming): ask, run tools, ask again (DESIGN.md §5)."""
+"""The server-side tool loop: ask, run tools, ask again (DESIGN.md §5).
+
+``LoopSession`` holds one request's state and the steps both modes share;
+``ToolLoop.run`` drives it without streaming, ``stream_loop`` with.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,13 @@ from typing import Any
 
 from tool_registry import CallContext, ToolExecutor, ToolRegistry
 
-from .caps import CapKind, LoopState, add_usage, check_caps, last_round_due
+from .caps import LoopState, Step, add_usage, cap_error, decide, last_round_due
 from .config import UpstreamConfig
-from .errors import GatewayError, RequestTimeout, ToolLimitExceeded
+from .errors import GatewayError, RequestTimeout
 from .messages import assistant_turn, finalize, first_message, keep_calls, tool_calls_of
-from .partition import partition_calls
 from .policy import LoopLimits
 from .tool_runner import CallRecord, ToolRunner
 from .upstream import UpstreamClient
-
-_CAP_MESSAGES: dict[CapKind, str] = {
-    "iterations": "The model still asked for tools after max_iterations ({n}) rounds.",
-    "tool_calls": "The model asked for more than max_tool_calls ({n}) tool calls.",
-    "time": "The tools did not finish within request_timeout_s ({n}s).",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,33 +43,28 @@ class LoopResult:
     calls: list[CallRecord] = field(default_factory=list)
 
 
-def cap_error(kind: CapKind, limits: LoopLimits) -> ToolLimitExceeded:
-    n: float = {
-        "iterations": limits.max_iterations,
-        "tool_calls": limits.max_tool_calls,
-        "time": limits.request_timeout_s,
-    }[kind]
-    return ToolLimitExceeded(_CAP_MESSAGES[kind].format(n=f"{n:g}"))
-
-
 def round_body(
     job: LoopJob,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     first: bool,
     final: bool,
+    stream: bool,
 ) -> dict[str, Any]:
     """The request of one round: the client's parameters, the history so far, the tools.
 
     A ``tool_choice`` that forces a tool applies to the first round only; the forced
-    last round uses ``"none"``.
+    last round uses ``"none"``. Streamed rounds always ask for usage, to sum it.
     """
     body = dict(job.body)
     body["model"] = job.upstream_model
     body["messages"] = messages
     body["tools"] = tools
-    body["stream"] = False
-    body.pop("stream_options", None)
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body.pop("stream_options", None)
     if final:
         body["tool_choice"] = "none"
     elif not first and body.get("tool_choice") not in (None, "auto", "none"):
@@ -80,90 +72,125 @@ def round_body(
     return body
 
 
-class ToolLoop:
-    """Runs requests that have server tools in play."""
+class LoopSession:
+    """One request going round the loop."""
 
-    def __init__(
-        self, upstream: UpstreamClient, executor: ToolExecutor, registry: ToolRegistry
-    ) -> None:
-        self._upstream = upstream
-        self._executor = executor
-        self._registry = registry
-
-    def tool_definitions(self, job: LoopJob) -> list[dict[str, Any]]:
-        server = []
-        for name in job.server_tools:
-            tool = self._registry.get(name)
-            if tool is not None:
-                server.append(tool.definition)
-        return [*server, *job.client_tools]
-
-    async def run(self, job: LoopJob) -> LoopResult:
-        state = LoopState()
-        runner = ToolRunner(
-            self._registry,
-            self._executor,
+    def __init__(self, job: LoopJob, registry: ToolRegistry, executor: ToolExecutor) -> None:
+        self.job = job
+        self.state = LoopState()
+        self.runner = ToolRunner(
+            registry,
+            executor,
             job.context,
             frozenset(job.server_tools),
             [*job.server_tools, *sorted(job.client_tool_names)],
             job.limits.max_parallel_tools,
-            state,
+            self.state,
         )
-        try:
-            response = await self._loop(job, state, runner)
-        except GatewayError as exc:
-            if state.side_effects:
-                exc.headers["x-should-retry"] = "false"
-            raise
-        return LoopResult(response, state, runner.records)
+        self._clock = asyncio.get_running_loop()
+        self._deadline = self._clock.time() + job.limits.request_timeout_s
+        server = [t.definition for n in job.server_tools if (t := registry.get(n)) is not None]
+        self._tools = [*server, *job.client_tools]
+        self._messages: list[dict[str, Any]] = list(job.body["messages"])
+        self._final = False
 
-    async def _loop(self, job: LoopJob, state: LoopState, runner: ToolRunner) -> dict[str, Any]:
-        clock = asyncio.get_running_loop()
-        deadline = clock.time() + job.limits.request_timeout_s
-        tools = self.tool_definitions(job)
-        messages = list(job.body["messages"])
+    @property
+    def round_deadline(self) -> float | None:
+        """When the current upstream round must be done; the forced last round after a
+        cap is bounded by the upstream's own timeout only."""
+        return None if self.state.forced_final else self._deadline
+
+    def next_round(self, stream: bool) -> dict[str, Any]:
+        self._final = last_round_due(self.state, self.job.limits)
+        first = self.state.iterations == 0
+        return round_body(self.job, self._messages, self._tools, first, self._final, stream)
+
+    def timeout_error(self) -> RequestTimeout:
+        return RequestTimeout(
+            "The request took longer than request_timeout_s "
+            f"({self.job.limits.request_timeout_s:g}s)."
+        )
+
+    def count_round(self, usage: Any) -> None:
+        self.state.iterations += 1
+        add_usage(self.state.usage, usage)
+
+    def decide(self, calls: list[dict[str, Any]]) -> Step:
+        return decide(
+            self.state,
+            self.job.limits,
+            calls,
+            self.runner.server_tools,
+            self.job.client_tool_names,
+            self._final,
+            self._deadline - self._clock.time(),
+        )
+
+    async def run_tools(self, message: dict[str, Any], runnable: int) -> None:
+        """Run the message's calls and add the turn and its results to the history."""
+        results, timed_out = await self.runner.run(tool_calls_of(message), runnable, self._deadline)
+        if timed_out:
+            if self.job.limits.on_limit == "error":
+                raise cap_error("time", self.job.limits)
+            self.state.forced_final = True
+        self._messages.append(assistant_turn(message))
+        self._messages.extend(results)
+
+    def mark_failure(self, exc: GatewayError) -> None:
+        """Once a side-effecting tool ran, SDKs must not replay the request."""
+        if self.state.side_effects:
+            exc.headers["x-should-retry"] = "false"
+
+
+class ToolLoop:
+    """Runs requests that have server tools in play."""
+
+    def __init__(
+        self,
+        upstream: UpstreamClient,
+        executor: ToolExecutor,
+        registry: ToolRegistry,
+        keepalive_s: float = 10.0,
+    ) -> None:
+        self.upstream = upstream
+        self.keepalive_s = keepalive_s
+        self._executor = executor
+        self._registry = registry
+
+    def session(self, job: LoopJob) -> LoopSession:
+        return LoopSession(job, self._registry, self._executor)
+
+    async def run(self, job: LoopJob) -> LoopResult:
+        session = self.session(job)
+        try:
+            response = await self._loop(session)
+        except GatewayError as exc:
+            session.mark_failure(exc)
+            raise
+        return LoopResult(response, session.state, session.runner.records)
+
+    async def _loop(self, session: LoopSession) -> dict[str, Any]:
+        job = session.job
         while True:
-            final = last_round_due(state, job.limits)
-            body = round_body(job, messages, tools, state.iterations == 0, final)
-            response = await self._ask(job, body, None if state.forced_final else deadline)
-            state.iterations += 1
-            add_usage(state.usage, response.get("usage"))
+            body = session.next_round(stream=False)
+            response = await self._ask(session, body)
+            session.count_round(response.get("usage"))
             message = first_message(response)
             calls = tool_calls_of(message)
-            if not calls or final:
-                if calls:
-                    keep_calls(response, [])  # the forced last round may not call tools
-                return finalize(response, job.client_model, state.usage)
-            part = partition_calls(calls, frozenset(job.server_tools), job.client_tool_names)
-            if part.client:
-                keep_calls(response, part.client)
-                return finalize(response, job.client_model, state.usage)
+            step = session.decide(calls)
+            if step.kind == "run_tools":
+                await session.run_tools(message, step.runnable)
+                continue
+            if calls:
+                keep_calls(response, step.calls)
+            return finalize(response, job.client_model, session.state.usage)
 
-            runnable = len(part.server)
-            cap = check_caps(state, job.limits, runnable, deadline - clock.time())
-            if cap is not None:
-                if job.limits.on_limit == "error":
-                    raise cap_error(cap.kind, job.limits)
-                runnable = cap.runnable
-                state.forced_final = True
-            results, timed_out = await runner.run(calls, runnable, deadline)
-            if timed_out:
-                if job.limits.on_limit == "error":
-                    raise cap_error("time", job.limits)
-                state.forced_final = True
-            messages.append(assistant_turn(message))
-            messages.extend(results)
-
-    async def _ask(
-        self, job: LoopJob, body: dict[str, Any], deadline: float | None
-    ) -> dict[str, Any]:
+    async def _ask(self, session: LoopSession, body: dict[str, Any]) -> dict[str, Any]:
+        deadline = session.round_deadline
         if deadline is None:
-            return await self._upstream.chat(job.upstream, body)
+            return await self.upstream.chat(session.job.upstream, body)
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._upstream.chat(job.upstream, body)
+                return await self.upstream.chat(session.job.upstream, body)
         except TimeoutError as exc:
-            raise RequestTimeout(
-                f"The request took longer than request_timeout_s "
-                f"({job.limits.request_timeout_s:g}s)."
-            ) from exc
+            raise session.timeout_error() from exc

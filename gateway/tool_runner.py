@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from tool_registry import (
     CallContext,
     Outcome,
@@ -74,7 +76,7 @@ class ToolRunner:
         self._registry = registry
         self._executor = executor
         self._context = context
-        self._server_tools = server_tools
+        self.server_tools = server_tools
         self._available = available
         self._semaphore = asyncio.Semaphore(max_parallel)
         self._state = state
@@ -115,7 +117,7 @@ class ToolRunner:
         first_ids: dict[str, str] = {}
         for call in calls:
             name = call_name(call)
-            tool = self._registry.get(name) if name in self._server_tools else None
+            tool = self._registry.get(name) if name in self.server_tools else None
             if name is None or tool is None:
                 result = _unavailable(self._available)
                 outcome: Outcome = "denied" if name in self._registry else "unknown"
@@ -148,20 +150,21 @@ class ToolRunner:
             key: asyncio.create_task(self._one(first_ids[key], prepared))
             for key, prepared in to_run.items()
         }
+        timeout = max(deadline - asyncio.get_running_loop().time(), 0)
         try:
-            timeout = max(deadline - asyncio.get_running_loop().time(), 0)
             _, pending = await asyncio.wait(tasks.values(), timeout=timeout)
         finally:
+            # Out of time, or the client went away: no tool call outlives its request.
             for task in tasks.values():
                 task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
         for key, task in tasks.items():
-            if task in pending or task.cancelled():
+            if task.cancelled():
                 self._done[key] = (first_ids[key], _TIME_SPENT)
                 self._record(first_ids[key], to_run[key].tool.name, _TIME_SPENT, 0.0)
             else:
                 self._done[key] = (first_ids[key], task.result())
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
         return bool(pending)
 
     async def _one(self, call_id: str, prepared: PreparedCall) -> ToolResult:

@@ -78,16 +78,18 @@ def tool_definitions(tools_url: str) -> list[dict[str, Any]]:
             http={"method": "POST"},
         ),
         _tool("secret_admin", f"{tools_url}/echo/admin", {}, []),
+        _tool("hang", f"{tools_url}/hang", {}, [], http={"timeout_s": 60}),
     ]
 
 
-ACME_TOOLS = ["string_length", "add", "sqrt", "slow*", "fail", "lookup", "create_ticket"]
+ACME_TOOLS = ["string_length", "add", "sqrt", "slow*", "fail", "lookup", "create_ticket", "hang"]
 
 
 def gateway_config(
     upstream_url: str, tools_url: str, limits: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     return {
+        "server": {"stream_keepalive_s": 0.05},
         "upstreams": [
             {
                 "name": "fake",
@@ -137,7 +139,7 @@ StackFactory = Callable[..., Stack]
 
 @pytest.fixture
 def stack() -> Iterator[StackFactory]:
-    """Start a stack: ``stack(script, limits={...}, config=lambda c: c)``."""
+    """Start a stack: ``stack(script, limits={...}, config=lambda c: c, ...)``."""
     servers: list[ServerThread] = []
     stacks: list[Stack] = []
 
@@ -146,8 +148,12 @@ def stack() -> Iterator[StackFactory]:
         limits: dict[str, Any] | None = None,
         config: Callable[[dict[str, Any]], dict[str, Any]] = lambda c: c,
         delay_s: float = 0.0,
+        word_delay_s: float = 0.0,
+        send_usage: bool = True,
     ) -> Stack:
-        upstream = FakeUpstream(script, delay_s=delay_s)
+        upstream = FakeUpstream(
+            script, delay_s=delay_s, word_delay_s=word_delay_s, send_usage=send_usage
+        )
         tools = FakeTools()
         upstream_server = ServerThread(upstream.app()).start()
         servers.append(upstream_server)

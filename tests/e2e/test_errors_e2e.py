@@ -83,7 +83,7 @@ def test_malformed_requests_are_400_naming_the_field(
 
 def test_a_body_over_the_limit_is_413(stack: StackFactory) -> None:
     def small(config: dict[str, Any]) -> dict[str, Any]:
-        return {**config, "server": {"max_body_bytes": 1000}}
+        return {**config, "server": {**config["server"], "max_body_bytes": 1000}}
 
     s = stack(config=small)
     with pytest.raises(openai.APIStatusError) as caught:

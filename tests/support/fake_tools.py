@@ -80,6 +80,21 @@ class FakeTools:
                 self.running -= 1
         return JSONResponse({"slept_ms": request.query_params.get("ms", "200")})
 
+    async def hang(self, request: Request) -> Response:
+        """Never answers; counts the callers that went away."""
+        await self._record(request)
+        with self._lock:
+            self.running += 1
+        try:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            with self._lock:
+                self.cancelled += 1
+            return Response(status_code=499)
+        finally:
+            with self._lock:
+                self.running -= 1
+
     async def fail(self, request: Request) -> Response:
         await self._record(request)
         return JSONResponse({"detail": "database on fire"}, status_code=500)
@@ -105,6 +120,7 @@ class FakeTools:
                 Route("/sqrt", self.sqrt),
                 Route("/slow", self.slow),
                 Route("/fail", self.fail),
+                Route("/hang", self.hang),
                 Route("/echo/{rest:path}", self.echo, methods=["GET", "POST", "PUT", "DELETE"]),
             ]
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,16 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+
+@dataclass
+class Die:
+    """Stream ``words`` of ``text``, then drop the connection."""
+
+    text: str
+    words: int = 2
 
 
 @dataclass
@@ -32,7 +41,7 @@ class Fail:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Reply = dict[str, Any] | Fail  # an assistant message, or a failure
+Reply = dict[str, Any] | Fail | Die  # an assistant message, or a failure
 Script = Callable[[dict[str, Any]], Reply]
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -58,10 +67,30 @@ def tool_results(body: dict[str, Any]) -> dict[str, str]:
     return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"\S+\s*", text) or [text]
+
+
+def _sse(payload: Any) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
 class FakeUpstream:
-    def __init__(self, script: Script, delay_s: float = 0.0) -> None:
+    """Answers ``stream: true`` requests word by word (``word_delay_s`` apart) and tool
+    calls in pieces; ``send_usage=False`` plays a server that reports no usage."""
+
+    def __init__(
+        self,
+        script: Script,
+        delay_s: float = 0.0,
+        word_delay_s: float = 0.0,
+        send_usage: bool = True,
+    ) -> None:
         self.script = script
         self.delay_s = delay_s
+        self.word_delay_s = word_delay_s
+        self.send_usage = send_usage
+        self.streams_finished = 0
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._ids = itertools.count(1)
@@ -90,7 +119,52 @@ class FakeUpstream:
         reply = self.script(body)
         if isinstance(reply, Fail):
             return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+        if body.get("stream"):
+            return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
+        if isinstance(reply, Die):
+            raise RuntimeError("the fake upstream dies")
         return JSONResponse(self.completion(body, reply))
+
+    async def _stream(self, body: dict[str, Any], reply: dict[str, Any] | Die) -> Any:
+        base = {
+            "id": f"chatcmpl-fake{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": body.get("model", "?"),
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return _sse({**base, "choices": [choice]})
+
+        yield chunk({"role": "assistant", "content": ""})
+        text = reply.text if isinstance(reply, Die) else reply.get("content") or ""
+        for index, word in enumerate(_words(text) if text else []):
+            if isinstance(reply, Die) and index == reply.words:
+                raise RuntimeError("the fake upstream dies mid-stream")
+            if index and self.word_delay_s:
+                await asyncio.sleep(self.word_delay_s)
+            yield chunk({"content": word})
+        assert isinstance(reply, dict)
+        for index, call in enumerate(reply.get("tool_calls") or []):
+            function = call["function"]
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": function["name"], "arguments": ""},
+            }
+            yield chunk({"tool_calls": [head]})
+            arguments = function["arguments"]
+            middle = len(arguments) // 2
+            for piece in (arguments[:middle], arguments[middle:]):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, "tool_calls" if reply.get("tool_calls") else "stop")
+        if self.send_usage and (body.get("stream_options") or {}).get("include_usage"):
+            yield _sse({**base, "choices": [], "usage": dict(USAGE)})
+        yield b"data: [DONE]\n\n"
+        with self._lock:
+            self.streams_finished += 1
 
     async def embeddings(self, request: Request) -> Response:
         body = await request.json()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from types import TracebackType
+from typing import Any, TypeVar
 
 import uvicorn
 from starlette.types import ASGIApp
+
+T = TypeVar("T")
 
 
 class ServerThread:
@@ -22,9 +27,25 @@ class ServerThread:
         self.port: int = self._socket.getsockname()[1]
         config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
-        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._server.serve(sockets=[self._socket])
+
+    def call(self, function: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``function()`` on the server's event loop and return its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(timeout=10)
+
+    def task_count(self) -> int:
+        """How many asyncio tasks the server's loop holds."""
+
+        async def count() -> int:
+            return len(asyncio.all_tasks())
+
+        return self.call(count)
 
     @property
     def url(self) -> str:

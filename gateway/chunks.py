@@ -1,0 +1,62 @@
+"""The chunks the client receives while a tool loop streams: one id, one ``created``,
+the client's model name, exactly one role delta and one ``finish_reason``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .errors import GatewayError
+from .sse import encode
+
+
+class ChunkWriter:
+    __slots__ = ("_created", "_id", "_model", "_role_sent")
+
+    def __init__(self, completion_id: str, model: str) -> None:
+        self._id = completion_id
+        self._model = model
+        self._created = int(time.time())
+        self._role_sent = False
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        return encode(
+            {
+                "id": self._id,
+                "object": "chat.completion.chunk",
+                "created": self._created,
+                "model": self._model,
+                "choices": choices,
+                **extra,
+            }
+        )
+
+    def delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        if not self._role_sent:
+            delta = {"role": "assistant", **delta}
+            self._role_sent = True
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return self._chunk([choice])
+
+    def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:
+        """Client tool calls, each whole in one delta."""
+        pieces = [
+            {
+                "index": index,
+                "id": call.get("id"),
+                "type": call.get("type", "function"),
+                "function": call.get("function", {}),
+            }
+            for index, call in enumerate(calls)
+        ]
+        return self.delta({"tool_calls": pieces})
+
+    def finish(self, reason: str) -> bytes:
+        return self.delta({}, reason)
+
+    def usage(self, usage: dict[str, Any]) -> bytes:
+        return self._chunk([], usage=usage)
+
+    @staticmethod
+    def error(exc: GatewayError) -> bytes:
+        return encode(exc.envelope())

@@ -1,0 +1,54 @@
+"""Sending an event stream to the client, and noticing when the client goes away."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import anyio
+import httpx
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+class EventStreamResponse(StreamingResponse):
+    """A ``text/event-stream`` response that stops producing when the client disconnects.
+
+    Starlette watches for the disconnect only under some ASGI spec versions; this does
+    it always, so a client that leaves cancels the upstream call and running tools.
+    """
+
+    media_type = "text/event-stream"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def produce() -> None:
+                await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(produce)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
+
+
+async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for item in rest:
+        yield item
+
+
+async def start_event_stream(
+    events: AsyncIterator[bytes], headers: Mapping[str, str]
+) -> EventStreamResponse:
+    """Wait for the first event before answering, so that anything failing before it is
+    still an ordinary HTTP error (raised from here)."""
+    first = await anext(events)
+    return EventStreamResponse(_chain(first, events), headers={**STREAM_HEADERS, **headers})
+
+
+async def close_quietly(response: httpx.Response) -> None:
+    """Close an upstream response even while the request is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await response.aclose()

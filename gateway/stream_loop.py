@@ -1,0 +1,151 @@
+"""The tool loop, streamed (DESIGN.md §7): content deltas reach the client as they
+arrive, server tool-call deltas never do, and keep-alive comments cover tool runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from .chunks import ChunkWriter
+from .errors import GatewayError, UpstreamError, UpstreamTimeout
+from .event_stream import close_quietly
+from .messages import tool_calls_of
+from .sse import DONE, KEEPALIVE, SSEParser
+from .stream_round import RoundAssembler
+from .tool_loop import LoopSession, ToolLoop
+from .upstream import map_status_error, read_all
+
+logger = logging.getLogger("gateway.stream")
+
+T = TypeVar("T")
+
+
+async def stream_loop(
+    loop: ToolLoop, session: LoopSession, writer: ChunkWriter, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """The client's event stream. Errors before the first event are raised (the caller
+    answers them as HTTP errors); after it, they are sent as an error event."""
+    started = False
+    try:
+        async for event in _rounds(loop, session, writer, include_usage):
+            started = True
+            yield event
+    except GatewayError as exc:
+        session.mark_failure(exc)
+        if not started:
+            raise
+        yield writer.error(exc)
+    except Exception:
+        if not started:
+            raise
+        logger.exception("stream failed after it started")
+        yield writer.error(GatewayError("The gateway failed while streaming."))
+
+
+async def _rounds(
+    loop: ToolLoop, session: LoopSession, writer: ChunkWriter, include_usage: bool
+) -> AsyncIterator[bytes]:
+    while True:
+        body = session.next_round(stream=True)
+        assembler = RoundAssembler()
+        async for delta in _stream_round(loop, session, body, assembler):
+            yield writer.delta(delta)
+        session.count_round(assembler.usage)
+        message = assembler.message()
+        calls = tool_calls_of(message)
+        step = session.decide(calls)
+        if step.kind == "run_tools":
+            async for beat in _run_tools(session, message, step.runnable, loop.keepalive_s):
+                yield beat
+            continue
+        if step.kind == "hand_back":
+            yield writer.tool_calls(step.calls)
+            yield writer.finish("tool_calls")
+        else:
+            dropped = bool(calls) or assembler.finish_reason == "tool_calls"
+            yield writer.finish("stop" if dropped else assembler.finish_reason or "stop")
+        if include_usage and session.state.usage:
+            yield writer.usage(session.state.usage)
+        yield DONE
+        return
+
+
+async def _timed(awaitable: Awaitable[T], session: LoopSession) -> T:
+    deadline = session.round_deadline
+    if deadline is None:
+        return await awaitable
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await awaitable
+    except TimeoutError as exc:
+        raise session.timeout_error() from exc
+
+
+async def _stream_round(
+    loop: ToolLoop, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
+) -> AsyncIterator[dict[str, Any]]:
+    """One upstream round: the deltas to forward, while ``assembler`` collects the rest."""
+    upstream = session.job.upstream
+    content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    send = loop.upstream.send(upstream, "/chat/completions", content, accept="text/event-stream")
+    response = await _timed(send, session)
+    if response.status_code >= 300:
+        raise map_status_error(upstream.name, response, await read_all(upstream, response))
+    try:
+        parser = SSEParser()
+        chunks = response.aiter_raw().__aiter__()
+        while True:
+            raw = await _timed(anext(chunks, None), session)
+            for data in parser.feed(raw) if raw is not None else parser.close():
+                if data == "[DONE]":
+                    raw = None
+                    break
+                for delta in assembler.add(_parse(data)):
+                    yield delta
+            if raw is None:
+                break
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeout(f"The upstream model server {upstream.name!r} stalled.") from exc
+    except httpx.TransportError as exc:
+        raise UpstreamError(
+            f"The upstream model server {upstream.name!r} broke off its answer."
+        ) from exc
+    finally:
+        await close_quietly(response)
+    if assembler.finish_reason is None:
+        raise UpstreamError(f"The upstream model server {upstream.name!r} ended the stream early.")
+
+
+def _parse(data: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise UpstreamError("The upstream model server sent an invalid stream event.") from exc
+    if not isinstance(chunk, dict):
+        raise UpstreamError("The upstream model server sent an invalid stream event.")
+    return chunk
+
+
+async def _run_tools(
+    session: LoopSession, message: dict[str, Any], runnable: int, keepalive_s: float
+) -> AsyncIterator[bytes]:
+    """Run the round's tools, sending a keep-alive comment every ``keepalive_s``."""
+    task = asyncio.create_task(session.run_tools(message, runnable))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=keepalive_s)
+            if done:
+                break
+            yield KEEPALIVE
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(task, return_exceptions=True)
+    task.result()

@@ -1,0 +1,231 @@
+"""``stream: true`` through the tool loop, seen by the real ``openai`` SDK and on the wire."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
+
+from tests.support.fake_upstream import Die, Reply, calls, say, tool_call
+from tests.support.schema import assert_valid, assert_valid_error
+
+from .conftest import ACME_KEY, MODEL, Stack, StackFactory
+from .test_seed_example import QUESTION, seed_script
+
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": QUESTION}]
+
+
+def wire(s: Stack, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[Any]:
+    """Every data event of a streamed answer, parsed and schema-checked."""
+    events: list[Any] = []
+    with httpx.stream(
+        "POST",
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER, "stream": True, **body},
+        headers={"authorization": f"Bearer {ACME_KEY}", **(headers or {})},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                data = line.removeprefix("data: ")
+                events.append(data if data == "[DONE]" else json.loads(data))
+    for event in events:
+        if isinstance(event, dict) and "error" not in event:
+            assert_valid(event, "CreateChatCompletionStreamResponse")
+    return events
+
+
+def content_of(events: list[Any]) -> str:
+    return "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in events
+        if isinstance(e, dict) and e.get("choices")
+    )
+
+
+def test_the_seed_example_streams_only_the_final_answer(stack: StackFactory) -> None:
+    s = stack(seed_script)
+    plain = s.client().chat.completions.create(model=MODEL, messages=USER)
+    events = wire(s, {"stream_options": {"include_usage": True}})
+
+    chunks = [e for e in events if isinstance(e, dict)]
+    assert events[-1] == "[DONE]"
+    assert content_of(events) == plain.choices[0].message.content
+    assert len({c["id"] for c in chunks}) == 1
+    assert len({c["created"] for c in chunks}) == 1
+    assert {c["model"] for c in chunks} == {MODEL}
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert sum("role" in d for d in deltas) == 1
+    assert "role" in deltas[0]
+    assert not any("tool_calls" in d for d in deltas)
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert [f for f in finishes if f] == ["stop"]
+    assert finishes[-1] == "stop"
+    usage = chunks[-1]
+    assert usage["choices"] == []
+    assert usage["usage"] == {"prompt_tokens": 40, "completion_tokens": 20, "total_tokens": 60}
+    # Every round was streamed from upstream and asked for usage.
+    streamed = s.upstream.requests[-4:]
+    assert all(r["stream"] and r["stream_options"] == {"include_usage": True} for r in streamed)
+
+
+def test_the_sdk_reads_the_stream(stack: StackFactory) -> None:
+    s = stack(seed_script)
+    stream = s.client().chat.completions.create(
+        model=MODEL, messages=USER, stream=True, stream_options={"include_usage": True}
+    )
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.choices:
+            assert chunk.choices[0].delta.tool_calls is None
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage:
+            usage = chunk.usage
+    assert text == "The answer is 3.162."
+    assert usage is not None
+    assert usage.total_tokens == 60
+    assert sorted(s.tools.paths()) == ["/add", "/len", "/len", "/sqrt"]
+
+
+def test_content_is_not_buffered(stack: StackFactory) -> None:
+    s = stack(lambda body: say("one two three four five"), word_delay_s=0.3)
+    client = s.client(default_headers={"x-toolgate-max-iterations": "3"})
+    stream = client.chat.completions.create(model=MODEL, messages=USER, stream=True)
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            assert chunk.choices[0].delta.content == "one "
+            # The upstream is still between words: nothing waited for the round's end.
+            assert s.upstream.streams_finished == 0
+            break
+    stream.close()
+
+
+CLIENT_TOOL: ChatCompletionFunctionToolParam = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+def test_client_tool_calls_are_handed_back_in_the_stream(stack: StackFactory) -> None:
+    s = stack(lambda body: calls(tool_call("w1", "get_weather", {"city": "Oslo"})))
+    events = wire(s, {"tools": [CLIENT_TOOL]})
+    deltas = [e["choices"][0] for e in events if isinstance(e, dict) and e["choices"]]
+    (with_calls,) = [d for d in deltas if "tool_calls" in d["delta"]]
+    assert with_calls["delta"]["tool_calls"] == [
+        {
+            "index": 0,
+            "id": "w1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        }
+    ]
+    assert [d["finish_reason"] for d in deltas if d["finish_reason"]] == ["tool_calls"]
+    assert s.tools.hits == []
+
+
+def test_the_forced_last_round_streams_too(stack: StackFactory) -> None:
+    def greedy(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice") == "none":
+            return say("best effort answer")
+        return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "abc"}))
+
+    s = stack(greedy, limits={"max_iterations": 2})
+    events = wire(s, {})
+    assert content_of(events) == "best effort answer"
+    assert [r.get("tool_choice") for r in s.upstream.requests] == [None, "none"]
+
+
+def test_a_limit_before_anything_was_sent_is_an_http_error(stack: StackFactory) -> None:
+    def greedy(body: dict[str, Any]) -> Reply:
+        return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "a"}))
+
+    s = stack(greedy, limits={"max_iterations": 2, "on_limit": "error"})
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER, stream=True)
+    assert_valid_error(caught.value.response.json())
+    assert caught.value.code == "tool_limit_exceeded"
+
+
+def test_a_limit_after_the_stream_started_is_an_error_event(stack: StackFactory) -> None:
+    def chatty(body: dict[str, Any]) -> Reply:
+        message = calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "a"}))
+        return {**message, "content": "Let me look. "}
+
+    s = stack(chatty, limits={"max_iterations": 2, "on_limit": "error"})
+    events = wire(s, {})
+    assert content_of(events) == "Let me look. Let me look. "
+    error = events[-1]
+    assert_valid_error(error)
+    assert error["error"]["code"] == "tool_limit_exceeded"
+    assert "[DONE]" not in events
+    stream = s.client().chat.completions.create(model=MODEL, messages=USER, stream=True)
+    with pytest.raises(openai.APIError, match="max_iterations"):
+        for _ in stream:
+            pass
+
+
+def test_an_upstream_dying_mid_stream(stack: StackFactory) -> None:
+    s = stack(lambda body: Die("alpha beta gamma delta", words=2))
+    events = wire(s, {})
+    assert content_of(events) == "alpha beta "
+    assert_valid_error(events[-1])
+    assert events[-1]["error"]["type"] == "upstream_error"
+
+
+def test_an_upstream_dying_before_any_content_is_a_502(stack: StackFactory) -> None:
+    s = stack(lambda body: Die("alpha beta", words=0))
+    with pytest.raises(openai.InternalServerError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER, stream=True)
+    assert caught.value.status_code == 502
+
+
+def test_an_upstream_without_usage(stack: StackFactory) -> None:
+    s = stack(seed_script, send_usage=False)
+    events = wire(s, {"stream_options": {"include_usage": True}})
+    assert content_of(events) == "The answer is 3.162."
+    assert not any(isinstance(e, dict) and "usage" in e for e in events)
+
+
+def wait_for(condition: Any, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return bool(condition())
+
+
+def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> None:
+    s = stack(lambda body: calls(tool_call("h1", "hang", {})))
+    baseline = s.gateway.task_count()
+    with httpx.stream(
+        "POST",
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER, "stream": True},
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+    ) as response:
+        for line in response.iter_lines():
+            if line.startswith(": keep-alive"):
+                break  # the tool runs; leave mid-loop
+    assert wait_for(lambda: s.tools.cancelled == 1), "the tool never saw its caller leave"
+    assert s.tools.running == 0
+    assert wait_for(lambda: s.gateway.task_count() <= baseline), (
+        f"{s.gateway.task_count()} tasks left, {baseline} before"
+    )
+
+
+def test_pass_through_streams_with_the_clients_model_name(stack: StackFactory) -> None:
+    s = stack(lambda body: say("plain words here"))
+    for model in ("renamed", MODEL):
+        events = wire(s, {"model": model}, headers={"x-toolgate-tools": ""})
+        assert content_of(events) == "plain words here"
+        assert {e["model"] for e in events if isinstance(e, dict)} == {model}
+        assert events[-1] == "[DONE]"
+    assert "tools" not in s.upstream.requests[-1]
