@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 
 import anyio
@@ -25,7 +26,9 @@ class EventStreamResponse(StreamingResponse):
         async with anyio.create_task_group() as group:
 
             async def produce() -> None:
-                await self.stream_response(send)
+                # A send failing because the connection is gone is as good as a disconnect.
+                with contextlib.suppress(OSError):
+                    await self.stream_response(send)
                 group.cancel_scope.cancel()
 
             group.start_soon(produce)

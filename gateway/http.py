@@ -6,10 +6,10 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from .errors import GatewayError, PayloadTooLarge
+from .errors import BadRequest, GatewayError, PayloadTooLarge
 
 logger = logging.getLogger("gateway")
 
@@ -53,6 +53,9 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return await handler(request, request_id)
         except GatewayError as exc:
             return error_response(exc, request_id)
+        except ClientDisconnect:
+            # The client left while its body was being read: nobody reads this answer.
+            return error_response(BadRequest("The client disconnected."), request_id)
         except Exception:
             logger.exception("unhandled error in request %s", request_id)
             error = GatewayError(f"The gateway failed to handle request {request_id}.")

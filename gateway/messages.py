@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .errors import UpstreamError
@@ -32,17 +33,19 @@ def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
 
     Only the fields every server accepts: no ``refusal``, reasoning or audio fields.
     """
-    calls = [
-        {
-            "id": call.get("id"),
-            "type": call.get("type", "function"),
-            "function": {
-                "name": (call.get("function") or {}).get("name"),
-                "arguments": (call.get("function") or {}).get("arguments") or "{}",
-            },
-        }
-        for call in message.get("tool_calls") or []
-    ]
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or "{}"
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(
+            {
+                "id": call.get("id"),
+                "type": call.get("type", "function"),
+                "function": {"name": function.get("name"), "arguments": arguments},
+            }
+        )
     return {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
 
 

@@ -98,7 +98,15 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         route = gateway.models.resolve(model, tenant)
         path = request.url.path.removeprefix("/v1")
         return await forward_json(
-            gateway.upstream, route, path, raw, body, False, model, {"x-request-id": request_id}
+            gateway.upstream,
+            route,
+            path,
+            raw,
+            body,
+            False,
+            model,
+            {"x-request-id": request_id},
+            stream=body.get("stream") is True,
         )
 
     async def healthz(request: Request) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,8 @@ class CallRecord:
 def _arguments(call: dict[str, Any]) -> str | None:
     function = call.get("function")
     arguments = function.get("arguments") if isinstance(function, dict) else None
+    if isinstance(arguments, dict):  # some servers send an object, not its JSON text
+        return json.dumps(arguments)
     return arguments if isinstance(arguments, str) else None
 
 

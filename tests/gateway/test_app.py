@@ -61,28 +61,35 @@ async def gateway(upstream: Handler, tools: Handler) -> AsyncIterator[httpx.Asyn
             yield client
 
 
-def model(request: httpx.Request) -> httpx.Response:
-    body = json.loads(request.content)
-    results = [m for m in body["messages"] if m["role"] == "tool"]
-    if not results:
-        call = {
-            "id": "t1",
-            "type": "function",
-            "function": {"name": body["tools"][0]["function"]["name"], "arguments": '{"n": 21}'},
-        }
-        return httpx.Response(
-            200, json=completion({"role": "assistant", "content": None, "tool_calls": [call]})
-        )
-    return httpx.Response(
-        200, json=completion({"role": "assistant", "content": f"got {results[0]['content']}"})
-    )
+def scripted(arguments: Any = '{"n": 21}') -> Handler:
+    """A model that calls the first tool it is offered once, then quotes the result."""
+
+    def model(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if results:
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": f"got {results[0]['content']}",
+            }
+            return httpx.Response(200, json=completion(message))
+        name = body["tools"][0]["function"]["name"]
+        call = {"id": "t1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return httpx.Response(200, json=completion(message))
+
+    return model
 
 
-async def test_a_tool_round_in_process() -> None:
+model = scripted()
+
+
+@pytest.mark.parametrize("arguments", ['{"n": 21}', {"n": 21}, '{"n": "21"}'])
+async def test_a_tool_round_in_process(arguments: Any) -> None:
     def double(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"value": int(request.url.path.rsplit("/", 1)[1]) * 2})
 
-    async with gateway(model, double) as client:
+    async with gateway(scripted(arguments), double) as client:
         response = await client.post(
             "/v1/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "double 21"}]},

@@ -59,3 +59,9 @@ def test_keep_calls() -> None:
 def test_malformed_tool_calls_are_the_upstreams_fault(calls: Any) -> None:
     with pytest.raises(UpstreamError):
         tool_calls_of({"tool_calls": calls})
+
+
+def test_object_arguments_become_json_text() -> None:
+    message = {"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"x": 1}}}]}
+    turn = assistant_turn(message)
+    assert turn["tool_calls"][0]["function"]["arguments"] == '{"x": 1}'
