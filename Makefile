@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/gateway.yaml
 
-.PHONY: run test lint typecheck check bench clean
+.PHONY: run test lint typecheck check bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,9 @@ test: lint typecheck
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python -m bench.run
+
+bench-full: $(VENV)/.installed-dev
+	$(BIN)/python -m bench.run --full

@@ -74,8 +74,11 @@ def build_request(spec: HttpSpec, arguments: Mapping[str, Any]) -> httpx.Request
 
     used = spec.template_names()
     rest = {k: v for k, v in arguments.items() if k not in used}
+    if spec.method not in BODY_METHODS:
+        for key, value in rest.items():
+            query.setdefault(key, _query_value(value))
+    if query:  # merged: a query string in the configured URL stays
+        url = url.copy_merge_params(query)
     if spec.method in BODY_METHODS:
-        return httpx.Request(spec.method, url, params=query or None, headers=headers, json=rest)
-    for key, value in rest.items():
-        query.setdefault(key, _query_value(value))
-    return httpx.Request(spec.method, url, params=query or None, headers=headers)
+        return httpx.Request(spec.method, url, headers=headers, json=rest)
+    return httpx.Request(spec.method, url, headers=headers)

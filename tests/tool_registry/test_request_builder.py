@@ -72,6 +72,18 @@ def test_path_values_are_percent_encoded(value: str, encoded: str) -> None:
             None,
         ),
         (
+            {"url": "http://t.example/x?fixed=1&v=2", "query": {"q": "{q}"}},
+            {"q": "a", "page": 3},
+            "http://t.example/x?fixed=1&v=2&q=a&page=3",
+            None,
+        ),
+        (
+            {"method": "POST", "url": "http://t.example/x?fixed=1"},
+            {"a": 1},
+            "http://t.example/x?fixed=1",
+            {"a": 1},
+        ),
+        (
             {"method": "PATCH", "url": "http://t.example/x"},
             {},
             "http://t.example/x",

@@ -1,0 +1,304 @@
+"""The benchmark: every scenario side by side in one invocation, so ratios hold on a
+noisy machine. ``python -m bench.run [--full]`` writes ``bench/results/latest.json``
+and ``latest.md``.
+
+Processes: a fake upstream (answers at once), a second one with 50 ms latency, a fake
+tool server, the baseline proxy, and Toolgate itself (``toolgate serve``, one worker),
+all on loopback; the load comes from wrk (or ``bench.loadgen``) in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .load import Load, measure
+from .procs import Processes, free_port, memory_kib
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
+CHAT = "/v1/chat/completions"
+
+
+def gateway_config(upstream: int, slow: int, tools: int, port: int) -> str:
+    tool = (
+        "{{name: {name}, parameters: {{type: object, properties: {{i: {{type: integer}}}}}}, "
+        "http: {{url: 'http://127.0.0.1:{port}/tool?ms={ms}'}}}}"
+    )
+    return f"""
+server: {{host: 127.0.0.1, port: {port}}}
+upstreams:
+  - {{name: fast, base_url: "http://127.0.0.1:{upstream}/v1", max_retries: 0}}
+  - {{name: slow, base_url: "http://127.0.0.1:{slow}/v1", max_retries: 0}}
+models:
+  - {{name: bench-plain, upstream: fast}}
+  - {{name: bench-tool1, upstream: fast}}
+  - {{name: bench-tools4, upstream: fast}}
+  - {{name: bench-slow, upstream: slow}}
+tools:
+  - {tool.format(name="bench_fast", port=tools, ms=0)}
+  - {tool.format(name="bench_slow", port=tools, ms=200)}
+tenants:
+  - {{id: plain, keys: [{PLAIN_KEY}], tools: []}}
+  - {{id: tools, keys: [{TOOLS_KEY}], tools: ["bench_*"], limits: {{max_parallel_tools: 8}}}}
+"""
+
+
+def body(model: str, stream: bool = False) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "What is the answer?"}],
+    }
+    if stream:
+        payload["stream"] = True
+    return payload
+
+
+class Bench:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.procs = Processes(work)
+        self.ports = {name: free_port() for name in ("upstream", "slow", "tools", "base", "gw")}
+
+    def start(self) -> None:
+        p = self.ports
+        self.procs.python("upstream", ["bench.fakes", "upstream", "--port", str(p["upstream"])],
+                          p["upstream"])
+        self.procs.python("slow", ["bench.fakes", "upstream", "--port", str(p["slow"]),
+                                   "--latency-ms", "50"], p["slow"])
+        self.procs.python("tools", ["bench.fakes", "tools", "--port", str(p["tools"])], p["tools"])
+        self.procs.python(
+            "baseline",
+            ["uvicorn", "bench.baseline_proxy:app", "--port", str(p["base"]),
+             "--log-level", "warning", "--no-access-log"],
+            p["base"],
+            env={"UPSTREAM": f"http://127.0.0.1:{p['upstream']}"},
+        )
+        config = self.work / "gateway.yaml"
+        config.write_text(gateway_config(p["upstream"], p["slow"], p["tools"], p["gw"]))
+        toolgate = str(Path(sys.executable).parent / "toolgate")
+        self.gateway = self.procs.start(
+            "toolgate", [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
+            p["gw"],
+        )
+
+    def url(self, target: str) -> str:
+        port = {"direct": "upstream", "baseline": "base", "toolgate": "gw"}[target]
+        return f"http://127.0.0.1:{self.ports[port]}{CHAT}"
+
+    def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
+        headers = {"authorization": f"Bearer {key}"} if target == "toolgate" else {}
+        stream = options.pop("stream", False)
+        return Load(self.url(target), body(model, stream), stream=stream, headers=headers,
+                    **options)
+
+
+def side_by_side(loads: dict[str, Load], rounds: int) -> dict[str, dict[str, Any]]:
+    """Run each load ``rounds`` times, interleaved; keep the run with the median rps."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in loads}
+    for _ in range(rounds):
+        for name, load in loads.items():
+            runs[name].append(measure(load))
+    chosen = {}
+    for name, results in runs.items():
+        ordered = sorted(results, key=lambda r: r["rps"])
+        chosen[name] = {
+            **ordered[len(ordered) // 2],
+            "concurrency": loads[name].concurrency,
+            "rounds_rps": [r["rps"] for r in results],
+        }
+    return chosen
+
+
+def run(full: bool) -> dict[str, Any]:
+    seconds, rounds = (10.0, 3) if full else (4.0, 2)
+    long_run = (10_000, 100_000) if full else (3_000, 30_000)
+    with tempfile.TemporaryDirectory() as work:
+        bench = Bench(Path(work))
+        try:
+            bench.start()
+            return _scenarios(bench, seconds, rounds, long_run)
+        finally:
+            bench.procs.stop()
+
+
+def _scenarios(bench: Bench, seconds: float, rounds: int, long_run: tuple[int, int]
+               ) -> dict[str, Any]:
+    L: Callable[..., Load] = bench.load
+    results = side_by_side(
+        {
+            "a_direct": L("direct", "bench-plain", concurrency=32, seconds=seconds),
+            "b_baseline": L("baseline", "bench-plain", concurrency=32, seconds=seconds),
+            "c_passthrough": L("toolgate", "bench-plain", concurrency=32, seconds=seconds),
+            "d_tool_round": L("toolgate", "bench-tool1", TOOLS_KEY, concurrency=32,
+                              seconds=seconds),
+        },
+        rounds,
+    )
+    results |= side_by_side(
+        {
+            "a_direct_c1": L("direct", "bench-plain", concurrency=1, seconds=seconds),
+            "c_passthrough_c1": L("toolgate", "bench-plain", concurrency=1, seconds=seconds),
+            "d_tool_round_c4": L("toolgate", "bench-tool1", TOOLS_KEY, concurrency=4,
+                                 seconds=seconds),
+            "e_parallel_tools_c4": L("toolgate", "bench-tools4", TOOLS_KEY, concurrency=4,
+                                     seconds=seconds),
+        },
+        rounds,
+    )
+    results |= side_by_side(
+        {
+            "f_stream_direct": L("direct", "bench-plain", concurrency=4, seconds=seconds,
+                                 stream=True),
+            "f_stream_toolgate_loop": L("toolgate", "bench-plain", TOOLS_KEY, concurrency=4,
+                                        seconds=seconds, stream=True),
+            "f_stream_toolgate_passthrough": L("toolgate", "bench-plain", concurrency=4,
+                                               seconds=seconds, stream=True),
+        },
+        1,
+    )
+    results |= side_by_side(
+        {
+            "g_slow_upstream_c32": L("toolgate", "bench-slow", concurrency=32, seconds=seconds),
+            "g_slow_upstream_c256": L("toolgate", "bench-slow", concurrency=256,
+                                      seconds=seconds),
+        },
+        1,
+    )
+    results["h_long_run"] = _long_run(bench, *long_run)
+    return results
+
+
+def _long_run(bench: Bench, first: int, total: int) -> dict[str, Any]:
+    """RSS after ``first`` requests and after ``total``: does memory grow with traffic?"""
+    load = bench.load("toolgate", "bench-plain", concurrency=32, requests=first)
+    early = measure(load)
+    after_first = memory_kib(bench.gateway.pid)
+    rest = measure(bench.load("toolgate", "bench-plain", concurrency=32, requests=total - first))
+    after_total = memory_kib(bench.gateway.pid)
+    return {
+        "generator": rest["generator"],
+        "concurrency": 32,
+        "requests": early["requests"] + rest["requests"],
+        "errors": early["errors"] + rest["errors"],
+        "rps": rest["rps"],
+        "latency_ms": rest["latency_ms"],
+        "rss_kib_after": {str(first): after_first["rss_kib"], str(total): after_total["rss_kib"]},
+        "peak_rss_kib": after_total["peak_rss_kib"],
+    }
+
+
+def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    def p50(name: str) -> float:
+        return float(r[name]["latency_ms"]["p50"])
+
+    rss = list(r["h_long_run"]["rss_kib_after"].values())
+    checks = [
+        ("(c) pass-through rps ≥ 80% of baseline (c=32)",
+         r["c_passthrough"]["rps"] / r["b_baseline"]["rps"], 0.80, "ratio"),
+        ("(c) p50 added over direct at c=1 ≤ 1 ms",
+         p50("c_passthrough_c1") - p50("a_direct_c1"), 1.0, "max_ms"),
+        ("(d) one tool round rps ≥ 35% of (c)",
+         r["d_tool_round"]["rps"] / r["c_passthrough"]["rps"], 0.35, "ratio"),
+        ("(e) four parallel 200 ms tools add ≤ 220 ms (p50 vs (d) at c=4)",
+         p50("e_parallel_tools_c4") - p50("d_tool_round_c4"), 220.0, "max_ms"),
+        ("(f) time to first token ≤ direct + 2 ms (loop, p50)",
+         r["f_stream_toolgate_loop"]["ttft_ms"]["p50"] - r["f_stream_direct"]["ttft_ms"]["p50"],
+         2.0, "max_ms"),
+        ("(f) chunks not batched: p50 gap through Toolgate ≤ direct + 1 ms",
+         r["f_stream_toolgate_loop"]["gap_ms"]["p50"] - r["f_stream_direct"]["gap_ms"]["p50"],
+         1.0, "max_ms"),
+        ("(g) no errors at concurrency 256", r["g_slow_upstream_c256"]["errors"], 0, "max"),
+        ("(g) no collapse: rps at c=256 ≥ rps at c=32",
+         r["g_slow_upstream_c256"]["rps"] / r["g_slow_upstream_c32"]["rps"], 1.0, "ratio"),
+        ("(h) RSS after the long run within 10% of the early RSS", rss[1] / rss[0], 1.10,
+         "max"),
+    ]
+    out = []
+    for name, value, bound, kind in checks:
+        passed = value >= bound if kind == "ratio" else value <= bound
+        out.append({"target": name, "value": round(value, 3), "bound": bound, "pass": passed})
+    return out
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:
+        loop = "asyncio"
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "system": platform.platform(), "loop": loop, "wrk": bool(shutil.which("wrk"))}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        f"Run {report['when']} ({report['mode']}) on {m['cpu']}, {m['cores']} cores, "
+        f"Python {m['python']}, {m['loop']}; load from "
+        f"{'wrk' if m['wrk'] else 'bench.loadgen'} (streams: bench.loadgen).",
+        "",
+        "| scenario | conc. | req/s | p50 ms | p99 ms | errors | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, r in report["scenarios"].items():
+        notes = []
+        if "ttft_ms" in r:
+            notes.append(f"TTFT p50 {r['ttft_ms'].get('p50')} ms, "
+                         f"gap p50 {r['gap_ms'].get('p50')} ms")
+        if "rss_kib_after" in r:
+            rss = ", ".join(f"{k}: {v // 1024} MiB" for k, v in r["rss_kib_after"].items())
+            notes.append(f"RSS after {rss}; peak {r['peak_rss_kib'] // 1024} MiB")
+        lat = r["latency_ms"]
+        lines.append(f"| {name} | {r.get('concurrency', '')} | {r['rps']} | {lat.get('p50')} | "
+                     f"{lat.get('p99')} | {r['errors']} | {'; '.join(notes)} |")
+    lines += ["", "| target | measured | bound | |", "|---|---:|---:|---|"]
+    for t in report["targets"]:
+        lines.append(f"| {t['target']} | {t['value']} | {t['bound']} | "
+                     f"{'pass' if t['pass'] else '**miss**'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--full", action="store_true", help="longer runs, 100k-request soak")
+    args = parser.parse_args()
+    started = time.time()
+    scenarios = run(args.full)
+    report = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "mode": "full" if args.full else "quick",
+        "seconds": round(time.time() - started, 1),
+        "machine": machine(),
+        "scenarios": scenarios,
+        "targets": targets(scenarios),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (RESULTS / "latest.md").write_text(table)
+    if args.full:
+        (RESULTS / "full.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
