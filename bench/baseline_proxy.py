@@ -1,6 +1,6 @@
 """The floor: the smallest correct starlette + httpx (aiohttp transport) pass-through.
 
-    uvicorn bench.baseline_proxy:app --port 9003   (UPSTREAM=http://127.0.0.1:9001)
+uvicorn bench.baseline_proxy:app --port 9003   (UPSTREAM=http://127.0.0.1:9001)
 """
 
 import os
@@ -28,7 +28,9 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 async def chat(request: Request) -> Response:
     client: httpx.AsyncClient = request.app.state.client
     upstream = client.build_request(
-        "POST", f"{UPSTREAM}/v1/chat/completions", content=await request.body(),
+        "POST",
+        f"{UPSTREAM}/v1/chat/completions",
+        content=await request.body(),
         headers={"content-type": "application/json"},
     )
     response = await client.send(upstream, stream=True)

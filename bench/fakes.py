@@ -32,8 +32,9 @@ def _completion(message: dict[str, Any], finish: str) -> bytes:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": "bench",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                         "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+            ],
             "usage": USAGE,
         },
         separators=(",", ":"),
@@ -42,23 +43,32 @@ def _completion(message: dict[str, Any], finish: str) -> bytes:
 
 def _calls(name: str, count: int) -> list[dict[str, Any]]:
     return [
-        {"id": f"call_{i}", "type": "function",
-         "function": {"name": name, "arguments": json.dumps({"i": i})}}
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps({"i": i})},
+        }
         for i in range(count)
     ]
 
 
 ANSWER = _completion({"role": "assistant", "content": "The answer is 42."}, "stop")
-TOOL1 = _completion({"role": "assistant", "content": None,
-                     "tool_calls": _calls("bench_fast", 1)}, "tool_calls")
-TOOLS4 = _completion({"role": "assistant", "content": None,
-                      "tool_calls": _calls("bench_slow", 4)}, "tool_calls")
+TOOL1 = _completion(
+    {"role": "assistant", "content": None, "tool_calls": _calls("bench_fast", 1)}, "tool_calls"
+)
+TOOLS4 = _completion(
+    {"role": "assistant", "content": None, "tool_calls": _calls("bench_slow", 4)}, "tool_calls"
+)
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    payload = {"id": "chatcmpl-bench", "object": "chat.completion.chunk",
-               "created": int(time.time()), "model": "bench",
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    payload = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -93,8 +103,14 @@ class Upstream:
                 await asyncio.sleep(self.interval_s)
             await response.chunk(_chunk({"content": f"t{index} "}))
         await response.chunk(_chunk({}, "stop"))
-        usage = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
-                 "model": "bench", "choices": [], "usage": USAGE}
+        usage = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "bench",
+            "choices": [],
+            "usage": USAGE,
+        }
         await response.chunk(b"data: " + json.dumps(usage).encode() + b"\n\n")
         await response.chunk(b"data: [DONE]\n\n")
         await response.end_stream()
@@ -121,8 +137,9 @@ def main() -> None:
     if args.kind == "tools":
         run(tools, args.host, args.port)
     else:
-        upstream = Upstream(args.latency_ms / 1000, args.ttft_ms / 1000, args.tokens,
-                            args.token_interval_ms / 1000)
+        upstream = Upstream(
+            args.latency_ms / 1000, args.ttft_ms / 1000, args.tokens, args.token_interval_ms / 1000
+        )
         run(upstream, args.host, args.port)
 
 

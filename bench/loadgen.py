@@ -27,6 +27,7 @@ class Stats:
     ttfts: list[float] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
     errors: int = 0
+    timeouts: int = 0
     started: int = 0
 
 
@@ -42,8 +43,12 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 async def _one(
-    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
-    stream: bool, stats: Stats,
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    stream: bool,
+    stats: Stats,
 ) -> None:
     started = time.perf_counter()
     try:
@@ -64,14 +69,23 @@ async def _one(
             if response.status != 200:
                 stats.errors += 1
                 return
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except TimeoutError:
+        stats.timeouts += 1
+        return
+    except aiohttp.ClientError:
         stats.errors += 1
         return
     stats.latencies.append(time.perf_counter() - started)
 
 
-async def _worker(args: argparse.Namespace, session: aiohttp.ClientSession, body: bytes,
-                  headers: dict[str, str], stats: Stats, stop_at: float) -> None:
+async def _worker(
+    args: argparse.Namespace,
+    session: aiohttp.ClientSession,
+    body: bytes,
+    headers: dict[str, str],
+    stats: Stats,
+    stop_at: float,
+) -> None:
     while time.perf_counter() < stop_at:
         if args.requests and stats.started >= args.requests:
             return
@@ -79,30 +93,37 @@ async def _worker(args: argparse.Namespace, session: aiohttp.ClientSession, body
         await _one(session, args.url, body, headers, args.stream, stats)
 
 
-async def load(args: argparse.Namespace) -> dict[str, Any]:
-    with open(args.body_file, "rb") as handle:
-        body = handle.read()
+async def load(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
     headers = {"content-type": "application/json"}
     for header in args.header:
         name, _, value = header.partition(":")
         headers[name.strip()] = value.strip()
     stats = Stats()
     connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=60)
+    timeout = aiohttp.ClientTimeout(total=args.timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         # One request per connection first, so that the run measures a warm pool.
-        await asyncio.gather(*(_one(session, args.url, body, headers, args.stream, Stats())
-                               for _ in range(args.concurrency)))
+        await asyncio.gather(
+            *(
+                _one(session, args.url, body, headers, args.stream, Stats())
+                for _ in range(args.concurrency)
+            )
+        )
         started = time.perf_counter()
         stop_at = started + (args.seconds if not args.requests else 86400)
-        await asyncio.gather(*(_worker(args, session, body, headers, stats, stop_at)
-                               for _ in range(args.concurrency)))
+        await asyncio.gather(
+            *(
+                _worker(args, session, body, headers, stats, stop_at)
+                for _ in range(args.concurrency)
+            )
+        )
         elapsed = time.perf_counter() - started
     done = len(stats.latencies)
     result: dict[str, Any] = {
         "generator": "loadgen",
         "requests": done,
         "errors": stats.errors,
+        "timeouts": stats.timeouts,
         "seconds": round(elapsed, 3),
         "rps": round(done / elapsed, 1) if elapsed else 0.0,
         "latency_ms": percentiles(stats.latencies),
@@ -122,13 +143,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=0)
     parser.add_argument("--header", action="append", default=[])
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     args = parser.parse_args()
+    with open(args.body_file, "rb") as handle:
+        body = handle.read()
     try:
         import uvloop
     except ImportError:
-        result = asyncio.run(load(args))
+        result = asyncio.run(load(args, body))
     else:
-        result = uvloop.run(load(args))
+        result = uvloop.run(load(args, body))
     print(json.dumps(result))
 
 

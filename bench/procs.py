@@ -35,19 +35,26 @@ class Processes:
     def __init__(self, log_dir: Path) -> None:
         self._log_dir = log_dir
         self._children: list[subprocess.Popen[bytes]] = []
+        self._pids: dict[str, int] = {}
 
-    def start(self, name: str, args: list[str], port: int, env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, args: list[str], port: int, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self._log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the child
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
         self._children.append(process)
+        self._pids[name] = process.pid
         wait_for_port(port, process)
         return process
 
-    def python(self, name: str, module_args: list[str], port: int,
-               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def pid(self, name: str) -> int:
+        return self._pids[name]
+
+    def python(
+        self, name: str, module_args: list[str], port: int, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         return self.start(name, [sys.executable, "-m", *module_args], port, env)
 
     def stop(self) -> None:
@@ -68,3 +75,10 @@ def memory_kib(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             values[key] = int(rest.split()[0])
     return {"rss_kib": values.get("VmRSS", 0), "peak_rss_kib": values.get("VmHWM", 0)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -22,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .load import Load, measure
-from .procs import Processes, free_port, memory_kib
+from .load import CLIENT_TIMEOUT_S, Load, measure
+from .procs import Processes, cpu_seconds, free_port, memory_kib
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
@@ -72,25 +71,39 @@ class Bench:
 
     def start(self) -> None:
         p = self.ports
-        self.procs.python("upstream", ["bench.fakes", "upstream", "--port", str(p["upstream"])],
-                          p["upstream"])
-        self.procs.python("slow", ["bench.fakes", "upstream", "--port", str(p["slow"]),
-                                   "--latency-ms", "50"], p["slow"])
+        self.procs.python(
+            "upstream", ["bench.fakes", "upstream", "--port", str(p["upstream"])], p["upstream"]
+        )
+        self.procs.python(
+            "slow",
+            ["bench.fakes", "upstream", "--port", str(p["slow"]), "--latency-ms", "50"],
+            p["slow"],
+        )
         self.procs.python("tools", ["bench.fakes", "tools", "--port", str(p["tools"])], p["tools"])
         self.procs.python(
             "baseline",
-            ["uvicorn", "bench.baseline_proxy:app", "--port", str(p["base"]),
-             "--log-level", "warning", "--no-access-log"],
+            [
+                "uvicorn",
+                "bench.baseline_proxy:app",
+                "--port",
+                str(p["base"]),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
             p["base"],
             env={"UPSTREAM": f"http://127.0.0.1:{p['upstream']}"},
         )
         config = self.work / "gateway.yaml"
         config.write_text(gateway_config(p["upstream"], p["slow"], p["tools"], p["gw"]))
         toolgate = str(Path(sys.executable).parent / "toolgate")
+        self.pids = {"direct": self.procs.pid("upstream"), "baseline": self.procs.pid("baseline")}
         self.gateway = self.procs.start(
-            "toolgate", [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
+            "toolgate",
+            [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
             p["gw"],
         )
+        self.pids["toolgate"] = self.gateway.pid
 
     def url(self, target: str) -> str:
         port = {"direct": "upstream", "baseline": "base", "toolgate": "gw"}[target]
@@ -99,8 +112,24 @@ class Bench:
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
         headers = {"authorization": f"Bearer {key}"} if target == "toolgate" else {}
         stream = options.pop("stream", False)
-        return Load(self.url(target), body(model, stream), stream=stream, headers=headers,
-                    **options)
+        return Load(
+            self.url(target),
+            body(model, stream),
+            stream=stream,
+            headers=headers,
+            pid=self.pids[target],
+            **options,
+        )
+
+
+def measured(load: Load) -> dict[str, Any]:
+    """One measurement, with the CPU time the serving process spent per request."""
+    before = cpu_seconds(load.pid) if load.pid else 0.0
+    result = measure(load)
+    if load.pid and result["requests"]:
+        spent = cpu_seconds(load.pid) - before
+        result["server_cpu_us_per_request"] = round(spent / result["requests"] * 1e6, 1)
+    return result
 
 
 def side_by_side(loads: dict[str, Load], rounds: int) -> dict[str, dict[str, Any]]:
@@ -108,7 +137,7 @@ def side_by_side(loads: dict[str, Load], rounds: int) -> dict[str, dict[str, Any
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in loads}
     for _ in range(rounds):
         for name, load in loads.items():
-            runs[name].append(measure(load))
+            runs[name].append(measured(load))
     chosen = {}
     for name, results in runs.items():
         ordered = sorted(results, key=lambda r: r["rps"])
@@ -132,16 +161,18 @@ def run(full: bool) -> dict[str, Any]:
             bench.procs.stop()
 
 
-def _scenarios(bench: Bench, seconds: float, rounds: int, long_run: tuple[int, int]
-               ) -> dict[str, Any]:
+def _scenarios(
+    bench: Bench, seconds: float, rounds: int, long_run: tuple[int, int]
+) -> dict[str, Any]:
     L: Callable[..., Load] = bench.load
     results = side_by_side(
         {
             "a_direct": L("direct", "bench-plain", concurrency=32, seconds=seconds),
             "b_baseline": L("baseline", "bench-plain", concurrency=32, seconds=seconds),
             "c_passthrough": L("toolgate", "bench-plain", concurrency=32, seconds=seconds),
-            "d_tool_round": L("toolgate", "bench-tool1", TOOLS_KEY, concurrency=32,
-                              seconds=seconds),
+            "d_tool_round": L(
+                "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
+            ),
         },
         rounds,
     )
@@ -149,29 +180,33 @@ def _scenarios(bench: Bench, seconds: float, rounds: int, long_run: tuple[int, i
         {
             "a_direct_c1": L("direct", "bench-plain", concurrency=1, seconds=seconds),
             "c_passthrough_c1": L("toolgate", "bench-plain", concurrency=1, seconds=seconds),
-            "d_tool_round_c4": L("toolgate", "bench-tool1", TOOLS_KEY, concurrency=4,
-                                 seconds=seconds),
-            "e_parallel_tools_c4": L("toolgate", "bench-tools4", TOOLS_KEY, concurrency=4,
-                                     seconds=seconds),
+            "d_tool_round_c4": L(
+                "toolgate", "bench-tool1", TOOLS_KEY, concurrency=4, seconds=seconds
+            ),
+            "e_parallel_tools_c4": L(
+                "toolgate", "bench-tools4", TOOLS_KEY, concurrency=4, seconds=seconds
+            ),
         },
         rounds,
     )
     results |= side_by_side(
         {
-            "f_stream_direct": L("direct", "bench-plain", concurrency=4, seconds=seconds,
-                                 stream=True),
-            "f_stream_toolgate_loop": L("toolgate", "bench-plain", TOOLS_KEY, concurrency=4,
-                                        seconds=seconds, stream=True),
-            "f_stream_toolgate_passthrough": L("toolgate", "bench-plain", concurrency=4,
-                                               seconds=seconds, stream=True),
+            "f_stream_direct": L(
+                "direct", "bench-plain", concurrency=4, seconds=seconds, stream=True
+            ),
+            "f_stream_toolgate_loop": L(
+                "toolgate", "bench-plain", TOOLS_KEY, concurrency=4, seconds=seconds, stream=True
+            ),
+            "f_stream_toolgate_passthrough": L(
+                "toolgate", "bench-plain", concurrency=4, seconds=seconds, stream=True
+            ),
         },
         1,
     )
     results |= side_by_side(
         {
             "g_slow_upstream_c32": L("toolgate", "bench-slow", concurrency=32, seconds=seconds),
-            "g_slow_upstream_c256": L("toolgate", "bench-slow", concurrency=256,
-                                      seconds=seconds),
+            "g_slow_upstream_c256": L("toolgate", "bench-slow", concurrency=256, seconds=seconds),
         },
         1,
     )
@@ -182,9 +217,9 @@ def _scenarios(bench: Bench, seconds: float, rounds: int, long_run: tuple[int, i
 def _long_run(bench: Bench, first: int, total: int) -> dict[str, Any]:
     """RSS after ``first`` requests and after ``total``: does memory grow with traffic?"""
     load = bench.load("toolgate", "bench-plain", concurrency=32, requests=first)
-    early = measure(load)
+    early = measured(load)
     after_first = memory_kib(bench.gateway.pid)
-    rest = measure(bench.load("toolgate", "bench-plain", concurrency=32, requests=total - first))
+    rest = measured(bench.load("toolgate", "bench-plain", concurrency=32, requests=total - first))
     after_total = memory_kib(bench.gateway.pid)
     return {
         "generator": rest["generator"],
@@ -204,25 +239,50 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
 
     rss = list(r["h_long_run"]["rss_kib_after"].values())
     checks = [
-        ("(c) pass-through rps ≥ 80% of baseline (c=32)",
-         r["c_passthrough"]["rps"] / r["b_baseline"]["rps"], 0.80, "ratio"),
-        ("(c) p50 added over direct at c=1 ≤ 1 ms",
-         p50("c_passthrough_c1") - p50("a_direct_c1"), 1.0, "max_ms"),
-        ("(d) one tool round rps ≥ 35% of (c)",
-         r["d_tool_round"]["rps"] / r["c_passthrough"]["rps"], 0.35, "ratio"),
-        ("(e) four parallel 200 ms tools add ≤ 220 ms (p50 vs (d) at c=4)",
-         p50("e_parallel_tools_c4") - p50("d_tool_round_c4"), 220.0, "max_ms"),
-        ("(f) time to first token ≤ direct + 2 ms (loop, p50)",
-         r["f_stream_toolgate_loop"]["ttft_ms"]["p50"] - r["f_stream_direct"]["ttft_ms"]["p50"],
-         2.0, "max_ms"),
-        ("(f) chunks not batched: p50 gap through Toolgate ≤ direct + 1 ms",
-         r["f_stream_toolgate_loop"]["gap_ms"]["p50"] - r["f_stream_direct"]["gap_ms"]["p50"],
-         1.0, "max_ms"),
+        (
+            "(c) pass-through rps ≥ 80% of baseline (c=32)",
+            r["c_passthrough"]["rps"] / r["b_baseline"]["rps"],
+            0.80,
+            "ratio",
+        ),
+        (
+            "(c) p50 added over direct at c=1 ≤ 1 ms",
+            p50("c_passthrough_c1") - p50("a_direct_c1"),
+            1.0,
+            "max_ms",
+        ),
+        (
+            "(d) one tool round rps ≥ 35% of (c)",
+            r["d_tool_round"]["rps"] / r["c_passthrough"]["rps"],
+            0.35,
+            "ratio",
+        ),
+        (
+            "(e) four parallel 200 ms tools add ≤ 220 ms (p50 vs (d) at c=4)",
+            p50("e_parallel_tools_c4") - p50("d_tool_round_c4"),
+            220.0,
+            "max_ms",
+        ),
+        (
+            "(f) time to first token ≤ direct + 2 ms (loop, p50)",
+            r["f_stream_toolgate_loop"]["ttft_ms"]["p50"] - r["f_stream_direct"]["ttft_ms"]["p50"],
+            2.0,
+            "max_ms",
+        ),
+        (
+            "(f) chunks not batched: p50 gap through Toolgate ≤ direct + 1 ms",
+            r["f_stream_toolgate_loop"]["gap_ms"]["p50"] - r["f_stream_direct"]["gap_ms"]["p50"],
+            1.0,
+            "max_ms",
+        ),
         ("(g) no errors at concurrency 256", r["g_slow_upstream_c256"]["errors"], 0, "max"),
-        ("(g) no collapse: rps at c=256 ≥ rps at c=32",
-         r["g_slow_upstream_c256"]["rps"] / r["g_slow_upstream_c32"]["rps"], 1.0, "ratio"),
-        ("(h) RSS after the long run within 10% of the early RSS", rss[1] / rss[0], 1.10,
-         "max"),
+        (
+            "(g) no collapse: rps at c=256 ≥ rps at c=32",
+            r["g_slow_upstream_c256"]["rps"] / r["g_slow_upstream_c32"]["rps"],
+            1.0,
+            "ratio",
+        ),
+        ("(h) RSS after the long run within 10% of the early RSS", rss[1] / rss[0], 1.10, "max"),
     ]
     out = []
     for name, value, bound, kind in checks:
@@ -245,8 +305,14 @@ def machine() -> dict[str, Any]:
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "system": platform.platform(), "loop": loop, "wrk": bool(shutil.which("wrk"))}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "loop": loop,
+        "wrk": bool(shutil.which("wrk")),
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -256,24 +322,32 @@ def markdown(report: dict[str, Any]) -> str:
         f"Python {m['python']}, {m['loop']}; load from "
         f"{'wrk' if m['wrk'] else 'bench.loadgen'} (streams: bench.loadgen).",
         "",
-        "| scenario | conc. | req/s | p50 ms | p99 ms | errors | notes |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| scenario | conc. | req/s | p50 ms | p99 ms | server CPU µs/req | errors | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in report["scenarios"].items():
         notes = []
         if "ttft_ms" in r:
-            notes.append(f"TTFT p50 {r['ttft_ms'].get('p50')} ms, "
-                         f"gap p50 {r['gap_ms'].get('p50')} ms")
+            notes.append(
+                f"TTFT p50 {r['ttft_ms'].get('p50')} ms, gap p50 {r['gap_ms'].get('p50')} ms"
+            )
         if "rss_kib_after" in r:
             rss = ", ".join(f"{k}: {v // 1024} MiB" for k, v in r["rss_kib_after"].items())
             notes.append(f"RSS after {rss}; peak {r['peak_rss_kib'] // 1024} MiB")
+        if r.get("timeouts"):
+            notes.append(f"{r['timeouts']} over {CLIENT_TIMEOUT_S} s")
         lat = r["latency_ms"]
-        lines.append(f"| {name} | {r.get('concurrency', '')} | {r['rps']} | {lat.get('p50')} | "
-                     f"{lat.get('p99')} | {r['errors']} | {'; '.join(notes)} |")
+        lines.append(
+            f"| {name} | {r.get('concurrency', '')} | {r['rps']} | {lat.get('p50')} | "
+            f"{lat.get('p99')} | {r.get('server_cpu_us_per_request', '')} | "
+            f"{r['errors']} | {'; '.join(notes)} |"
+        )
     lines += ["", "| target | measured | bound | |", "|---|---:|---:|---|"]
     for t in report["targets"]:
-        lines.append(f"| {t['target']} | {t['value']} | {t['bound']} | "
-                     f"{'pass' if t['pass'] else '**miss**'} |")
+        lines.append(
+            f"| {t['target']} | {t['value']} | {t['bound']} | "
+            f"{'pass' if t['pass'] else '**miss**'} |"
+        )
     return "\n".join(lines) + "\n"
 
 

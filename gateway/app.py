@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_client
+from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
 
 from .config import GatewayConfig
 from .config_loader import check_references, load_config
@@ -22,7 +22,7 @@ from .models import ModelRouter
 from .routes import build_routes
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
-from .upstream import UpstreamClient, create_upstream_client
+from .upstream import UpstreamClient, create_upstream_transport
 
 
 class Gateway:
@@ -45,14 +45,14 @@ class Gateway:
         )
         self._upstream_transport = upstream_transport
         self._tool_transport = tool_transport
-        self._upstream_http: httpx.AsyncClient | None = None
-        self._tool_http: httpx.AsyncClient | None = None
+        self._transports: list[httpx.AsyncBaseTransport] = []
 
     async def __aenter__(self) -> Gateway:
-        self._upstream_http = create_upstream_client(self._upstream_transport)
-        self._tool_http = create_tool_client(self.egress, transport=self._tool_transport)
-        self.upstream = UpstreamClient(self._upstream_http)
-        self.executor = ToolExecutor(self._tool_http)
+        upstream = self._upstream_transport or create_upstream_transport()
+        tools = self._tool_transport or create_tool_transport(self.egress)
+        self._transports = [upstream, tools]
+        self.upstream = UpstreamClient(upstream)
+        self.executor = ToolExecutor(tools, self.egress)
         self.loop = ToolLoop(
             self.upstream,
             self.executor,
@@ -62,9 +62,8 @@ class Gateway:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        for client in (self._upstream_http, self._tool_http):
-            if client is not None:
-                await client.aclose()
+        for transport in self._transports:
+            await transport.aclose()
 
 
 def create_app(

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from tool_registry.client import send
 from tool_registry.retry import backoff_delay, should_retry
 
 from .config import UpstreamConfig
@@ -21,16 +22,10 @@ _PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: pa
 _MESSAGE_CHARS = 1000
 
 
-def create_upstream_client(
-    transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 1000
-) -> httpx.AsyncClient:
-    """One shared client for every upstream (aiohttp transport unless one is given)."""
+def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTransport:
+    """One aiohttp transport shared by every upstream."""
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=60)
-    return httpx.AsyncClient(
-        transport=transport or AiohttpTransport(limits=limits, trust_env=False),
-        follow_redirects=False,
-        trust_env=False,
-    )
+    return AiohttpTransport(limits=limits, trust_env=False)
 
 
 def upstream_error_message(body: bytes) -> str | None:
@@ -91,19 +86,28 @@ async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
 class UpstreamClient:
     """Sends requests to upstream model servers with the upstream's own credentials."""
 
-    def __init__(self, http: httpx.AsyncClient, *, backoff_base_s: float = 0.5) -> None:
-        self._http = http
+    def __init__(self, transport: httpx.AsyncBaseTransport, *, backoff_base_s: float = 0.5) -> None:
+        self._transport = transport
         self._backoff_base_s = backoff_base_s
-        self._headers: dict[str, dict[str, str]] = {}
+        self._prepared: dict[str, tuple[dict[str, str], dict[str, float | None]]] = {}
+        self._urls: dict[tuple[str, str], httpx.URL] = {}
 
-    def _headers_for(self, upstream: UpstreamConfig) -> dict[str, str]:
-        headers = self._headers.get(upstream.name)
-        if headers is None:
+    def _prepare(self, upstream: UpstreamConfig) -> tuple[dict[str, str], dict[str, float | None]]:
+        """Headers and timeouts of an upstream, worked out once."""
+        prepared = self._prepared.get(upstream.name)
+        if prepared is None:
             headers = {"content-type": "application/json", **upstream.headers}
             if upstream.api_key is not None and upstream.api_key.get_secret_value():
                 headers["authorization"] = f"Bearer {upstream.api_key.get_secret_value()}"
-            self._headers[upstream.name] = headers
-        return headers
+            timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
+            prepared = self._prepared[upstream.name] = (headers, timeout.as_dict())
+        return prepared
+
+    def _url(self, upstream: UpstreamConfig, path: str) -> httpx.URL:
+        url = self._urls.get((upstream.name, path))
+        if url is None:
+            url = self._urls[(upstream.name, path)] = httpx.URL(upstream.base_url + path)
+        return url
 
     async def send(
         self,
@@ -120,18 +124,17 @@ class UpstreamClient:
         ``Retry-After``; other statuses are returned as they are. The caller reads or
         streams the body and closes the response.
         """
-        headers = self._headers_for(upstream)
+        headers, timeout = self._prepare(upstream)
         if accept is not None:
             headers = {**headers, "accept": accept}
-        timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
-        url = upstream.base_url + path
+        url = self._url(upstream, path)
         for attempt in range(upstream.max_retries + 1):
             last = attempt == upstream.max_retries
-            request = self._http.build_request(
-                method, url, content=content, headers=headers, timeout=timeout
+            request = httpx.Request(
+                method, url, content=content, headers=headers, extensions={"timeout": timeout}
             )
             try:
-                response = await self._http.send(request, stream=True)
+                response = await send(self._transport, request)
             except httpx.ReadTimeout as exc:
                 raise UpstreamTimeout(
                     f"The upstream model server {upstream.name!r} did not answer in time."

@@ -5,7 +5,7 @@ call (``Tool.prepare``) and run it (``ToolExecutor.execute``), which always retu
 ``ToolResult`` for the model, whatever happened on the wire.
 """
 
-from .client import create_tool_client
+from .client import create_tool_transport
 from .egress import EgressPolicy
 from .errors import (
     EgressDenied,
@@ -41,7 +41,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolTimeout",
-    "create_tool_client",
+    "create_tool_transport",
     "error_result",
     "load_tool_file",
 ]

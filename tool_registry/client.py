@@ -1,4 +1,11 @@
-"""The HTTP client tool calls go through: aiohttp transport, egress guard on every hop."""
+"""HTTP plumbing for tool calls: the aiohttp transport, and sending without the client
+layer.
+
+The gateway uses httpx's request and response types and its transports, not
+``httpx.AsyncClient``: the client's cookie jar, auth flow, redirect handling and event
+hooks cost a good share of each call's CPU time, and the gateway needs none of them
+(redirects are followed here, with the egress guard on every hop).
+"""
 
 from __future__ import annotations
 
@@ -9,18 +16,10 @@ from httpx_aiohttp import AiohttpTransport
 from .egress import EgressPolicy, GuardedResolver
 
 
-def create_tool_client(
-    policy: EgressPolicy,
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    max_connections: int = 200,
-) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for tool calls.
-
-    Names are checked after DNS resolution by a guarded aiohttp resolver; literal
-    addresses, on every request including redirect hops, by an event hook. Pass
-    ``transport`` (an ``httpx.MockTransport``, say) to run without a network.
-    """
+def create_tool_transport(
+    policy: EgressPolicy, max_connections: int = 200
+) -> httpx.AsyncBaseTransport:
+    """The aiohttp transport for tool calls, resolving names through the egress guard."""
 
     def new_session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
@@ -28,15 +27,14 @@ def create_tool_client(
         )
         return aiohttp.ClientSession(connector=connector)
 
-    async def check_destination(request: httpx.Request) -> None:
-        policy.check_url(request.url)
+    return AiohttpTransport(client=new_session)
 
-    return httpx.AsyncClient(
-        transport=transport or AiohttpTransport(client=new_session),
-        event_hooks={"request": [check_destination]},
-        follow_redirects=False,
-        trust_env=False,
-    )
+
+async def send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
+    """Send one request through a transport; the caller reads and closes the response."""
+    response = await transport.handle_async_request(request)
+    response.request = request
+    return response
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -58,12 +58,19 @@ def literal_ip(host: str) -> IPAddress | None:
         return None
 
 
+_VERDICTS_KEPT = 1024
+
+
 @dataclass(frozen=True)
 class EgressPolicy:
     """``deny_private`` also refuses loopback and private ranges, except for ``allow_hosts``."""
 
     deny_private: bool = False
     allow_hosts: frozenset[str] = field(default_factory=frozenset)
+    # Literal hosts already judged (None: allowed): tools call the same few hosts.
+    _verdicts: dict[str, str | None] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
 
     def check(self, host: str, ip: IPAddress) -> None:
         """Raise ``EgressDenied`` if ``host`` may not be reached at ``ip``."""
@@ -74,9 +81,26 @@ class EgressPolicy:
 
     def check_url(self, url: httpx.URL) -> None:
         """Check a URL whose host is a literal address; names are checked when resolved."""
-        ip = literal_ip(url.host)
-        if ip is not None:
-            self.check(url.host, ip)
+        host = url.host
+        try:
+            verdict = self._verdicts[host]
+        except KeyError:
+            verdict = self._judge(host)
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[host] = verdict
+        if verdict is not None:
+            raise EgressDenied(verdict)
+
+    def _judge(self, host: str) -> str | None:
+        ip = literal_ip(host)
+        if ip is None:
+            return None
+        try:
+            self.check(host, ip)
+        except EgressDenied as exc:
+            return str(exc)
+        return None
 
 
 class GuardedResolver(AbstractResolver):

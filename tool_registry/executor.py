@@ -7,8 +7,8 @@ import logging
 
 import httpx
 
-from .client import is_timeout
-from .egress import egress_denial
+from .client import is_timeout, send
+from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .registry import PreparedCall
 from .request_builder import build_request
@@ -18,6 +18,29 @@ from .retry import backoff_delay, should_retry
 logger = logging.getLogger("tool_registry.executor")
 
 _RETRY_CAP_S = 5.0
+MAX_REDIRECTS = 5
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:
+    """The next hop of a redirect, as browsers and httpx do it: 303 (and 301/302 after
+    POST) become GET without a body; credentials stay behind on another origin."""
+    url = request.url.join(response.headers["location"])
+    method = request.method
+    if (response.status_code == 303 and method != "HEAD") or (
+        response.status_code in (301, 302) and method == "POST"
+    ):
+        method = "GET"
+    headers = httpx.Headers(request.headers)
+    if (url.scheme, url.host, url.port) != (request.url.scheme, request.url.host, request.url.port):
+        headers.pop("authorization", None)
+    content = request.content if method == request.method else None
+    if content is None:
+        headers.pop("content-length", None)
+        headers.pop("content-type", None)
+    return httpx.Request(
+        method, url, headers=headers, content=content, extensions=request.extensions
+    )
 
 
 async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
@@ -35,11 +58,31 @@ async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool
 
 
 class ToolExecutor:
-    """Runs tool calls through one shared ``httpx.AsyncClient`` (see ``create_tool_client``)."""
+    """Runs tool calls through one shared transport (see ``create_tool_transport``)."""
 
-    def __init__(self, client: httpx.AsyncClient, *, backoff_base_s: float = 0.2) -> None:
-        self._client = client
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        policy: EgressPolicy | None = None,
+        *,
+        backoff_base_s: float = 0.2,
+    ) -> None:
+        self._transport = transport
+        self._policy = policy or EgressPolicy()
         self._backoff_base_s = backoff_base_s
+
+    async def _send(self, request: httpx.Request, follow: bool) -> httpx.Response:
+        """Send, following redirects if asked; every hop passes the egress guard."""
+        for _ in range(MAX_REDIRECTS + 1):
+            self._policy.check_url(request.url)
+            response = await send(self._transport, request)
+            if not follow or response.status_code not in _REDIRECT_STATUSES:
+                return response
+            if "location" not in response.headers:
+                return response
+            await response.aclose()
+            request = redirect_request(request, response)
+        raise httpx.TooManyRedirects("too many redirects", request=request)
 
     async def execute(self, call: PreparedCall) -> ToolResult:
         """Make the call, retrying idempotent methods as configured. Never raises for
@@ -71,9 +114,7 @@ class ToolExecutor:
         no_headers = httpx.Headers()
         try:
             async with asyncio.timeout(spec.http.timeout_s):
-                response = await self._client.send(
-                    request, stream=True, follow_redirects=spec.http.follow_redirects
-                )
+                response = await self._send(request, spec.http.follow_redirects)
                 try:
                     body, truncated = await read_capped(response, spec.http.max_response_bytes)
                 finally:

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream import UpstreamClient, create_upstream_client
+from gateway.upstream import UpstreamClient
 
 pytestmark = pytest.mark.anyio
 
@@ -33,8 +33,8 @@ async def chat(*responses: httpx.Response | Exception) -> tuple[object, list[htt
             raise item
         return item
 
-    async with create_upstream_client(httpx.MockTransport(handler)) as http:
-        client = UpstreamClient(http, backoff_base_s=0)
+    async with httpx.MockTransport(handler) as transport:
+        client = UpstreamClient(transport, backoff_base_s=0)
         try:
             return await client.chat(UPSTREAM, {"model": "m", "messages": []}), seen
         except UpstreamError as exc:

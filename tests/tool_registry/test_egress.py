@@ -16,7 +16,7 @@ from tool_registry import (
     ToolExecutor,
     ToolRegistry,
     ToolSpec,
-    create_tool_client,
+    create_tool_transport,
 )
 from tool_registry.egress import GuardedResolver, egress_denial
 
@@ -100,9 +100,10 @@ async def test_the_real_client_refuses_private_names(allow: bool, outcome: str, 
             }
         )
         allowed = frozenset({"localhost"}) if allow else frozenset()
-        async with create_tool_client(EgressPolicy(True, allowed)) as client:
+        policy = EgressPolicy(True, allowed)
+        async with create_tool_transport(policy) as transport:
             call = ToolRegistry([spec]).get("len").prepare('{"s": "abc"}', CallContext("t"))  # type: ignore[union-attr]
-            result = await ToolExecutor(client).execute(call)
+            result = await ToolExecutor(transport, policy).execute(call)
     assert result.outcome == outcome
     assert len(tools.hits) == hits
 
@@ -113,8 +114,8 @@ async def test_a_refused_connection_is_not_a_timeout() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again before the call: nothing listens
     spec = ToolSpec.model_validate({"name": "gone", "http": {"url": f"http://127.0.0.1:{port}/"}})
-    async with create_tool_client(EgressPolicy()) as client:
+    async with create_tool_transport(EgressPolicy()) as transport:
         call = ToolRegistry([spec]).get("gone").prepare("{}", CallContext("t"))  # type: ignore[union-attr]
-        result = await ToolExecutor(client).execute(call)
+        result = await ToolExecutor(transport).execute(call)
     assert result.outcome == "http_error"
     assert "could not be reached" in result.content

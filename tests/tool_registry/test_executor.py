@@ -16,7 +16,6 @@ from tool_registry import (
     ToolExecutor,
     ToolRegistry,
     ToolSpec,
-    create_tool_client,
 )
 
 pytestmark = pytest.mark.anyio
@@ -42,9 +41,8 @@ async def run(tool: ToolSpec, handler: Handler, arguments: str = '{"q": "x"}') -
         seen.append(request)
         return await handler(request)
 
-    client = create_tool_client(EgressPolicy(), transport=httpx.MockTransport(recording))
-    async with client:
-        executor = ToolExecutor(client, backoff_base_s=0)
+    async with httpx.MockTransport(recording) as transport:
+        executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0)
         prepared = ToolRegistry([tool]).get("t").prepare(arguments, CallContext("acme"))  # type: ignore[union-attr]
         return await executor.execute(prepared), seen
 
