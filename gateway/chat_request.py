@@ -3,10 +3,11 @@ what the gateway itself relies on (see DESIGN.md §2, §5)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tool_registry.jsonio import loads
 
 from .errors import BadRequest
 
@@ -124,8 +125,8 @@ def client_tool_name(tool: dict[str, Any]) -> str | None:
 def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     """Check the fields the gateway relies on; everything else passes through untouched."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = loads(raw)
+    except ValueError as exc:
         raise BadRequest("The request body is not valid JSON.") from exc
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")

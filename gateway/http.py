@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
+
+from tool_registry.jsonio import dumps
 
 from .errors import BadRequest, GatewayError, PayloadTooLarge
 
@@ -35,9 +38,15 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def error_response(exc: GatewayError, request_id: str) -> JSONResponse:
+def json_response(
+    content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    return Response(dumps(content), status_code, headers, media_type="application/json")
+
+
+def error_response(exc: GatewayError, request_id: str) -> Response:
     headers = {**exc.headers, "x-request-id": request_id}
-    return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
+    return json_response(exc.envelope(), exc.status, headers)
 
 
 def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:

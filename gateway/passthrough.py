@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from starlette.responses import Response
 
+from tool_registry.jsonio import dumps, loads
+
 from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
 from .sse import SSEParser, encode
 from .upstream import UpstreamClient, map_status_error, read_all
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -44,7 +41,7 @@ async def _renamed_stream(response: httpx.Response, model: str) -> AsyncIterator
 
 def _rename_event(data: str, model: str) -> bytes:
     try:
-        event = json.loads(data)
+        event = loads(data)
     except ValueError:
         event = None
     if isinstance(event, dict) and "model" in event:
@@ -72,7 +69,7 @@ async def forward_json(
     renamed = route.model.target != client_model
     if renamed or changed:
         body["model"] = route.model.target
-        raw = _encode(body)
+        raw = dumps(body)
     response = await client.send(
         route.upstream, path, raw, accept="text/event-stream" if stream else None
     )
@@ -86,10 +83,10 @@ async def forward_json(
     data = await read_all(route.upstream, response)
     if renamed:
         try:
-            parsed = json.loads(data)
+            parsed = loads(data)
         except ValueError:
             parsed = None  # not ours to judge: passed on as it came
         if isinstance(parsed, dict) and "model" in parsed:
             parsed["model"] = client_model
-            data = _encode(parsed)
+            data = dumps(parsed)
     return Response(data, status_code=response.status_code, media_type=media_type, headers=headers)

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from tool_registry import CallContext
+from tool_registry.jsonio import loads
 
 from .chat_request import parse_chat_request
 from .chunks import ChunkWriter
 from .errors import BadRequest, NotFound
 from .event_stream import start_event_stream
-from .http import endpoint, read_body
+from .http import endpoint, json_response, read_body
 from .passthrough import forward_json
 from .policy import effective_limits, effective_tools
 from .stream_loop import stream_loop
@@ -70,25 +70,25 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         result = await gateway.loop.run(job)
         headers["x-toolgate-iterations"] = str(result.state.iterations)
         headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
-        return JSONResponse(result.response, headers=headers)
+        return json_response(result.response, headers=headers)
 
     async def list_models(request: Request, request_id: str) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
-        return JSONResponse(gateway.models.listing(tenant), headers={"x-request-id": request_id})
+        return json_response(gateway.models.listing(tenant), headers={"x-request-id": request_id})
 
     async def get_model(request: Request, request_id: str) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
         name = request.path_params["model"]
         gateway.models.resolve(name, tenant)
-        return JSONResponse(gateway.models.describe(name), headers={"x-request-id": request_id})
+        return json_response(gateway.models.describe(name), headers={"x-request-id": request_id})
 
     async def forward(request: Request, request_id: str) -> Response:
         """Other ``/v1/*`` routes with a JSON body naming a model go to its upstream."""
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
         raw = await read_body(request, max_body)
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            body = loads(raw)
+        except ValueError:
             body = None
         model = body.get("model") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(model, str):
@@ -110,10 +110,10 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         )
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return json_response({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        return JSONResponse({"status": "ready", "models": len(config.models)})
+        return json_response({"status": "ready", "models": len(config.models)})
 
     return [
         Route("/v1/chat/completions", endpoint(chat_completions), methods=["POST"]),

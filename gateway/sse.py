@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from tool_registry.jsonio import dumps
 
 DONE = b"data: [DONE]\n\n"
 KEEPALIVE = b": keep-alive\n\n"
@@ -11,11 +12,7 @@ KEEPALIVE = b": keep-alive\n\n"
 
 def encode(payload: Any) -> bytes:
     """One ``data:`` event holding ``payload`` as compact JSON."""
-    return (
-        b"data: "
-        + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        + b"\n\n"
-    )
+    return b"data: " + dumps(payload) + b"\n\n"
 
 
 class SSEParser:

@@ -4,13 +4,14 @@ arrive, server tool-call deltas never do, and keep-alive comments cover tool run
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 import anyio
 import httpx
+
+from tool_registry.jsonio import dumps, loads
 
 from .chunks import ChunkWriter
 from .errors import GatewayError, UpstreamError, UpstreamTimeout
@@ -92,8 +93,9 @@ async def _stream_round(
 ) -> AsyncIterator[dict[str, Any]]:
     """One upstream round: the deltas to forward, while ``assembler`` collects the rest."""
     upstream = session.job.upstream
-    content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    send = loop.upstream.send(upstream, "/chat/completions", content, accept="text/event-stream")
+    send = loop.upstream.send(
+        upstream, "/chat/completions", dumps(body), accept="text/event-stream"
+    )
     response = await _timed(send, session)
     if response.status_code >= 300:
         raise map_status_error(upstream.name, response, await read_all(upstream, response))
@@ -124,7 +126,7 @@ async def _stream_round(
 
 def _parse(data: str) -> dict[str, Any]:
     try:
-        chunk = json.loads(data)
+        chunk = loads(data)
     except ValueError as exc:
         raise UpstreamError("The upstream model server sent an invalid stream event.") from exc
     if not isinstance(chunk, dict):

@@ -149,6 +149,8 @@ class ToolRunner:
         self._state.tool_calls += len(to_run)
         if any(p.tool.spec.http.method not in SAFE_METHODS for p in to_run.values()):
             self._state.side_effects = True
+        if len(to_run) == 1:
+            return await self._execute_one(*next(iter(to_run.items())), first_ids, deadline)
         tasks = {
             key: asyncio.create_task(self._one(first_ids[key], prepared))
             for key, prepared in to_run.items()
@@ -169,6 +171,21 @@ class ToolRunner:
             else:
                 self._done[key] = (first_ids[key], task.result())
         return bool(pending)
+
+    async def _execute_one(
+        self, key: str, prepared: PreparedCall, first_ids: dict[str, str], deadline: float
+    ) -> bool:
+        """A single call runs in the request's own task: no task to create or wait for."""
+        call_id = first_ids[key]
+        try:
+            async with asyncio.timeout_at(deadline):
+                result = await self._one(call_id, prepared)
+        except TimeoutError:
+            self._done[key] = (call_id, _TIME_SPENT)
+            self._record(call_id, prepared.tool.name, _TIME_SPENT, 0.0)
+            return True
+        self._done[key] = (call_id, result)
+        return False
 
     async def _one(self, call_id: str, prepared: PreparedCall) -> ToolResult:
         async with self._semaphore:

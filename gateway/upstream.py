@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -11,6 +10,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from tool_registry.client import send
+from tool_registry.jsonio import dumps, loads
 from tool_registry.retry import backoff_delay, should_retry
 
 from .config import UpstreamConfig
@@ -31,7 +31,7 @@ def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTra
 def upstream_error_message(body: bytes) -> str | None:
     """The ``error.message`` of an OpenAI-style error body, if it has one."""
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError:
         return None
     error = data.get("error") if isinstance(data, dict) else None
@@ -156,13 +156,12 @@ class UpstreamClient:
 
     async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
         """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
-        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-        response = await self.send(upstream, "/chat/completions", content)
+        response = await self.send(upstream, "/chat/completions", dumps(body))
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
         try:
-            parsed = json.loads(data)
+            parsed = loads(data)
         except ValueError as exc:
             raise UpstreamError(
                 f"The upstream model server {upstream.name!r} answered with invalid JSON."

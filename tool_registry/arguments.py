@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from .errors import ToolArgumentsInvalid
+from .jsonio import JSONDecodeError, canonical, loads
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _MAX_REPORTED_ERRORS = 3
@@ -19,8 +19,8 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     if raw is None or not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        value = loads(raw)
+    except JSONDecodeError as exc:
         raise ToolArgumentsInvalid(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from exc
     if not isinstance(value, dict):
         raise ToolArgumentsInvalid("arguments must be a JSON object")
@@ -107,4 +107,4 @@ def visible_parameters(schema: dict[str, Any], hidden: set[str]) -> dict[str, An
 
 def canonical_arguments(arguments: dict[str, Any]) -> str:
     """A stable text form of arguments, to recognise the same call twice."""
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical(arguments)

@@ -11,7 +11,6 @@ from .client import is_timeout, send
 from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .registry import PreparedCall
-from .request_builder import build_request
 from .results import ToolResult, error_result, success_result
 from .retry import backoff_delay, should_retry
 
@@ -89,7 +88,7 @@ class ToolExecutor:
         HTTP trouble: non-2xx, timeouts, refused and failed connections are results."""
         http = call.tool.spec.http
         try:
-            request = build_request(http, call.arguments)
+            request = call.tool.request.build(call.arguments)
         except ToolArgumentsInvalid as exc:
             return error_result(str(exc), "invalid_args")
         request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()

@@ -9,6 +9,7 @@ from typing import Any
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .errors import ToolArgumentsInvalid, ToolConfigError
+from .request_builder import RequestTemplate
 from .spec import ToolSpec
 from .templates import MissingValue, placeholders, render
 
@@ -48,10 +49,11 @@ class PreparedCall:
 class Tool:
     """A tool ready for use: its OpenAI definition and its argument handling."""
 
-    __slots__ = ("_bind_sources", "_validator", "definition", "spec")
+    __slots__ = ("_bind_sources", "_validator", "definition", "request", "spec")
 
     def __init__(self, spec: ToolSpec) -> None:
         self.spec = spec
+        self.request = RequestTemplate(spec.http)
         self._validator = ArgumentValidator(spec.parameters)
         self._bind_sources = {key: placeholders(t) for key, t in spec.bind.items()}
         function: dict[str, Any] = {

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import httpx
 
 from .errors import ToolArgumentsInvalid
+from .jsonio import dumps
 from .spec import BODY_METHODS, HttpSpec
 from .templates import MissingValue, placeholders, render, stringify
 
@@ -29,56 +30,94 @@ def _query_value(value: Any) -> str | list[str]:
     return stringify(value)
 
 
-def _render_query(spec: HttpSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    query: dict[str, Any] = {}
-    for key, template in spec.query.items():
-        names = placeholders(template)
-        if len(names) == 1 and template == "{" + names[0] + "}":
-            # A whole-value template keeps lists as repeated parameters; an optional
-            # argument the model left out leaves the parameter out.
-            if names[0] in arguments:
-                query[key] = _query_value(arguments[names[0]])
-            continue
-        query[key] = render(template, arguments)
-    return query
+class RequestTemplate:
+    """A tool's HTTP request with everything that does not depend on the arguments
+    worked out once: the origin, the path template, the fixed query, the templates."""
+
+    __slots__ = ("_body", "_fixed_query", "_headers", "_origin", "_path", "_query", "_used", "spec")
+
+    def __init__(self, spec: HttpSpec) -> None:
+        self.spec = spec
+        parts = urlsplit(spec.url)
+        self._origin = httpx.URL(f"{parts.scheme}://{parts.netloc}/")
+        self._path = parts.path or "/"
+        # The configured URL's own query, whose values may be templates too.
+        self._fixed_query = [
+            (key, value, "{" in value)
+            for key, value in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        self._query = [
+            (key, template, _whole_placeholder(template)) for key, template in spec.query.items()
+        ]
+        self._headers = list(spec.headers.items())
+        self._used = spec.template_names()
+        self._body = spec.method in BODY_METHODS
+
+    def build(self, arguments: Mapping[str, Any]) -> httpx.Request:
+        """The request for one call (see ``build_request``)."""
+        try:
+            path = render(self._path, arguments, encode=encode_path_value)
+            fixed = [(k, render(v, arguments) if t else v) for k, v, t in self._fixed_query]
+            query = self._render_query(arguments)
+            headers = self._render_headers(arguments)
+        except MissingValue as exc:
+            raise ToolArgumentsInvalid(f"argument {exc.name!r} is required") from exc
+        rest = {k: v for k, v in arguments.items() if k not in self._used}
+        if not self._body:
+            taken = {key for key, _ in query}
+            for key, value in rest.items():
+                if key not in taken:
+                    query.extend(_pairs(key, _query_value(value)))
+        origin = self._origin
+        text = f"{origin.scheme}://{origin.netloc.decode('ascii')}{path}"
+        if fixed or query:
+            text += "?" + urlencode([*fixed, *query])
+        url = httpx.URL(text)
+        if (url.scheme, url.host, url.port) != (origin.scheme, origin.host, origin.port):
+            raise ToolArgumentsInvalid("arguments may not change the tool's address")
+        if self._body:
+            headers["content-type"] = "application/json"
+            return httpx.Request(self.spec.method, url, headers=headers, content=dumps(rest))
+        return httpx.Request(self.spec.method, url, headers=headers)
+
+    def _render_query(self, arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+        query: list[tuple[str, str]] = []
+        for key, template, whole in self._query:
+            if whole is not None:
+                # A whole-value template keeps lists as repeated parameters; an optional
+                # argument the model left out leaves the parameter out.
+                if whole in arguments:
+                    query.extend(_pairs(key, _query_value(arguments[whole])))
+                continue
+            query.append((key, render(template, arguments)))
+        return query
+
+    def _render_headers(self, arguments: Mapping[str, Any]) -> dict[str, str]:
+        headers = {"user-agent": USER_AGENT}
+        for key, template in self._headers:
+            value = render(template, arguments)
+            if any(c in value for c in _FORBIDDEN_HEADER_CHARS):
+                raise ToolArgumentsInvalid(f"header {key}: value contains a line break")
+            headers[key] = value
+        return headers
 
 
-def _render_headers(spec: HttpSpec, arguments: Mapping[str, Any]) -> dict[str, str]:
-    headers = {"user-agent": USER_AGENT}
-    for key, template in spec.headers.items():
-        value = render(template, arguments)
-        if any(c in value for c in _FORBIDDEN_HEADER_CHARS):
-            raise ToolArgumentsInvalid(f"header {key}: value contains a line break")
-        headers[key] = value
-    return headers
+def _whole_placeholder(template: str) -> str | None:
+    names = placeholders(template)
+    return names[0] if len(names) == 1 and template == "{" + names[0] + "}" else None
+
+
+def _pairs(key: str, value: str | list[str]) -> list[tuple[str, str]]:
+    return [(key, v) for v in value] if isinstance(value, list) else [(key, value)]
 
 
 def build_request(spec: HttpSpec, arguments: Mapping[str, Any]) -> httpx.Request:
     """Build the request for one call.
 
-    ``{name}`` in the URL is a path parameter (percent-encoded, ``/`` included);
+    ``{name}`` in the URL path is a path parameter (percent-encoded, ``/`` included);
     ``query`` and ``headers`` are templates; the arguments no template uses go to the
     query string (GET, HEAD, DELETE) or a JSON body (POST, PUT, PATCH). The scheme,
-    host and port are always those of the configured URL.
+    host and port are always those of the configured URL, and a query string in it
+    stays.
     """
-    try:
-        url = httpx.URL(render(spec.url, arguments, encode=encode_path_value))
-        query = _render_query(spec, arguments)
-        headers = _render_headers(spec, arguments)
-    except MissingValue as exc:
-        raise ToolArgumentsInvalid(f"argument {exc.name!r} is required") from exc
-
-    configured = httpx.URL(spec.url.replace("{", "").replace("}", ""))
-    if (url.scheme, url.host, url.port) != (configured.scheme, configured.host, configured.port):
-        raise ToolArgumentsInvalid("arguments may not change the tool's address")
-
-    used = spec.template_names()
-    rest = {k: v for k, v in arguments.items() if k not in used}
-    if spec.method not in BODY_METHODS:
-        for key, value in rest.items():
-            query.setdefault(key, _query_value(value))
-    if query:  # merged: a query string in the configured URL stays
-        url = url.copy_merge_params(query)
-    if spec.method in BODY_METHODS:
-        return httpx.Request(spec.method, url, headers=headers, json=rest)
-    return httpx.Request(spec.method, url, headers=headers)
+    return RequestTemplate(spec).build(arguments)

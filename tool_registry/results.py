@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import jmespath
 
+from .jsonio import dumps_text, loads
 from .spec import ResultSpec
 
 Outcome = Literal["ok", "http_error", "timeout", "invalid_args", "denied", "unknown"]
@@ -29,7 +29,7 @@ class ToolResult:
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return dumps_text(value)
 
 
 def cut(text: str, max_chars: int) -> str:
@@ -64,7 +64,7 @@ def success_result(
     text = _decode(body, charset)
     if not truncated:
         try:
-            value = json.loads(text)
+            value = loads(text)
         except ValueError:
             pass
         else:

@@ -78,6 +78,12 @@ def test_path_values_are_percent_encoded(value: str, encoded: str) -> None:
             None,
         ),
         (
+            {"url": "http://t.example/s?q={q}&fixed=1"},
+            {"q": "a b&c"},
+            "http://t.example/s?q=a+b%26c&fixed=1",
+            None,
+        ),
+        (
             {"method": "POST", "url": "http://t.example/x?fixed=1"},
             {"a": 1},
             "http://t.example/x?fixed=1",
