@@ -20,6 +20,8 @@ from .policy import LoopLimits
 from .tool_runner import CallRecord, ToolRunner
 from .upstream import UpstreamClient
 
+_TOOLSETS_KEPT = 1024  # distinct tool sets (tenants × narrowings) remembered
+
 
 @dataclass(frozen=True, slots=True)
 class LoopJob:
@@ -72,25 +74,47 @@ def round_body(
     return body
 
 
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """The server tools in play, worked out once per distinct set (per tenant, mostly)."""
+
+    server: frozenset[str]
+    names: list[str]
+    definitions: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, names: tuple[str, ...], registry: ToolRegistry) -> ToolSet:
+        definitions = [t.definition for n in names if (t := registry.get(n)) is not None]
+        return cls(frozenset(names), list(names), definitions)
+
+
 class LoopSession:
     """One request going round the loop."""
 
-    def __init__(self, job: LoopJob, registry: ToolRegistry, executor: ToolExecutor) -> None:
+    def __init__(
+        self,
+        job: LoopJob,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        toolset: ToolSet,
+    ) -> None:
         self.job = job
         self.state = LoopState()
+        available = toolset.names
+        if job.client_tool_names:
+            available = [*available, *sorted(job.client_tool_names)]
         self.runner = ToolRunner(
             registry,
             executor,
             job.context,
-            frozenset(job.server_tools),
-            [*job.server_tools, *sorted(job.client_tool_names)],
+            toolset.server,
+            available,
             job.limits.max_parallel_tools,
             self.state,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.limits.request_timeout_s
-        server = [t.definition for n in job.server_tools if (t := registry.get(n)) is not None]
-        self._tools = [*server, *job.client_tools]
+        self._tools = [*toolset.definitions, *job.client_tools]
         self._messages: list[dict[str, Any]] = list(job.body["messages"])
         self._final = False
 
@@ -156,9 +180,17 @@ class ToolLoop:
         self.keepalive_s = keepalive_s
         self._executor = executor
         self._registry = registry
+        self._toolsets: dict[tuple[str, ...], ToolSet] = {}
 
     def session(self, job: LoopJob) -> LoopSession:
-        return LoopSession(job, self._registry, self._executor)
+        toolset = self._toolsets.get(job.server_tools)
+        if toolset is None:
+            if len(self._toolsets) >= _TOOLSETS_KEPT:
+                self._toolsets.clear()
+            toolset = self._toolsets[job.server_tools] = ToolSet.of(
+                job.server_tools, self._registry
+            )
+        return LoopSession(job, self._registry, self._executor, toolset)
 
     async def run(self, job: LoopJob) -> LoopResult:
         session = self.session(job)
