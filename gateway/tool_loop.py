@@ -20,7 +20,7 @@ from .policy import LoopLimits
 from .tool_runner import CallRecord, ToolRunner
 from .upstream import UpstreamClient
 
-_TOOLSETS_KEPT = 1024  # distinct tool sets (tenants × narrowings) remembered
+_TOOLSETS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
 
 
 @dataclass(frozen=True, slots=True)
