@@ -70,7 +70,9 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
 async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
     """The whole body of an upstream response, which is closed afterwards."""
     try:
-        return await response.aread()
+        if "content-encoding" in response.headers or response.is_stream_consumed:
+            return await response.aread()
+        return b"".join([chunk async for chunk in response.aiter_raw()])
     except httpx.TimeoutException as exc:
         raise UpstreamTimeout(
             f"The upstream model server {upstream.name!r} did not answer in time."

@@ -46,7 +46,9 @@ async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool
     """Read at most ``limit`` bytes of the (decoded) body; say whether more was left."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    # Raw bytes when there is nothing to decode: httpx's decoder chain costs per chunk.
+    decode = "content-encoding" in response.headers or response.is_stream_consumed
+    async for chunk in response.aiter_bytes() if decode else response.aiter_raw():
         room = limit - size
         if len(chunk) > room:
             chunks.append(chunk[:room])

@@ -34,12 +34,12 @@ class RequestTemplate:
     """A tool's HTTP request with everything that does not depend on the arguments
     worked out once: the origin, the path template, the fixed query, the templates."""
 
-    __slots__ = ("_body", "_fixed_query", "_headers", "_origin", "_path", "_query", "_used", "spec")
+    __slots__ = ("_body", "_fixed_query", "_headers", "_path", "_prefix", "_query", "_used", "spec")
 
     def __init__(self, spec: HttpSpec) -> None:
         self.spec = spec
         parts = urlsplit(spec.url)
-        self._origin = httpx.URL(f"{parts.scheme}://{parts.netloc}/")
+        self._prefix = f"{parts.scheme}://{parts.netloc}"
         self._path = parts.path or "/"
         # The configured URL's own query, whose values may be templates too.
         self._fixed_query = [
@@ -68,13 +68,12 @@ class RequestTemplate:
             for key, value in rest.items():
                 if key not in taken:
                     query.extend(_pairs(key, _query_value(value)))
-        origin = self._origin
-        text = f"{origin.scheme}://{origin.netloc.decode('ascii')}{path}"
+        # Path values are percent-encoded whole ("/", "?", "#", "@" included) and the
+        # query is urlencoded, so nothing an argument holds can reach the origin.
+        text = self._prefix + path
         if fixed or query:
             text += "?" + urlencode([*fixed, *query])
         url = httpx.URL(text)
-        if (url.scheme, url.host, url.port) != (origin.scheme, origin.host, origin.port):
-            raise ToolArgumentsInvalid("arguments may not change the tool's address")
         if self._body:
             headers["content-type"] = "application/json"
             return httpx.Request(self.spec.method, url, headers=headers, content=dumps(rest))
