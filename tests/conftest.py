@@ -1,8 +1,49 @@
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
+
 import pytest
+import redis
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+HOW_TO_START = (
+    "start one with `redis-server --daemonize yes --port 6379 --save '' --appendonly no` "
+    "(`make test` does this itself when redis-server is installed), point REDIS_URL at "
+    "another, or set TOOLGATE_SKIP_REDIS=1 to skip the Redis tests"
+)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A reachable Redis, or a failure saying how to get one (a skip only if asked)."""
+    if os.environ.get("TOOLGATE_SKIP_REDIS") == "1":
+        pytest.skip("TOOLGATE_SKIP_REDIS=1")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}): {HOW_TO_START}.")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix for this test run; every key under it is deleted afterwards."""
+    prefix = f"toolgate-test-{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()

@@ -1,0 +1,19 @@
+"""Shared state (DESIGN.md §8): rate-limit counters, saved tool turns, tool-result
+caches. One interface, two backends: ``memory://`` for one process, Redis for several
+replicas. ``open_store`` picks the backend from the URL and bounds every call."""
+
+from .base import RateDecision, RateMode, Store, StoreUnavailable, gcra
+from .guard import GuardedStore
+from .keys import Keys
+from .open import open_store
+
+__all__ = [
+    "GuardedStore",
+    "Keys",
+    "RateDecision",
+    "RateMode",
+    "Store",
+    "StoreUnavailable",
+    "gcra",
+    "open_store",
+]

@@ -1,0 +1,24 @@
+"""Store keys: every one prefixed and tenant-scoped."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str = "toolgate:"
+
+    def rate(self, tenant: str, kind: str) -> str:
+        return f"{self.prefix}t:{tenant}:rate:{kind}"
+
+    def turn(self, tenant: str, call_id: str) -> str:
+        return f"{self.prefix}t:{tenant}:turn:{call_id}"
+
+    def tool_result(self, tenant: str, call_key: str) -> str:
+        digest = hashlib.sha256(call_key.encode()).hexdigest()
+        return f"{self.prefix}t:{tenant}:cache:{digest}"
+
+    def trace(self, tenant: str, request_id: str) -> str:
+        return f"{self.prefix}t:{tenant}:trace:{request_id}"

@@ -1,0 +1,14 @@
+"""Choosing the backend from ``store.url``."""
+
+from __future__ import annotations
+
+from .guard import GuardedStore
+from .memory import MemoryStore
+
+
+def open_store(url: str, timeout_s: float = 0.1) -> GuardedStore:
+    if url.startswith("memory://"):
+        return GuardedStore(MemoryStore(), timeout_s)
+    from .redis import RedisStore, redis_client  # only needed, and imported, for Redis
+
+    return GuardedStore(RedisStore(redis_client(url)), timeout_s)

@@ -1,0 +1,131 @@
+"""The Redis backend: ``redis.asyncio`` with a pool, short socket timeouts, no retries
+(the guard bounds and short-circuits calls), and one Lua script per rate decision."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from .base import RateDecision, RateMode, StoreUnavailable
+
+# The same steps as ``base.gcra``, atomically, on the server's clock (shared by all
+# replicas). KEYS[1]: the TAT key. ARGV: limit, period (ms), cost, mode (0 acquire,
+# 1 charge, 2 peek). Returns allowed, remaining, reset (ms), retry-after (ms).
+GCRA_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local limit = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local mode = tonumber(ARGV[4])
+local interval = period / limit
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local new_tat = tat + cost * interval
+local allowed = 1
+if mode ~= 1 and new_tat - now > period then allowed = 0 end
+local after = tat
+if allowed == 1 and mode ~= 2 then
+  after = new_tat
+  redis.call('SET', KEYS[1], string.format('%.3f', new_tat), 'PX',
+             math.max(1, math.ceil(new_tat - now)))
+end
+local remaining = math.max(0, math.floor((period - (after - now)) / interval))
+local retry_after = 0
+if allowed == 0 then retry_after = new_tat - period - now end
+return {allowed, remaining, math.ceil(after - now), math.ceil(retry_after)}
+"""
+
+_MODES = {"acquire": 0, "charge": 1, "peek": 2}
+_TIMEOUTS = {"socket_timeout": 0.1, "socket_connect_timeout": 0.1}
+
+
+def redis_client(url: str, max_connections: int = 200) -> Redis | RedisCluster:
+    """A client for ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` and
+    ``redis+sentinel://host:port[,host:port]/service[/db]``."""
+    options: dict[str, Any] = {**_TIMEOUTS, "retry": Retry(NoBackoff(), 0)}
+    scheme = urlsplit(url).scheme
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        plain = url.replace("+cluster", "", 1)
+        return RedisCluster.from_url(plain, **options)
+    if scheme in ("redis+sentinel", "rediss+sentinel"):
+        hosts, service, db, password = parse_sentinel_url(url)
+        sentinel = Sentinel(hosts, sentinel_kwargs=dict(_TIMEOUTS), **options)  # type: ignore[no-untyped-call]
+        master: Redis = sentinel.master_for(service, db=db, password=password)
+        return master
+    return Redis.from_url(url, max_connections=max_connections, **options)
+
+
+def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int, str | None]:
+    """``redis+sentinel://[:password@]h1:26379,h2:26379/mymaster/0`` → its parts."""
+    rest = url.split("://", 1)[1]
+    password = None
+    if "@" in rest:
+        credentials, rest = rest.rsplit("@", 1)
+        password = unquote(credentials.split(":", 1)[-1]) or None
+    netloc, _, path = rest.partition("/")
+    hosts = []
+    for item in netloc.split(","):
+        host, _, port = item.rpartition(":")
+        hosts.append((host or item, int(port) if host else 26379))
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        raise ValueError("a sentinel URL names the service: redis+sentinel://host:port/service")
+    return hosts, parts[0], int(parts[1]) if len(parts) > 1 else 0, password
+
+
+class RedisStore:
+    def __init__(self, client: Redis | RedisCluster) -> None:
+        self._client = client
+        self._gcra = client.register_script(GCRA_LUA)
+
+    async def rate(
+        self, key: str, limit: int, period_s: float, cost: int, mode: RateMode
+    ) -> RateDecision:
+        try:
+            reply = await self._gcra(keys=[key], args=[limit, period_s * 1000, cost, _MODES[mode]])
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store failed.") from exc
+        allowed, remaining, reset_ms, retry_ms = (int(v) for v in reply)
+        return RateDecision(bool(allowed), limit, remaining, reset_ms / 1000, retry_ms / 1000)
+
+    async def get(self, key: str) -> bytes | None:
+        try:
+            value = await self._client.get(key)
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store failed.") from exc
+        return value.encode() if isinstance(value, str) else value
+
+    async def get_many(self, keys: list[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        try:
+            if isinstance(self._client, RedisCluster):
+                values = await self._client.mget_nonatomic(keys)
+            else:
+                values = await self._client.mget(keys)
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store failed.") from exc
+        return [v.encode() if isinstance(v, str) else v for v in values]
+
+    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        try:
+            await self._client.set(key, value, px=max(1, int(ttl_s * 1000)))
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store failed.") from exc
+
+    async def ping(self) -> None:
+        try:
+            await self._client.ping()
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store does not answer.") from exc
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

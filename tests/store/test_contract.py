@@ -1,0 +1,128 @@
+"""One contract, both backends: the memory store and a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store.memory import MemoryStore
+from gateway.store.redis import RedisStore, redis_client
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[tuple[GuardedStore, Keys]]:
+    """A store and keys no other test uses (under the run's prefix on Redis)."""
+    fresh = uuid.uuid4().hex[:8]
+    if request.param == "memory":
+        store = GuardedStore(MemoryStore(), timeout_s=2.0)
+        keys = Keys(f"mem-{fresh}:")
+    else:
+        store = GuardedStore(RedisStore(redis_client(request.getfixturevalue("redis_url"))), 2.0)
+        keys = Keys(f"{request.getfixturevalue('redis_prefix')}{fresh}:")
+    yield store, keys
+    await store.aclose()
+
+
+@pytest.fixture
+def store(backend: tuple[GuardedStore, Keys]) -> GuardedStore:
+    return backend[0]
+
+
+@pytest.fixture
+def keys(backend: tuple[GuardedStore, Keys]) -> Keys:
+    return backend[1]
+
+
+async def test_acquire_admits_the_limit_then_refuses(store: GuardedStore, keys: Keys) -> None:
+    key = keys.rate("acme", "req")
+    decisions = [await store.rate(key, 5, 60, 1, "acquire") for _ in range(6)]
+    assert [d.allowed for d in decisions] == [True] * 5 + [False]
+    assert [d.remaining for d in decisions[:5]] == [4, 3, 2, 1, 0]
+    refused = decisions[-1]
+    assert 11.0 <= refused.retry_after_s <= 12.1  # one request per 12 s comes back
+    assert 59.0 <= refused.reset_s <= 60.1
+
+
+async def test_concurrent_acquires_admit_exactly_the_limit(store: GuardedStore, keys: Keys) -> None:
+    key = keys.rate("acme", "req")
+    decisions = await asyncio.gather(*(store.rate(key, 7, 60, 1, "acquire") for _ in range(25)))
+    assert sum(d.allowed for d in decisions) == 7
+
+
+async def test_charge_goes_over_and_peek_refuses_until_it_drains(
+    store: GuardedStore, keys: Keys
+) -> None:
+    key = keys.rate("acme", "tok")
+    assert (await store.rate(key, 1000, 60, 1, "peek")).allowed
+    charged = await store.rate(key, 1000, 60, 1500, "charge")
+    assert charged.allowed
+    assert charged.remaining == 0
+    peek = await store.rate(key, 1000, 60, 1, "peek")
+    assert not peek.allowed
+    assert 29.5 <= peek.retry_after_s <= 30.1  # 500 tokens over, at 1000 per minute
+    again = await store.rate(key, 1000, 60, 1, "peek")
+    assert again.retry_after_s <= peek.retry_after_s  # peeking took nothing
+
+
+async def test_tenants_do_not_share_counters(store: GuardedStore, keys: Keys) -> None:
+    assert (await store.rate(keys.rate("a", "req"), 1, 60, 1, "acquire")).allowed
+    assert not (await store.rate(keys.rate("a", "req"), 1, 60, 1, "acquire")).allowed
+    assert (await store.rate(keys.rate("b", "req"), 1, 60, 1, "acquire")).allowed
+
+
+async def test_values_expire(store: GuardedStore, keys: Keys) -> None:
+    short, long = keys.turn("acme", "c1"), keys.turn("acme", "c2")
+    await store.put(short, b"soon gone", 0.2)
+    await store.put(long, b"stays", 60)
+    assert await store.get(short) == b"soon gone"
+    assert await store.get_many([long, keys.turn("acme", "none"), short]) == [
+        b"stays",
+        None,
+        b"soon gone",
+    ]
+    await asyncio.sleep(0.35)
+    assert await store.get(short) is None
+    assert await store.get(long) == b"stays"
+    assert await store.get_many([]) == []
+
+
+async def test_ping(store: GuardedStore) -> None:
+    await store.ping()
+    assert store.available
+
+
+class Hanging(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = True
+        self.calls = 0
+
+    async def get(self, key: str) -> bytes | None:
+        self.calls += 1
+        if self.hang:
+            await asyncio.sleep(30)
+        return await super().get(key)
+
+
+async def test_a_hung_store_costs_one_timeout_then_nothing_until_it_is_retried() -> None:
+    inner = Hanging()
+    guarded = GuardedStore(inner, timeout_s=0.05, cooldown_s=0.3)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(StoreUnavailable):
+        await guarded.get("k")
+    assert asyncio.get_running_loop().time() - started < 0.5
+    with pytest.raises(StoreUnavailable):
+        await guarded.get("k")  # within the cooldown: not even tried
+    assert inner.calls == 1
+    assert not guarded.available
+    inner.hang = False
+    await asyncio.sleep(0.35)
+    assert await guarded.get("k") is None  # tried again, and it answers
+    assert inner.calls == 2
+    assert guarded.errors == 2  # the timeout and the call skipped during the cooldown
