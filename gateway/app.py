@@ -19,7 +19,9 @@ from .config_loader import check_references, load_config
 from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
 from .models import ModelRouter
+from .rate_limit import RateLimiter
 from .routes import build_routes
+from .store import Keys, open_store
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
 from .upstream import UpstreamClient, create_upstream_transport
@@ -46,8 +48,11 @@ class Gateway:
         self._upstream_transport = upstream_transport
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
+        self.keys = Keys(config.store.prefix)
 
     async def __aenter__(self) -> Gateway:
+        self.store = open_store(self.config.store.url, self.config.store.timeout_s)
+        self.limiter = RateLimiter(self.store, self.keys, self.config.store.on_error)
         upstream = self._upstream_transport or create_upstream_transport()
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
@@ -64,6 +69,7 @@ class Gateway:
     async def __aexit__(self, *exc_info: object) -> None:
         for transport in self._transports:
             await transport.aclose()
+        await self.store.aclose()
 
 
 def create_app(

@@ -31,6 +31,26 @@ class ServerConfig(_Frozen):
 class StoreConfig(_Frozen):
     url: str = "memory://"
     on_error: OnStoreError = "allow"
+    prefix: str = "toolgate:"
+    timeout_s: float = Field(default=0.1, gt=0, le=10)  # per store call
+    turn_ttl_s: float = Field(default=3600, gt=0)  # saved client-tool turns
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        schemes = (
+            "memory://",
+            "redis://",
+            "rediss://",
+            "unix://",
+            "redis+cluster://",
+            "rediss+cluster://",
+            "redis+sentinel://",
+            "rediss+sentinel://",
+        )
+        if not url.startswith(schemes):
+            raise ValueError(f"must start with one of {', '.join(schemes)}")
+        return url
 
 
 class UpstreamConfig(_Frozen):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
 import anyio
 import httpx
@@ -42,13 +42,11 @@ async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
         yield item
 
 
-async def start_event_stream(
-    events: AsyncIterator[bytes], headers: Mapping[str, str]
-) -> EventStreamResponse:
+async def start_event_stream(events: AsyncIterator[bytes]) -> EventStreamResponse:
     """Wait for the first event before answering, so that anything failing before it is
     still an ordinary HTTP error (raised from here)."""
     first = await anext(events)
-    return EventStreamResponse(_chain(first, events), headers={**STREAM_HEADERS, **headers})
+    return EventStreamResponse(_chain(first, events), headers=STREAM_HEADERS)
 
 
 async def close_quietly(response: httpx.Response) -> None:

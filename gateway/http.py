@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -16,7 +17,17 @@ from .errors import BadRequest, GatewayError, PayloadTooLarge
 
 logger = logging.getLogger("gateway")
 
-Handler = Callable[[Request, str], Awaitable[Response]]
+
+@dataclass(slots=True)
+class Exchange:
+    """One request as the routes see it: its id, and headers its response will carry
+    whatever it turns out to be (an answer, an error, a stream)."""
+
+    request_id: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Request, Exchange], Awaitable[Response]]
 
 
 def new_request_id() -> str:
@@ -57,17 +68,23 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """
 
     async def wrapped(request: Request) -> Response:
-        request_id = new_request_id()
+        exchange = Exchange(new_request_id())
         try:
-            return await handler(request, request_id)
+            response = await handler(request, exchange)
         except GatewayError as exc:
-            return error_response(exc, request_id)
+            response = error_response(exc, exchange.request_id)
         except ClientDisconnect:
             # The client left while its body was being read: nobody reads this answer.
-            return error_response(BadRequest("The client disconnected."), request_id)
+            response = error_response(BadRequest("The client disconnected."), exchange.request_id)
         except Exception:
-            logger.exception("unhandled error in request %s", request_id)
-            error = GatewayError(f"The gateway failed to handle request {request_id}.")
-            return error_response(error, request_id)
+            logger.exception("unhandled error in request %s", exchange.request_id)
+            error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
+            response = error_response(error, exchange.request_id)
+        headers = response.headers
+        for name, value in exchange.headers.items():
+            if name not in headers:
+                headers[name] = value
+        headers["x-request-id"] = exchange.request_id
+        return response
 
     return wrapped

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import httpx
+from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from tool_registry.jsonio import dumps, loads
@@ -14,6 +16,8 @@ from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
 from .sse import SSEParser, encode
 from .upstream import UpstreamClient, map_status_error, read_all
+
+Meter = Callable[[Any], Awaitable[None]]  # called with the usage of the answer
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -25,29 +29,40 @@ async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
         await close_quietly(response)
 
 
-async def _renamed_stream(response: httpx.Response, model: str) -> AsyncIterator[bytes]:
-    """Upstream events with the client's model name put back: parsed, so only used when
-    the model is renamed."""
+async def _parsed_stream(
+    response: httpx.Response, model: str | None, meter: Meter | None, hide_usage: bool
+) -> AsyncIterator[bytes]:
+    """Upstream events, parsed: to put the client's model name back (``model``) and to
+    read the usage (``meter``), hiding the usage chunk the client did not ask for."""
     parser = SSEParser()
+    usage: Any = None
     try:
         async for chunk in response.aiter_raw():
             for data in parser.feed(chunk):
-                yield _rename_event(data, model)
-        for data in parser.close():
-            yield _rename_event(data, model)
+                event = _event(data)
+                if event is None:
+                    yield b"data: " + data.encode() + b"\n\n"
+                    continue
+                if isinstance(event.get("usage"), dict):
+                    usage = event["usage"]
+                    if hide_usage and not event.get("choices"):
+                        continue
+                if model is not None and "model" in event:
+                    event["model"] = model
+                yield encode(event)
     finally:
         await close_quietly(response)
+        if meter is not None and usage is not None:
+            with anyio.CancelScope(shield=True):
+                await meter(usage)
 
 
-def _rename_event(data: str, model: str) -> bytes:
+def _event(data: str) -> dict[str, Any] | None:
     try:
         event = loads(data)
     except ValueError:
-        event = None
-    if isinstance(event, dict) and "model" in event:
-        event["model"] = model
-        return encode(event)
-    return b"data: " + data.encode() + b"\n\n"
+        return None
+    return event if isinstance(event, dict) else None
 
 
 async def forward_json(
@@ -58,15 +73,22 @@ async def forward_json(
     body: dict[str, Any],
     changed: bool,
     client_model: str,
-    headers: dict[str, str],
     stream: bool = False,
+    meter: Meter | None = None,
 ) -> Response:
     """Send a JSON request to the model's upstream and pass its answer back.
 
     The body is re-encoded only when the gateway changed it (a renamed model, a removed
-    ``toolgate`` field); the answer is re-encoded only to restore a renamed model's name.
+    ``toolgate`` field, usage asked for to meter it); the answer is parsed only to put
+    back a renamed model's name or to read the usage of a metered tenant.
     """
     renamed = route.model.target != client_model
+    hide_usage = False
+    if stream and meter is not None:
+        options = body.get("stream_options")
+        if not (isinstance(options, dict) and options.get("include_usage") is True):
+            body["stream_options"] = {**(options or {}), "include_usage": True}
+            hide_usage = changed = True
     if renamed or changed:
         body["model"] = route.model.target
         raw = dumps(body)
@@ -77,16 +99,20 @@ async def forward_json(
         data = await read_all(route.upstream, response)
         raise map_status_error(route.upstream.name, response, data)
     if stream:
-        body_stream = _renamed_stream(response, client_model) if renamed else _stream(response)
-        return EventStreamResponse(body_stream, headers={**STREAM_HEADERS, **headers})
+        if renamed or meter is not None:
+            model = client_model if renamed else None
+            events = _parsed_stream(response, model, meter, hide_usage)
+        else:
+            events = _stream(response)
+        return EventStreamResponse(events, headers=STREAM_HEADERS)
     media_type = response.headers.get("content-type", "application/json")
     data = await read_all(route.upstream, response)
-    if renamed:
-        try:
-            parsed = loads(data)
-        except ValueError:
-            parsed = None  # not ours to judge: passed on as it came
-        if isinstance(parsed, dict) and "model" in parsed:
+    background = None
+    if renamed or meter is not None:
+        parsed = _event(data.decode("utf-8", errors="replace"))
+        if parsed is not None and renamed and "model" in parsed:
             parsed["model"] = client_model
             data = dumps(parsed)
-    return Response(data, status_code=response.status_code, media_type=media_type, headers=headers)
+        if parsed is not None and meter is not None:
+            background = BackgroundTask(meter, parsed.get("usage"))
+    return Response(data, response.status_code, media_type=media_type, background=background)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -11,14 +12,16 @@ from starlette.routing import BaseRoute, Route
 from tool_registry import CallContext
 from tool_registry.jsonio import loads
 
-from .chat_request import parse_chat_request
+from .chat_request import ChatRequest, parse_chat_request
 from .chunks import ChunkWriter
 from .errors import BadRequest, NotFound
 from .event_stream import start_event_stream
-from .http import endpoint, json_response, read_body
-from .passthrough import forward_json
+from .http import Exchange, endpoint, json_response, read_body
+from .passthrough import Meter, forward_json
 from .policy import effective_limits, effective_tools
+from .store import StoreUnavailable
 from .stream_loop import stream_loop
+from .tenants import Tenant
 from .tool_loop import LoopJob
 
 if TYPE_CHECKING:
@@ -29,13 +32,26 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
     config = gateway.config
     max_body = config.server.max_body_bytes
 
-    async def chat_completions(request: Request, request_id: str) -> Response:
+    async def admit(request: Request, exchange: Exchange) -> tuple[Tenant, Meter | None]:
+        """Who is asking, and whether the rate limits let them: the limit headers go on
+        whatever the answer is; a tenant with a token limit has its usage charged."""
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        admission = await gateway.limiter.admit(tenant)
+        exchange.headers |= admission.headers
+        if not admission.metered:
+            return tenant, None
+
+        async def meter(usage: Any) -> None:
+            await gateway.limiter.charge(tenant, usage)
+
+        return tenant, meter
+
+    async def chat_completions(request: Request, exchange: Exchange) -> Response:
+        tenant, meter = await admit(request, exchange)
         raw = await read_body(request, max_body)
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
         server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
-        headers = {"x-request-id": request_id}
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -45,8 +61,8 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 chat.body,
                 chat.changed,
                 chat.model,
-                headers,
                 stream=chat.stream,
+                meter=meter,
             )
         if chat.body.get("n", 1) not in (1, None):
             raise BadRequest("'n' must be 1 when server tools are in play.", param="n")
@@ -62,29 +78,43 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             context=CallContext(tenant.id, request.headers),
         )
         if chat.stream:
-            options = chat.body.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            writer = ChunkWriter(f"chatcmpl-{request_id.removeprefix('req_')}", chat.model)
-            events = stream_loop(gateway.loop, gateway.loop.session(job), writer, include_usage)
-            return await start_event_stream(events, headers)
+            return await stream_chat(chat, job, exchange, meter)
         result = await gateway.loop.run(job)
-        headers["x-toolgate-iterations"] = str(result.state.iterations)
-        headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
-        return json_response(result.response, headers=headers)
+        exchange.headers["x-toolgate-iterations"] = str(result.state.iterations)
+        exchange.headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
+        response = json_response(result.response)
+        if meter is not None:
+            response.background = BackgroundTask(meter, result.state.usage)
+        return response
 
-    async def list_models(request: Request, request_id: str) -> Response:
+    async def stream_chat(
+        chat: ChatRequest, job: LoopJob, exchange: Exchange, meter: Meter | None
+    ) -> Response:
+        options = chat.body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        writer = ChunkWriter(f"chatcmpl-{exchange.request_id.removeprefix('req_')}", chat.model)
+        session = gateway.loop.session(job)
+
+        async def finished() -> None:
+            if meter is not None:
+                await meter(session.state.usage)
+
+        events = stream_loop(gateway.loop, session, writer, include_usage, finished)
+        return await start_event_stream(events)
+
+    async def list_models(request: Request, exchange: Exchange) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
-        return json_response(gateway.models.listing(tenant), headers={"x-request-id": request_id})
+        return json_response(gateway.models.listing(tenant))
 
-    async def get_model(request: Request, request_id: str) -> Response:
+    async def get_model(request: Request, exchange: Exchange) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
         name = request.path_params["model"]
         gateway.models.resolve(name, tenant)
-        return json_response(gateway.models.describe(name), headers={"x-request-id": request_id})
+        return json_response(gateway.models.describe(name))
 
-    async def forward(request: Request, request_id: str) -> Response:
+    async def forward(request: Request, exchange: Exchange) -> Response:
         """Other ``/v1/*`` routes with a JSON body naming a model go to its upstream."""
-        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        tenant, meter = await admit(request, exchange)
         raw = await read_body(request, max_body)
         try:
             body = loads(raw)
@@ -97,23 +127,21 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             )
         route = gateway.models.resolve(model, tenant)
         path = request.url.path.removeprefix("/v1")
+        stream = body.get("stream") is True
         return await forward_json(
-            gateway.upstream,
-            route,
-            path,
-            raw,
-            body,
-            False,
-            model,
-            {"x-request-id": request_id},
-            stream=body.get("stream") is True,
+            gateway.upstream, route, path, raw, body, False, model, stream=stream, meter=meter
         )
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        return json_response({"status": "ready", "models": len(config.models)})
+        """Ready when the configuration is loaded and the store answers."""
+        try:
+            await gateway.store.ping()
+        except StoreUnavailable:
+            return json_response({"status": "unavailable", "store": "unavailable"}, 503)
+        return json_response({"status": "ready", "store": "ok"})
 
     return [
         Route("/v1/chat/completions", endpoint(chat_completions), methods=["POST"]),

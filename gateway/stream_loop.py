@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -28,10 +28,15 @@ T = TypeVar("T")
 
 
 async def stream_loop(
-    loop: ToolLoop, session: LoopSession, writer: ChunkWriter, include_usage: bool
+    loop: ToolLoop,
+    session: LoopSession,
+    writer: ChunkWriter,
+    include_usage: bool,
+    finished: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """The client's event stream. Errors before the first event are raised (the caller
-    answers them as HTTP errors); after it, they are sent as an error event."""
+    answers them as HTTP errors); after it, they are sent as an error event.
+    ``finished`` runs at the end, however the stream ends."""
     started = False
     try:
         async for event in _rounds(loop, session, writer, include_usage):
@@ -47,6 +52,10 @@ async def stream_loop(
             raise
         logger.exception("stream failed after it started")
         yield writer.error(GatewayError("The gateway failed while streaming."))
+    finally:
+        if finished is not None:
+            with anyio.CancelScope(shield=True):
+                await finished()
 
 
 async def _rounds(

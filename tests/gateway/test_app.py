@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import ConfigError, GatewayConfig, create_app
-from gateway.http import endpoint
+from gateway.http import Exchange, endpoint
 from tests.support.schema import assert_valid_completion, assert_valid_error
 
 pytestmark = pytest.mark.anyio
@@ -130,7 +130,7 @@ async def test_wrong_methods_and_routes_use_the_envelope() -> None:
 
 
 async def test_unexpected_errors_are_500_without_a_traceback() -> None:
-    async def broken(request: Request, request_id: str) -> Response:
+    async def broken(request: Request, exchange: Exchange) -> Response:
         raise RuntimeError("secret internals")
 
     app = Starlette(routes=[Route("/boom", endpoint(broken))])
