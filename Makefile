@@ -33,6 +33,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 test: lint typecheck
+	@scripts/ensure-redis.sh
 	$(BIN)/pytest
 
 clean:
