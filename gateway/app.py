@@ -20,10 +20,12 @@ from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
 from .models import ModelRouter
 from .rate_limit import RateLimiter
+from .result_cache import ResultCache
 from .routes import build_routes
 from .store import Keys, open_store
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
+from .turns import TurnStore
 from .upstream import UpstreamClient, create_upstream_transport
 
 
@@ -53,6 +55,8 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         self.store = open_store(self.config.store.url, self.config.store.timeout_s)
         self.limiter = RateLimiter(self.store, self.keys, self.config.store.on_error)
+        self.turns = TurnStore(self.store, self.keys, self.config.store.turn_ttl_s)
+        self.cache = ResultCache(self.store, self.keys)
         upstream = self._upstream_transport or create_upstream_transport()
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
@@ -63,6 +67,8 @@ class Gateway:
             self.executor,
             self.registry,
             keepalive_s=self.config.server.stream_keepalive_s,
+            turns=self.turns,
+            cache=self.cache,
         )
         return self
 

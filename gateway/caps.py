@@ -75,13 +75,15 @@ class Step:
     """What to do with an assistant message.
 
     ``answer``: it is the final answer (any tool calls it still has are dropped);
-    ``hand_back``: return it to the client with only ``calls``, the client's;
+    ``hand_back``: return it to the client with only ``calls``, the client's — after
+    answering the ``hidden`` ones (server calls, unknown tools) if there are any;
     ``run_tools``: run its calls, at most ``runnable`` of them, and ask again.
     """
 
     kind: Literal["answer", "hand_back", "run_tools"]
     calls: list[dict[str, Any]] = field(default_factory=list)
     runnable: int = 0
+    hidden: list[dict[str, Any]] = field(default_factory=list)
 
 
 def decide(
@@ -98,15 +100,24 @@ def decide(
     if not calls or final:
         return Step("answer")
     part = partition_calls(calls, server, client)
+    hidden: list[dict[str, Any]] = []
     if part.client:
-        return Step("hand_back", part.client)
-    cap = check_caps(state, limits, len(part.server), time_left_s)
-    if cap is None:
-        return Step("run_tools", runnable=len(part.server))
-    if limits.on_limit == "error":
-        raise cap_error(cap.kind, limits)
-    state.forced_final = True
-    return Step("run_tools", runnable=cap.runnable)
+        mine = {id(call) for call in part.client}
+        hidden = [call for call in calls if id(call) not in mine]
+        if not hidden:
+            return Step("hand_back", part.client)
+    runnable = len(part.server)
+    cap = check_caps(state, limits, runnable, time_left_s)
+    if cap is not None and cap.kind == "iterations" and part.client:
+        cap = None  # handing back needs no further round
+    if cap is not None:
+        if limits.on_limit == "error":
+            raise cap_error(cap.kind, limits)
+        runnable = cap.runnable
+        state.forced_final = not part.client  # a hand-back ends this request anyway
+    if part.client:
+        return Step("hand_back", part.client, runnable, hidden)
+    return Step("run_tools", runnable=runnable)
 
 
 def add_usage(total: dict[str, Any], usage: Any) -> dict[str, Any]:

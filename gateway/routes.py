@@ -52,6 +52,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
         server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
+        changed = await restore_hidden_turns(tenant, chat) or chat.changed
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -59,7 +60,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 "/chat/completions",
                 raw,
                 chat.body,
-                chat.changed,
+                changed,
                 chat.model,
                 stream=chat.stream,
                 meter=meter,
@@ -86,6 +87,18 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         if meter is not None:
             response.background = BackgroundTask(meter, result.state.usage)
         return response
+
+    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest) -> bool:
+        """A client returning with tool results may be answering a mixed turn: put the
+        server side of it back (from whichever replica saved it)."""
+        messages = chat.body["messages"]
+        if not any(m.get("role") == "tool" for m in messages):
+            return False
+        restored = await gateway.turns.restore(tenant.id, messages)
+        if restored is None:
+            return False
+        chat.body["messages"] = restored
+        return True
 
     async def stream_chat(
         chat: ChatRequest, job: LoopJob, exchange: Exchange, meter: Meter | None

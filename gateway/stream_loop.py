@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import anyio
@@ -71,9 +71,14 @@ async def _rounds(
         calls = tool_calls_of(message)
         step = session.decide(calls)
         if step.kind == "run_tools":
-            async for beat in _run_tools(session, message, step.runnable, loop.keepalive_s):
+            tools = session.run_tools(message, step.runnable)
+            async for beat in _keeping_alive(tools, loop.keepalive_s):
                 yield beat
             continue
+        if step.hidden:
+            hidden = session.answer_hidden(message, step)
+            async for beat in _keeping_alive(hidden, loop.keepalive_s):
+                yield beat
         if step.kind == "hand_back":
             yield writer.tool_calls(step.calls)
             yield writer.finish("tool_calls")
@@ -143,11 +148,11 @@ def _parse(data: str) -> dict[str, Any]:
     return chunk
 
 
-async def _run_tools(
-    session: LoopSession, message: dict[str, Any], runnable: int, keepalive_s: float
+async def _keeping_alive(
+    work: Coroutine[Any, Any, None], keepalive_s: float
 ) -> AsyncIterator[bytes]:
-    """Run the round's tools, sending a keep-alive comment every ``keepalive_s``."""
-    task = asyncio.create_task(session.run_tools(message, runnable))
+    """Run ``work`` (the round's tools), sending a keep-alive comment every ``keepalive_s``."""
+    task = asyncio.create_task(work)
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=keepalive_s)

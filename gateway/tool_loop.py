@@ -17,7 +17,9 @@ from .config import UpstreamConfig
 from .errors import GatewayError, RequestTimeout
 from .messages import assistant_turn, finalize, first_message, keep_calls, tool_calls_of
 from .policy import LoopLimits
+from .result_cache import ResultCache
 from .tool_runner import CallRecord, ToolRunner
+from .turns import TurnStore
 from .upstream import UpstreamClient
 
 _TOOLSETS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
@@ -97,8 +99,11 @@ class LoopSession:
         registry: ToolRegistry,
         executor: ToolExecutor,
         toolset: ToolSet,
+        turns: TurnStore | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.job = job
+        self._turns = turns
         self.state = LoopState()
         available = toolset.names
         if job.client_tool_names:
@@ -111,6 +116,7 @@ class LoopSession:
             available,
             job.limits.max_parallel_tools,
             self.state,
+            cache,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.limits.request_timeout_s
@@ -160,6 +166,15 @@ class LoopSession:
         self._messages.append(assistant_turn(message))
         self._messages.extend(results)
 
+    async def answer_hidden(self, message: dict[str, Any], step: Step) -> None:
+        """Before handing client calls back: run the server calls of the same message and
+        save the whole turn, to be put back when the client returns (``TurnStore``)."""
+        results, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
+        if self._turns is not None:
+            client_ids = [str(call.get("id")) for call in step.calls]
+            tenant = self.job.context.tenant_id
+            await self._turns.save(tenant, assistant_turn(message), results, client_ids)
+
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""
         if self.state.side_effects:
@@ -175,8 +190,12 @@ class ToolLoop:
         executor: ToolExecutor,
         registry: ToolRegistry,
         keepalive_s: float = 10.0,
+        turns: TurnStore | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.upstream = upstream
+        self._turns = turns
+        self._cache = cache
         self.keepalive_s = keepalive_s
         self._executor = executor
         self._registry = registry
@@ -190,7 +209,7 @@ class ToolLoop:
             toolset = self._toolsets[job.server_tools] = ToolSet.of(
                 job.server_tools, self._registry
             )
-        return LoopSession(job, self._registry, self._executor, toolset)
+        return LoopSession(job, self._registry, self._executor, toolset, self._turns, self._cache)
 
     async def run(self, job: LoopJob) -> LoopResult:
         session = self.session(job)
@@ -213,6 +232,8 @@ class ToolLoop:
             if step.kind == "run_tools":
                 await session.run_tools(message, step.runnable)
                 continue
+            if step.hidden:
+                await session.answer_hidden(message, step)
             if calls:
                 keep_calls(response, step.calls)
             return finalize(response, job.client_model, session.state.usage)

@@ -24,6 +24,7 @@ from tool_registry import (
 from .caps import LoopState
 from .messages import tool_turn
 from .partition import call_name
+from .result_cache import ResultCache
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
@@ -37,7 +38,8 @@ class CallRecord:
     outcome: Outcome
     status: int | None
     duration_s: float
-    reused: bool = False
+    reused: bool = False  # the same call ran earlier in this request
+    cached: bool = False  # answered from the tool-result cache
 
 
 def _arguments(call: dict[str, Any]) -> str | None:
@@ -75,6 +77,7 @@ class ToolRunner:
         available: list[str],
         max_parallel: int,
         state: LoopState,
+        cache: ResultCache | None = None,
     ) -> None:
         self._registry = registry
         self._executor = executor
@@ -83,6 +86,7 @@ class ToolRunner:
         self._available = available
         self._semaphore = asyncio.Semaphore(max_parallel)
         self._state = state
+        self._cache = cache
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
         self.records: list[CallRecord] = []
 
@@ -188,15 +192,31 @@ class ToolRunner:
         return False
 
     async def _one(self, call_id: str, prepared: PreparedCall) -> ToolResult:
+        ttl = prepared.tool.spec.cache_ttl_s if self._cache is not None else None
+        tenant = self._context.tenant_id
         async with self._semaphore:
             started = time.perf_counter()
+            if ttl is not None and self._cache is not None:
+                cached = await self._cache.get(tenant, prepared)
+                if cached is not None:
+                    elapsed = time.perf_counter() - started
+                    self._record(call_id, prepared.tool.name, cached, elapsed, cached=True)
+                    return cached
             result = await self._executor.execute(prepared)
             self._record(call_id, prepared.tool.name, result, time.perf_counter() - started)
-            return result
+        if ttl is not None and self._cache is not None and result.ok:
+            await self._cache.put(tenant, prepared, result, ttl)
+        return result
 
     def _record(
-        self, call_id: str, name: str, result: ToolResult, duration: float, reused: bool = False
+        self,
+        call_id: str,
+        name: str,
+        result: ToolResult,
+        duration: float,
+        reused: bool = False,
+        cached: bool = False,
     ) -> None:
         self.records.append(
-            CallRecord(call_id, name, result.outcome, result.status, duration, reused)
+            CallRecord(call_id, name, result.outcome, result.status, duration, reused, cached)
         )

@@ -92,6 +92,7 @@ class ToolSpec(_Frozen):
     bind: dict[str, str] = Field(default_factory=dict)
     http: HttpSpec
     result: ResultSpec = Field(default_factory=ResultSpec)
+    cache_ttl_s: float | None = Field(default=None, gt=0)  # GET tools: reuse results
 
     @field_validator("name")
     @classmethod
@@ -123,6 +124,12 @@ class ToolSpec(_Frozen):
                         "(use {tenant.id} or {header.NAME})"
                     )
         return bind
+
+    @model_validator(mode="after")
+    def _cache_only_reads(self) -> ToolSpec:
+        if self.cache_ttl_s is not None and self.http.method not in ("GET", "HEAD"):
+            raise ValueError("cache_ttl_s is for GET and HEAD tools only")
+        return self
 
     @model_validator(mode="after")
     def _templates_name_arguments(self) -> ToolSpec:

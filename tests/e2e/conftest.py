@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 import pytest
+from starlette.applications import Starlette
 
 from gateway import GatewayConfig, create_app
 from tests.support.fake_tools import FakeTools
@@ -79,10 +80,29 @@ def tool_definitions(tools_url: str) -> list[dict[str, Any]]:
         ),
         _tool("secret_admin", f"{tools_url}/echo/admin", {}, []),
         _tool("hang", f"{tools_url}/hang", {}, [], http={"timeout_s": 60}),
+        _tool(
+            "cached_len",
+            f"{tools_url}/len",
+            {"s": {"type": "string"}},
+            ["s"],
+            http={"query": {"s": "{s}"}},
+            result={"pick": "length"},
+            cache_ttl_s=60,
+        ),
     ]
 
 
-ACME_TOOLS = ["string_length", "add", "sqrt", "slow*", "fail", "lookup", "create_ticket", "hang"]
+ACME_TOOLS = [
+    "string_length",
+    "add",
+    "sqrt",
+    "slow*",
+    "fail",
+    "lookup",
+    "create_ticket",
+    "hang",
+    "cached_len",
+]
 
 
 def gateway_config(
@@ -112,7 +132,12 @@ def gateway_config(
                 "tools": ACME_TOOLS,
                 "limits": limits or {},
             },
-            {"id": "beta", "keys": [BETA_KEY], "models": ["*"], "tools": ["string_length"]},
+            {
+                "id": "beta",
+                "keys": [BETA_KEY],
+                "models": ["*"],
+                "tools": ["string_length", "cached_len"],
+            },
         ],
     }
 
@@ -122,6 +147,7 @@ class Stack:
     upstream: FakeUpstream
     tools: FakeTools
     gateway: ServerThread
+    app: Starlette
     clients: list[openai.OpenAI] = field(default_factory=list)
 
     @property
@@ -160,9 +186,10 @@ def stack() -> Iterator[StackFactory]:
         tools_server = ServerThread(tools.app()).start()
         servers.append(tools_server)
         data = config(gateway_config(upstream_server.url, tools_server.url, limits))
-        gateway = ServerThread(create_app(GatewayConfig.model_validate(data))).start()
+        app = create_app(GatewayConfig.model_validate(data))
+        gateway = ServerThread(app).start()
         servers.append(gateway)
-        started = Stack(upstream, tools, gateway)
+        started = Stack(upstream, tools, gateway, app)
         stacks.append(started)
         return started
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from gateway.caps import CapDecision, LoopState, add_usage, check_caps, last_round_due
+from gateway.caps import CapDecision, LoopState, add_usage, check_caps, decide, last_round_due
 from gateway.chat_request import Narrowing, parse_chat_request, parse_narrowing
 from gateway.config import LimitsConfig
-from gateway.errors import BadRequest, PolicyDenied, ToolNameClash
+from gateway.errors import BadRequest, PolicyDenied, ToolLimitExceeded, ToolNameClash
 from gateway.partition import partition_calls
 from gateway.policy import LoopLimits, effective_limits, effective_tools
 
@@ -91,6 +91,98 @@ def call(name: str, kind: str = "function") -> dict[str, Any]:
     if kind == "custom":
         return {"id": name, "type": "custom", "custom": {"name": name, "input": ""}}
     return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("names", "state", "lim", "kind", "client", "hidden", "runnable", "forced"),
+    [
+        (["s1"], LoopState(iterations=1), limits(), "run_tools", [], [], 1, False),
+        (["c1"], LoopState(iterations=1), limits(), "hand_back", ["c1"], [], 0, False),
+        (
+            ["s1", "c1", "nope"],
+            LoopState(iterations=1),
+            limits(),
+            "hand_back",
+            ["c1"],
+            ["s1", "nope"],
+            1,
+            False,
+        ),
+        # At the iteration cap a hand-back needs no further round: no 422, no forcing.
+        (
+            ["s1", "c1"],
+            LoopState(iterations=4),
+            limits(on_limit="error"),
+            "hand_back",
+            ["c1"],
+            ["s1"],
+            1,
+            False,
+        ),
+        # Over the tool budget: what fits runs, the rest is refused; nothing forced.
+        (
+            ["s1", "s2", "c1"],
+            LoopState(iterations=1, tool_calls=4),
+            limits(),
+            "hand_back",
+            ["c1"],
+            ["s1", "s2"],
+            1,
+            False,
+        ),
+        (
+            ["s1", "s2"],
+            LoopState(iterations=1, tool_calls=4),
+            limits(),
+            "run_tools",
+            [],
+            [],
+            1,
+            True,
+        ),
+    ],
+)
+def test_decide(
+    names: list[str],
+    state: LoopState,
+    lim: LoopLimits,
+    kind: str,
+    client: list[str],
+    hidden: list[str],
+    runnable: int,
+    forced: bool,
+) -> None:
+    step = decide(
+        state,
+        lim,
+        [call(n) for n in names],
+        frozenset({"s1", "s2"}),
+        frozenset({"c1"}),
+        False,
+        10.0,
+    )
+    assert step.kind == kind
+    assert [c["id"] for c in step.calls] == client
+    assert [c["id"] for c in step.hidden] == hidden
+    assert step.runnable == runnable
+    assert state.forced_final is forced
+
+
+def test_decide_raises_at_a_cap_in_error_mode() -> None:
+    with pytest.raises(ToolLimitExceeded):
+        decide(
+            LoopState(iterations=1, tool_calls=5),
+            limits(on_limit="error"),
+            [call("s1"), call("c1")],
+            frozenset({"s1"}),
+            frozenset({"c1"}),
+            False,
+            10.0,
+        )
+    assert (
+        decide(LoopState(), limits(), [call("s1")], frozenset({"s1"}), frozenset(), True, 10.0).kind
+        == "answer"
+    )
 
 
 def test_partition_calls() -> None:

@@ -42,6 +42,11 @@ def test_a_valid_spec_has_defaults() -> None:
         ({"bind": {"id": "{env.HOME}"}}, "not a bindable value"),
         ({"result": {"pick": "a[?"}}, "invalid JMESPath"),
         ({"surprise": 1}, "Extra inputs are not permitted"),
+        (
+            {"cache_ttl_s": 60, "http": {"url": "https://x.example/", "method": "POST"}},
+            "cache_ttl_s is for GET",
+        ),
+        ({"cache_ttl_s": 0}, "greater than 0"),
     ],
 )
 def test_invalid_specs_say_why(change: dict[str, Any], message: str) -> None:

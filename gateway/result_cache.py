@@ -1,0 +1,41 @@
+"""The tool-result cache: GET tools with ``cache_ttl_s`` keep their results in the
+store, per tenant, keyed by tool, canonical arguments and bound values."""
+
+from __future__ import annotations
+
+import logging
+
+from tool_registry import PreparedCall, ToolResult
+from tool_registry.jsonio import dumps, loads
+
+from .store import GuardedStore, Keys, StoreUnavailable
+
+logger = logging.getLogger("gateway.result_cache")
+
+
+class ResultCache:
+    def __init__(self, store: GuardedStore, keys: Keys) -> None:
+        self._store = store
+        self._keys = keys
+        self.hits = 0
+        self.misses = 0
+
+    async def get(self, tenant: str, call: PreparedCall) -> ToolResult | None:
+        """A cached result, or None (a store failure is a miss, never an error)."""
+        try:
+            value = await self._store.get(self._keys.tool_result(tenant, call.key))
+        except StoreUnavailable:
+            value = None
+        if value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        saved = loads(value)
+        return ToolResult(saved["content"], "ok", saved.get("status"))
+
+    async def put(self, tenant: str, call: PreparedCall, result: ToolResult, ttl_s: float) -> None:
+        value = dumps({"content": result.content, "status": result.status})
+        try:
+            await self._store.put(self._keys.tool_result(tenant, call.key), value, ttl_s)
+        except StoreUnavailable:
+            logger.warning("result of %s not cached: store unavailable", call.tool.name)
