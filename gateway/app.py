@@ -18,13 +18,16 @@ from .config import GatewayConfig
 from .config_loader import check_references, load_config
 from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
+from .metrics import Metrics
 from .models import ModelRouter
+from .observe import Observer
 from .rate_limit import RateLimiter
 from .result_cache import ResultCache
 from .routes import build_routes
 from .store import Keys, open_store
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
+from .traces import TraceStore
 from .turns import TurnStore
 from .upstream import UpstreamClient, create_upstream_transport
 
@@ -43,6 +46,8 @@ class Gateway:
         self.registry = ToolRegistry(config.tools)
         self.tenants = TenantDirectory(config)
         self.models = ModelRouter(config)
+        self.metrics = Metrics()
+        self.observer = Observer(self.metrics, self.registry)
         self.egress = EgressPolicy(
             deny_private=config.egress.deny_private,
             allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
@@ -53,22 +58,32 @@ class Gateway:
         self.keys = Keys(config.store.prefix)
 
     async def __aenter__(self) -> Gateway:
-        self.store = open_store(self.config.store.url, self.config.store.timeout_s)
-        self.limiter = RateLimiter(self.store, self.keys, self.config.store.on_error)
-        self.turns = TurnStore(self.store, self.keys, self.config.store.turn_ttl_s)
-        self.cache = ResultCache(self.store, self.keys)
+        config, metrics = self.config, self.metrics
+        self.store = open_store(
+            config.store.url, config.store.timeout_s, on_error=metrics.store_errors.inc
+        )
+        self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
+        self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
+        self.cache = ResultCache(self.store, self.keys, metrics)
+        self.traces = (
+            TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
+            if config.traces.enabled
+            else None
+        )
+        self.observer.traces = self.traces
         upstream = self._upstream_transport or create_upstream_transport()
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
-        self.upstream = UpstreamClient(upstream)
+        self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, self.egress)
         self.loop = ToolLoop(
             self.upstream,
             self.executor,
             self.registry,
-            keepalive_s=self.config.server.stream_keepalive_s,
+            keepalive_s=config.server.stream_keepalive_s,
             turns=self.turns,
             cache=self.cache,
+            metrics=metrics,
         )
         return self
 

@@ -27,6 +27,8 @@ class LoopState:
     side_effects: bool = False  # a tool other than GET/HEAD has been called
     usage: dict[str, Any] = field(default_factory=dict)
     forced_final: bool = False  # the next round is the last, with tool_choice "none"
+    caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ def decide(
     if cap is not None and cap.kind == "iterations" and part.client:
         cap = None  # handing back needs no further round
     if cap is not None:
+        state.caps.append(cap.kind)
         if limits.on_limit == "error":
             raise cap_error(cap.kind, limits)
         runnable = cap.runnable

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import logging
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -15,6 +17,7 @@ from .app import create_app
 from .config import GatewayConfig
 from .config_loader import load_config
 from .errors import ConfigError
+from .logs import configure_logging
 
 DEFAULT_CONFIG = "config/gateway.yaml"
 
@@ -65,14 +68,29 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     if refusal:
         print(f"toolgate: {refusal}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
-    common = {"host": host, "port": port, "log_level": args.log_level, "lifespan": "on"}
-    if workers > 1:
-        # Each worker process builds its own app from the same file.
-        os.environ["TOOLGATE_CONFIG"] = str(Path(path).resolve())
-        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=workers, **common)
-    else:
+    configure_logging(args.log_level)
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": args.log_level,
+        "log_config": None,  # our JSON lines, not uvicorn's formats
+        "access_log": False,  # gateway.access logs every request
+        "lifespan": "on",
+    }
+    if workers == 1:
         uvicorn.run(create_app(config), **common)
+        return 0
+    # Each worker process builds its own app from the same file; metrics are merged
+    # over the workers through prometheus_client's multiprocess directory.
+    os.environ["TOOLGATE_CONFIG"] = str(Path(path).resolve())
+    own_directory = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    if own_directory:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
+    try:
+        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=workers, **common)
+    finally:
+        if own_directory:
+            shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)
     return 0
 
 

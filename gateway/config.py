@@ -26,6 +26,7 @@ class ServerConfig(_Frozen):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     allow_open: bool = False
     stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
+    metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
 
 
 class StoreConfig(_Frozen):
@@ -121,6 +122,12 @@ class EgressConfig(_Frozen):
     allow_hosts: list[str] = Field(default_factory=list)
 
 
+class TracesConfig(_Frozen):
+    enabled: bool = True
+    ttl_s: float = Field(default=3600, gt=0)
+    result_chars: int = Field(default=2000, ge=0)  # of each tool result kept
+
+
 class GatewayConfig(_Frozen):
     """The whole configuration. ``tools`` holds inline tools and those of ``tool_files``."""
 
@@ -131,6 +138,7 @@ class GatewayConfig(_Frozen):
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_files: list[str] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     tenants: list[TenantConfig] | None = None
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import httpx
@@ -21,8 +21,17 @@ class EventStreamResponse(StreamingResponse):
     """
 
     media_type = "text/event-stream"
+    on_close: Callable[[], Awaitable[None]] | None = None  # runs once the stream is over
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._stream(receive, send)
+        finally:
+            if self.on_close is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.on_close()
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as group:
 
             async def produce() -> None:
@@ -42,10 +51,14 @@ async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
         yield item
 
 
-async def start_event_stream(events: AsyncIterator[bytes]) -> EventStreamResponse:
+async def start_event_stream(
+    events: AsyncIterator[bytes], first_byte: Callable[[], None] | None = None
+) -> EventStreamResponse:
     """Wait for the first event before answering, so that anything failing before it is
     still an ordinary HTTP error (raised from here)."""
     first = await anext(events)
+    if first_byte is not None:
+        first_byte()
     return EventStreamResponse(_chain(first, events), headers=STREAM_HEADERS)
 
 

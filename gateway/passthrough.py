@@ -30,7 +30,11 @@ async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
 
 
 async def _parsed_stream(
-    response: httpx.Response, model: str | None, meter: Meter | None, hide_usage: bool
+    response: httpx.Response,
+    model: str | None,
+    meter: Meter | None,
+    hide_usage: bool,
+    on_usage: Callable[[Any], None] | None,
 ) -> AsyncIterator[bytes]:
     """Upstream events, parsed: to put the client's model name back (``model``) and to
     read the usage (``meter``), hiding the usage chunk the client did not ask for."""
@@ -52,12 +56,14 @@ async def _parsed_stream(
                 yield encode(event)
     finally:
         await close_quietly(response)
+        if on_usage is not None and usage is not None:
+            on_usage(usage)
         if meter is not None and usage is not None:
             with anyio.CancelScope(shield=True):
                 await meter(usage)
 
 
-def _event(data: str) -> dict[str, Any] | None:
+def _event(data: str | bytes) -> dict[str, Any] | None:
     try:
         event = loads(data)
     except ValueError:
@@ -75,12 +81,14 @@ async def forward_json(
     client_model: str,
     stream: bool = False,
     meter: Meter | None = None,
+    on_usage: Callable[[Any], None] | None = None,
 ) -> Response:
     """Send a JSON request to the model's upstream and pass its answer back.
 
     The body is re-encoded only when the gateway changed it (a renamed model, a removed
     ``toolgate`` field, usage asked for to meter it); the answer is parsed only to put
-    back a renamed model's name or to read the usage of a metered tenant.
+    back a renamed model's name or to read the usage (``on_usage``; of a stream only when
+    it is parsed anyway), charged to a metered tenant (``meter``).
     """
     renamed = route.model.target != client_model
     hide_usage = False
@@ -101,18 +109,21 @@ async def forward_json(
     if stream:
         if renamed or meter is not None:
             model = client_model if renamed else None
-            events = _parsed_stream(response, model, meter, hide_usage)
+            events = _parsed_stream(response, model, meter, hide_usage, on_usage)
         else:
             events = _stream(response)
         return EventStreamResponse(events, headers=STREAM_HEADERS)
     media_type = response.headers.get("content-type", "application/json")
     data = await read_all(route.upstream, response)
     background = None
-    if renamed or meter is not None:
-        parsed = _event(data.decode("utf-8", errors="replace"))
-        if parsed is not None and renamed and "model" in parsed:
+    parsed = _event(data) if renamed or meter or on_usage else None
+    if parsed is not None:
+        if renamed and "model" in parsed:
             parsed["model"] = client_model
             data = dumps(parsed)
-        if parsed is not None and meter is not None:
-            background = BackgroundTask(meter, parsed.get("usage"))
+        usage = parsed.get("usage")
+        if on_usage is not None:
+            on_usage(usage)
+        if meter is not None:
+            background = BackgroundTask(meter, usage)
     return Response(data, response.status_code, media_type=media_type, background=background)

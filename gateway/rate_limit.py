@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .config import OnStoreError
 from .errors import GatewayError
+from .metrics import Metrics
 from .store import GuardedStore, Keys, RateDecision, StoreUnavailable
 from .tenants import Tenant
 
@@ -49,8 +50,15 @@ class Admission:
 
 
 class RateLimiter:
-    def __init__(self, store: GuardedStore, keys: Keys, on_error: OnStoreError) -> None:
+    def __init__(
+        self,
+        store: GuardedStore,
+        keys: Keys,
+        on_error: OnStoreError,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
+        self._metrics = metrics
         self._keys = keys
         self._on_error = on_error
         self.store_errors = 0
@@ -74,14 +82,14 @@ class RateLimiter:
                 )
                 admission.headers |= _headers("tokens", tokens)
                 if not tokens.allowed:
-                    raise self._refusal("tokens", tokens, admission)
+                    raise self._refusal(tenant, "tokens", tokens, admission)
             if rpm is not None:
                 requests = await self._store.rate(
                     self._keys.rate(tenant.id, "req"), rpm, MINUTE_S, 1, "acquire"
                 )
                 admission.headers |= _headers("requests", requests)
                 if not requests.allowed:
-                    raise self._refusal("requests", requests, admission)
+                    raise self._refusal(tenant, "requests", requests, admission)
         except StoreUnavailable as exc:
             self.store_errors += 1
             if self._on_error == "deny":
@@ -92,8 +100,12 @@ class RateLimiter:
             return Admission()
         return admission
 
-    def _refusal(self, kind: str, decision: RateDecision, admission: Admission) -> RateLimited:
+    def _refusal(
+        self, tenant: Tenant, kind: str, decision: RateDecision, admission: Admission
+    ) -> RateLimited:
         self.refused += 1
+        if self._metrics is not None:
+            self._metrics.rate_limited.labels(tenant.id, kind).inc()
         wait = max(decision.retry_after_s, 0.001)
         headers = {
             **admission.headers,

@@ -8,14 +8,16 @@ import logging
 from tool_registry import PreparedCall, ToolResult
 from tool_registry.jsonio import dumps, loads
 
+from .metrics import Metrics
 from .store import GuardedStore, Keys, StoreUnavailable
 
 logger = logging.getLogger("gateway.result_cache")
 
 
 class ResultCache:
-    def __init__(self, store: GuardedStore, keys: Keys) -> None:
+    def __init__(self, store: GuardedStore, keys: Keys, metrics: Metrics | None = None) -> None:
         self._store = store
+        self._metrics = metrics
         self._keys = keys
         self.hits = 0
         self.misses = 0
@@ -28,10 +30,16 @@ class ResultCache:
             value = None
         if value is None:
             self.misses += 1
+            self._count("miss")
             return None
         self.hits += 1
+        self._count("hit")
         saved = loads(value)
         return ToolResult(saved["content"], "ok", saved.get("status"))
+
+    def _count(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.cache_lookups.labels(result).inc()
 
     async def put(self, tenant: str, call: PreparedCall, result: ToolResult, ttl_s: float) -> None:
         value = dumps({"content": result.content, "status": result.status})

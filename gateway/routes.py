@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
+import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,7 +18,7 @@ from tool_registry.jsonio import loads
 
 from .chat_request import ChatRequest, parse_chat_request
 from .chunks import ChunkWriter
-from .errors import BadRequest, NotFound
+from .errors import AuthError, BadRequest, NotFound
 from .event_stream import start_event_stream
 from .http import Exchange, endpoint, json_response, read_body
 from .passthrough import Meter, forward_json
@@ -36,6 +40,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         """Who is asking, and whether the rate limits let them: the limit headers go on
         whatever the answer is; a tenant with a token limit has its usage charged."""
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
         admission = await gateway.limiter.admit(tenant)
         exchange.headers |= admission.headers
         if not admission.metered:
@@ -51,6 +56,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         raw = await read_body(request, max_body)
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
+        exchange.model = chat.model
         server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
         changed = await restore_hidden_turns(tenant, chat) or chat.changed
         if not server_tools:
@@ -64,6 +70,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 chat.model,
                 stream=chat.stream,
                 meter=meter,
+                on_usage=partial(setattr, exchange, "usage"),
             )
         if chat.body.get("n", 1) not in (1, None):
             raise BadRequest("'n' must be 1 when server tools are in play.", param="n")
@@ -80,7 +87,8 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         )
         if chat.stream:
             return await stream_chat(chat, job, exchange, meter)
-        result = await gateway.loop.run(job)
+        session = exchange.session = gateway.loop.session(job)
+        result = await gateway.loop.run(session)
         exchange.headers["x-toolgate-iterations"] = str(result.state.iterations)
         exchange.headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
         response = json_response(result.response)
@@ -106,21 +114,23 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         options = chat.body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         writer = ChunkWriter(f"chatcmpl-{exchange.request_id.removeprefix('req_')}", chat.model)
-        session = gateway.loop.session(job)
+        session = exchange.session = gateway.loop.session(job)
 
         async def finished() -> None:
             if meter is not None:
                 await meter(session.state.usage)
 
         events = stream_loop(gateway.loop, session, writer, include_usage, finished)
-        return await start_event_stream(events)
+        return await start_event_stream(events, partial(first_byte, exchange))
 
     async def list_models(request: Request, exchange: Exchange) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
         return json_response(gateway.models.listing(tenant))
 
     async def get_model(request: Request, exchange: Exchange) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
         name = request.path_params["model"]
         gateway.models.resolve(name, tenant)
         return json_response(gateway.models.describe(name))
@@ -139,11 +149,42 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 f"{request.url.path} is forwarded only with a JSON body naming a 'model'."
             )
         route = gateway.models.resolve(model, tenant)
+        exchange.model = model
         path = request.url.path.removeprefix("/v1")
         stream = body.get("stream") is True
         return await forward_json(
-            gateway.upstream, route, path, raw, body, False, model, stream=stream, meter=meter
+            gateway.upstream,
+            route,
+            path,
+            raw,
+            body,
+            False,
+            model,
+            stream=stream,
+            meter=meter,
+            on_usage=partial(setattr, exchange, "usage"),
         )
+
+    async def trace(request: Request, exchange: Exchange) -> Response:
+        """A request's hidden rounds, for the tenant that made it (404 for any other)."""
+        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        request_id = request.path_params["request_id"]
+        found = None
+        if gateway.traces is not None:
+            found = await gateway.traces.load(tenant.id, request_id)
+        if found is None:
+            raise NotFound(f"No trace of request {request_id!r} for this key.")
+        return json_response(found)
+
+    async def metrics(request: Request) -> Response:
+        token = config.server.metrics_token
+        if token is not None:
+            expected = f"Bearer {token.get_secret_value()}".encode()
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return json_response(AuthError("/metrics needs its bearer token.").envelope(), 401)
+        return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -156,11 +197,18 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             return json_response({"status": "unavailable", "store": "unavailable"}, 503)
         return json_response({"status": "ready", "store": "ok"})
 
+    observed = gateway.observer
     return [
-        Route("/v1/chat/completions", endpoint(chat_completions), methods=["POST"]),
-        Route("/v1/models", endpoint(list_models), methods=["GET"]),
-        Route("/v1/models/{model:path}", endpoint(get_model), methods=["GET"]),
-        Route("/v1/{path:path}", endpoint(forward), methods=["POST"]),
+        Route("/v1/chat/completions", endpoint(chat_completions, observed), methods=["POST"]),
+        Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
+        Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),
+        Route("/v1/toolgate/traces/{request_id}", endpoint(trace), methods=["GET"]),
+        Route("/v1/{path:path}", endpoint(forward, observed), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ]
+
+
+def first_byte(exchange: Exchange) -> None:
+    exchange.first_byte = time.perf_counter()

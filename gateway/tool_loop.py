@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from .caps import LoopState, Step, add_usage, cap_error, decide, last_round_due
 from .config import UpstreamConfig
 from .errors import GatewayError, RequestTimeout
 from .messages import assistant_turn, finalize, first_message, keep_calls, tool_calls_of
+from .metrics import Metrics
+from .partition import call_name
 from .policy import LoopLimits
 from .result_cache import ResultCache
 from .tool_runner import CallRecord, ToolRunner
@@ -101,9 +104,12 @@ class LoopSession:
         toolset: ToolSet,
         turns: TurnStore | None = None,
         cache: ResultCache | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.job = job
         self._turns = turns
+        self._round_started = time.perf_counter()
+        self.error: GatewayError | None = None
         self.state = LoopState()
         available = toolset.names
         if job.client_tool_names:
@@ -117,6 +123,7 @@ class LoopSession:
             job.limits.max_parallel_tools,
             self.state,
             cache,
+            metrics,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.limits.request_timeout_s
@@ -131,6 +138,7 @@ class LoopSession:
         return None if self.state.forced_final else self._deadline
 
     def next_round(self, stream: bool) -> dict[str, Any]:
+        self._round_started = time.perf_counter()
         self._final = last_round_due(self.state, self.job.limits)
         first = self.state.iterations == 0
         return round_body(self.job, self._messages, self._tools, first, self._final, stream)
@@ -144,8 +152,20 @@ class LoopSession:
     def count_round(self, usage: Any) -> None:
         self.state.iterations += 1
         add_usage(self.state.usage, usage)
+        duration_ms = round((time.perf_counter() - self._round_started) * 1000, 3)
+        self.state.rounds.append(
+            {
+                "iteration": self.state.iterations,
+                "upstream": self.job.upstream.name,
+                "duration_ms": duration_ms,
+                "usage": usage if isinstance(usage, dict) else None,
+                "forced_final": self._final,
+            }
+        )
 
     def decide(self, calls: list[dict[str, Any]]) -> Step:
+        if self.state.rounds:
+            self.state.rounds[-1]["tool_calls"] = [call_name(call) for call in calls]
         return decide(
             self.state,
             self.job.limits,
@@ -160,6 +180,7 @@ class LoopSession:
         """Run the message's calls and add the turn and its results to the history."""
         results, timed_out = await self.runner.run(tool_calls_of(message), runnable, self._deadline)
         if timed_out:
+            self.state.caps.append("time")
             if self.job.limits.on_limit == "error":
                 raise cap_error("time", self.job.limits)
             self.state.forced_final = True
@@ -177,6 +198,7 @@ class LoopSession:
 
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""
+        self.error = exc
         if self.state.side_effects:
             exc.headers["x-should-retry"] = "false"
 
@@ -192,10 +214,12 @@ class ToolLoop:
         keepalive_s: float = 10.0,
         turns: TurnStore | None = None,
         cache: ResultCache | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.upstream = upstream
         self._turns = turns
         self._cache = cache
+        self._metrics = metrics
         self.keepalive_s = keepalive_s
         self._executor = executor
         self._registry = registry
@@ -209,10 +233,11 @@ class ToolLoop:
             toolset = self._toolsets[job.server_tools] = ToolSet.of(
                 job.server_tools, self._registry
             )
-        return LoopSession(job, self._registry, self._executor, toolset, self._turns, self._cache)
+        return LoopSession(
+            job, self._registry, self._executor, toolset, self._turns, self._cache, self._metrics
+        )
 
-    async def run(self, job: LoopJob) -> LoopResult:
-        session = self.session(job)
+    async def run(self, session: LoopSession) -> LoopResult:
         try:
             response = await self._loop(session)
         except GatewayError as exc:

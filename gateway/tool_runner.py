@@ -23,6 +23,7 @@ from tool_registry import (
 
 from .caps import LoopState
 from .messages import tool_turn
+from .metrics import UNKNOWN, Metrics
 from .partition import call_name
 from .result_cache import ResultCache
 
@@ -40,6 +41,8 @@ class CallRecord:
     duration_s: float
     reused: bool = False  # the same call ran earlier in this request
     cached: bool = False  # answered from the tool-result cache
+    arguments: dict[str, Any] | None = None  # as sent, bound values included
+    result: str | None = None  # what the model read
 
 
 def _arguments(call: dict[str, Any]) -> str | None:
@@ -78,6 +81,7 @@ class ToolRunner:
         max_parallel: int,
         state: LoopState,
         cache: ResultCache | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._registry = registry
         self._executor = executor
@@ -87,6 +91,7 @@ class ToolRunner:
         self._semaphore = asyncio.Semaphore(max_parallel)
         self._state = state
         self._cache = cache
+        self._metrics = metrics
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
         self.records: list[CallRecord] = []
 
@@ -200,10 +205,18 @@ class ToolRunner:
                 cached = await self._cache.get(tenant, prepared)
                 if cached is not None:
                     elapsed = time.perf_counter() - started
-                    self._record(call_id, prepared.tool.name, cached, elapsed, cached=True)
+                    self._record(
+                        call_id,
+                        prepared.tool.name,
+                        cached,
+                        elapsed,
+                        cached=True,
+                        arguments=prepared.arguments,
+                    )
                     return cached
             result = await self._executor.execute(prepared)
-            self._record(call_id, prepared.tool.name, result, time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
         if ttl is not None and self._cache is not None and result.ok:
             await self._cache.put(tenant, prepared, result, ttl)
         return result
@@ -216,7 +229,23 @@ class ToolRunner:
         duration: float,
         reused: bool = False,
         cached: bool = False,
+        arguments: dict[str, Any] | None = None,
     ) -> None:
         self.records.append(
-            CallRecord(call_id, name, result.outcome, result.status, duration, reused, cached)
+            CallRecord(
+                call_id,
+                name,
+                result.outcome,
+                result.status,
+                duration,
+                reused,
+                cached,
+                arguments,
+                result.content,
+            )
         )
+        if self._metrics is not None and not reused:
+            tool = name if name in self._registry else UNKNOWN
+            self._metrics.tool_calls.labels(self._context.tenant_id, tool, result.outcome).inc()
+            if duration:
+                self._metrics.tool_seconds.labels(tool).observe(duration)

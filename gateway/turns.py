@@ -10,6 +10,7 @@ from typing import Any
 
 from tool_registry.jsonio import dumps, loads
 
+from .metrics import Metrics
 from .store import GuardedStore, Keys, StoreUnavailable
 
 logger = logging.getLogger("gateway.turns")
@@ -18,8 +19,11 @@ _MARK_TTL_FACTOR = 24  # "there was a hidden turn here" outlives the turn itself
 
 
 class TurnStore:
-    def __init__(self, store: GuardedStore, keys: Keys, ttl_s: float) -> None:
+    def __init__(
+        self, store: GuardedStore, keys: Keys, ttl_s: float, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
+        self._metrics = metrics
         self._keys = keys
         self._ttl_s = ttl_s
         self.saved = 0
@@ -48,6 +52,11 @@ class TurnStore:
             return
         self.saved += 1
 
+    def _missed(self) -> None:
+        self.misses += 1
+        if self._metrics is not None:
+            self._metrics.turn_misses.inc()
+
     def _mark(self, tenant: str, call_id: str) -> str:
         return self._keys.turn(tenant, call_id) + ":mark"
 
@@ -67,7 +76,7 @@ class TurnStore:
         try:
             values = await self._store.get_many(keys)
         except StoreUnavailable:
-            self.misses += 1
+            self._missed()
             logger.warning("hidden turns of tenant %s not restored: store unavailable", tenant)
             return None
         turns = dict(zip(ids, values[: len(ids)], strict=True))
@@ -80,7 +89,7 @@ class TurnStore:
             saved = next((turns[i] for i in call_ids if turns[i] is not None), None)
             if saved is None:
                 if any(marks[i] is not None for i in call_ids):
-                    self.misses += 1
+                    self._missed()
                     logger.info("a hidden turn of tenant %s has expired", tenant)
                 restored.append(message)
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from tool_registry.retry import backoff_delay, should_retry
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from .metrics import Metrics, status_class
 
 logger = logging.getLogger("gateway.upstream")
 
@@ -88,8 +90,15 @@ async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
 class UpstreamClient:
     """Sends requests to upstream model servers with the upstream's own credentials."""
 
-    def __init__(self, transport: httpx.AsyncBaseTransport, *, backoff_base_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        *,
+        backoff_base_s: float = 0.5,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._transport = transport
+        self._metrics = metrics
         self._backoff_base_s = backoff_base_s
         self._prepared: dict[str, tuple[dict[str, str], dict[str, float | None]]] = {}
         self._urls: dict[tuple[str, str], httpx.URL] = {}
@@ -135,13 +144,16 @@ class UpstreamClient:
             request = httpx.Request(
                 method, url, content=content, headers=headers, extensions={"timeout": timeout}
             )
+            started = time.perf_counter()
             try:
                 response = await send(self._transport, request)
             except httpx.ReadTimeout as exc:
+                self._observe(upstream, "timeout", started)
                 raise UpstreamTimeout(
                     f"The upstream model server {upstream.name!r} did not answer in time."
                 ) from exc
             except httpx.TransportError as exc:
+                self._observe(upstream, "error", started)
                 if last:
                     logger.warning("upstream %s unreachable: %s", upstream.name, type(exc).__name__)
                     raise UpstreamError(
@@ -150,11 +162,18 @@ class UpstreamClient:
                     ) from exc
                 await asyncio.sleep(backoff_delay(attempt, {}, self._backoff_base_s))
                 continue
+            self._observe(upstream, status_class(response.status_code), started)
             if last or not should_retry(response.status_code, response.headers):
                 return response
             await response.aclose()
             await asyncio.sleep(backoff_delay(attempt, response.headers, self._backoff_base_s))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _observe(self, upstream: UpstreamConfig, status: str, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.upstream_calls.labels(upstream.name, status).inc()
+            elapsed = time.perf_counter() - started
+            self._metrics.upstream_seconds.labels(upstream.name).observe(elapsed)
 
     async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
         """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from .base import RateDecision, RateMode, Store, StoreUnavailable
@@ -20,8 +20,15 @@ class GuardedStore:
     """Every call within ``timeout_s``; after a failure the store is skipped (calls fail
     at once) for ``cooldown_s``, then tried again, so service resumes by itself."""
 
-    def __init__(self, store: Store, timeout_s: float = 0.1, cooldown_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        timeout_s: float = 0.1,
+        cooldown_s: float = 1.0,
+        on_error: Callable[[], None] | None = None,
+    ) -> None:
         self.inner = store
+        self._on_error = on_error
         self._timeout_s = timeout_s
         self._cooldown_s = cooldown_s
         self._down_until = 0.0
@@ -31,19 +38,24 @@ class GuardedStore:
         if time.monotonic() < self._down_until:
             if asyncio.iscoroutine(operation):
                 operation.close()
-            self.errors += 1
+            self._failed()
             raise StoreUnavailable("The shared store is unavailable.")
         try:
             async with asyncio.timeout(self._timeout_s):
                 return await operation
         except (TimeoutError, StoreUnavailable, OSError) as exc:
-            self.errors += 1
+            self._failed()
             if self._down_until == 0.0 or time.monotonic() >= self._down_until:
                 logger.warning(
                     "store unavailable (%s); retrying in %ss", type(exc).__name__, self._cooldown_s
                 )
             self._down_until = time.monotonic() + self._cooldown_s
             raise StoreUnavailable("The shared store is unavailable.") from exc
+
+    def _failed(self) -> None:
+        self.errors += 1
+        if self._on_error is not None:
+            self._on_error()
 
     @property
     def available(self) -> bool:

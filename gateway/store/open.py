@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .guard import GuardedStore
 from .memory import MemoryStore
 
 
-def open_store(url: str, timeout_s: float = 0.1) -> GuardedStore:
+def open_store(
+    url: str, timeout_s: float = 0.1, on_error: Callable[[], None] | None = None
+) -> GuardedStore:
     if url.startswith("memory://"):
-        return GuardedStore(MemoryStore(), timeout_s)
+        return GuardedStore(MemoryStore(), timeout_s, on_error=on_error)
     from .redis import RedisStore, redis_client  # only needed, and imported, for Redis
 
-    return GuardedStore(RedisStore(redis_client(url)), timeout_s)
+    return GuardedStore(RedisStore(redis_client(url)), timeout_s, on_error=on_error)

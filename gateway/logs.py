@@ -1,0 +1,43 @@
+"""JSON log lines: one per request (``gateway.access``), and structured warnings."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from tool_registry.jsonio import dumps_text
+
+FIELDS = "toolgate"  # the ``extra`` key whose dict becomes fields of the line
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "message", …fields}`` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, FIELDS, None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return dumps_text(line)
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines on stderr for everything; uvicorn's own access log is off (ours is
+    ``gateway.access``)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True

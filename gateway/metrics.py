@@ -1,0 +1,145 @@
+"""Prometheus metrics (DESIGN.md §9). Labels stay small and bounded: tenant, model,
+upstream and tool names come from the configuration, outcomes and status classes from
+short fixed lists — never a request id, user text or argument."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+# LLM requests take from tens of milliseconds to minutes.
+LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+ITERATION_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
+
+UNKNOWN = "(unknown)"
+NONE = "(none)"
+
+
+def status_class(status: int) -> str:
+    return f"{status // 100}xx"
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+class Metrics:
+    """Every metric of one app, in a registry of its own (tests build many apps).
+
+    Under ``toolgate serve --workers N`` the values live in the multiprocess directory
+    and ``exposition`` merges every worker's.
+    """
+
+    def __init__(self) -> None:
+        registry = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "toolgate_requests",
+            "Requests answered, by tenant, model and status class.",
+            ["tenant", "model", "status"],
+            registry=registry,
+        )
+        self.request_seconds = Histogram(
+            "toolgate_request_duration_seconds",
+            "Time to answer a request, to its end.",
+            ["tenant", "model"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.first_byte_seconds = Histogram(
+            "toolgate_stream_first_byte_seconds",
+            "Time to the first event of a stream.",
+            ["tenant", "model"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            "toolgate_requests_in_flight",
+            "Requests being answered now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.upstream_calls = Counter(
+            "toolgate_upstream_calls",
+            "Calls to upstream model servers, by status class.",
+            ["upstream", "status"],
+            registry=registry,
+        )
+        self.upstream_seconds = Histogram(
+            "toolgate_upstream_duration_seconds",
+            "Time to an upstream's response headers.",
+            ["upstream"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.tool_calls = Counter(
+            "toolgate_tool_calls",
+            "Tool calls, by tenant, tool and outcome.",
+            ["tenant", "tool", "outcome"],
+            registry=registry,
+        )
+        self.tool_seconds = Histogram(
+            "toolgate_tool_duration_seconds",
+            "Time a tool took to answer.",
+            ["tool"],
+            buckets=TOOL_BUCKETS,
+            registry=registry,
+        )
+        self.iterations = Histogram(
+            "toolgate_loop_iterations",
+            "Upstream rounds per request with server tools.",
+            ["tenant"],
+            buckets=ITERATION_BUCKETS,
+            registry=registry,
+        )
+        self.cap_hits = Counter(
+            "toolgate_cap_hits",
+            "Requests that reached a cap, by kind.",
+            ["tenant", "kind"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "toolgate_tokens",
+            "Tokens used, summed over every round.",
+            ["tenant", "model", "kind"],
+            registry=registry,
+        )
+        self.rate_limited = Counter(
+            "toolgate_rate_limited",
+            "Requests refused by a rate limit.",
+            ["tenant", "kind"],
+            registry=registry,
+        )
+        self.store_errors = Counter(
+            "toolgate_store_errors",
+            "Store calls that failed or were skipped while it was down.",
+            registry=registry,
+        )
+        self.turn_misses = Counter(
+            "toolgate_saved_turn_misses",
+            "Hidden tool turns gone when the client came back.",
+            registry=registry,
+        )
+        self.cache_lookups = Counter(
+            "toolgate_tool_cache_lookups",
+            "Tool-result cache lookups, by result.",
+            ["result"],
+            registry=registry,
+        )
+
+    def exposition(self) -> bytes:
+        """The text format, merged over every worker in multiprocess mode."""
+        directory = multiprocess_dir()
+        if directory is None:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        multiprocess.MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)

@@ -1,0 +1,92 @@
+"""What happens when a request ends: its metrics, its JSON log line, its trace."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from tool_registry import ToolRegistry
+
+from .http import Exchange
+from .logs import FIELDS
+from .metrics import Metrics, status_class
+from .traces import TraceStore
+
+access = logging.getLogger("gateway.access")
+
+
+class Observer:
+    def __init__(
+        self, metrics: Metrics, registry: ToolRegistry, traces: TraceStore | None = None
+    ) -> None:
+        self.metrics = metrics
+        self._registry = registry
+        self.traces = traces
+
+    def begin(self) -> None:
+        self.metrics.in_flight.inc()
+
+    async def finish(self, exchange: Exchange, status: int) -> None:
+        m = self.metrics
+        m.in_flight.dec()
+        elapsed = time.perf_counter() - exchange.started
+        tenant, model = exchange.tenant, exchange.model
+        m.requests.labels(tenant, model, status_class(status)).inc()
+        m.request_seconds.labels(tenant, model).observe(elapsed)
+        if exchange.first_byte is not None:
+            m.first_byte_seconds.labels(tenant, model).observe(
+                exchange.first_byte - exchange.started
+            )
+        session = exchange.session
+        usage = session.state.usage if session is not None else exchange.usage
+        prompt, completion = _tokens(usage)
+        if prompt:
+            m.tokens.labels(tenant, model, "prompt").inc(prompt)
+        if completion:
+            m.tokens.labels(tenant, model, "completion").inc(completion)
+        line: dict[str, Any] = {
+            "request_id": exchange.request_id,
+            "tenant": tenant,
+            "model": model,
+            "status": status,
+            "latency_ms": round(elapsed * 1000, 3),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+        }
+        if session is not None:
+            state = session.state
+            m.iterations.labels(tenant).observe(state.iterations)
+            for kind in state.caps:
+                m.cap_hits.labels(tenant, kind).inc()
+            line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
+            if state.caps:
+                line["caps"] = state.caps
+            if session.error is not None:
+                exchange.error = session.error.code or session.error.type
+        if exchange.error is not None:
+            line["error"] = exchange.error
+        access.info("request", extra={FIELDS: line})
+        if session is not None and self.traces is not None:
+            await self.traces.save(tenant, exchange.request_id, self._trace(exchange, line))
+
+    def _trace(self, exchange: Exchange, line: dict[str, Any]) -> dict[str, Any]:
+        session, traces = exchange.session, self.traces
+        assert traces is not None
+        return {
+            **line,
+            "started_at": exchange.wall_start,
+            "rounds": session.state.rounds,
+            "tool_calls": [traces.tool_call(self._registry, r) for r in session.runner.records],
+            "usage": session.state.usage,
+        }
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return (
+        prompt if isinstance(prompt, int) else 0,
+        completion if isinstance(completion, int) else 0,
+    )
