@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fake_upstream import FakeUpstream, say
 from tests.support.servers import ServerThread
@@ -86,6 +87,22 @@ def test_serve_answers_and_stops_cleanly(
                 )
                 assert answer.choices[0].message.content == "served"
         assert len(fake.requests) == workers * 2
+        for _ in range(20):  # a new connection each: the workers share them out
+            response = httpx.post(
+                f"{url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert response.status_code == 200
+        # One scrape counts every request once, whichever worker answered it.
+        exposition = httpx.get(f"{url}/metrics").text
+        counted = sum(
+            sample.value
+            for family in text_string_to_metric_families(exposition)
+            if family.name == "toolgate_requests"
+            for sample in family.samples
+            if sample.name == "toolgate_requests_total"
+        )
+        assert counted == workers * 2 + 20
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=20)
