@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from tool_registry.jsonio import dumps_text
+from tool_registry.logfields import FIELDS
 
-FIELDS = "toolgate"  # the ``extra`` key whose dict becomes fields of the line
+__all__ = ["FIELDS", "JsonFormatter", "configure_logging"]
 
 
 class JsonFormatter(logging.Formatter):

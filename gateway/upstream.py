@@ -12,6 +12,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from tool_registry.client import send
 from tool_registry.jsonio import dumps, loads
+from tool_registry.logfields import FIELDS
 from tool_registry.retry import backoff_delay, should_retry
 
 from .config import UpstreamConfig
@@ -63,7 +64,12 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
         return UpstreamStatusError(
             message, status=status, error_type=error_type, code="upstream_error", headers=headers
         )
-    logger.warning("upstream %s answered HTTP %s", upstream, status)
+    logger.warning(
+        "upstream %s answered HTTP %s",
+        upstream,
+        status,
+        extra={FIELDS: {"upstream": upstream, "status": status}},
+    )
     return UpstreamStatusError(
         f"The upstream model server {upstream!r} answered HTTP {status}.", status=502
     )
@@ -155,7 +161,12 @@ class UpstreamClient:
             except httpx.TransportError as exc:
                 self._observe(upstream, "error", started)
                 if last:
-                    logger.warning("upstream %s unreachable: %s", upstream.name, type(exc).__name__)
+                    logger.warning(
+                        "upstream %s unreachable: %s",
+                        upstream.name,
+                        type(exc).__name__,
+                        extra={FIELDS: {"upstream": upstream.name, "status": "unreachable"}},
+                    )
                     raise UpstreamError(
                         f"The upstream model server {upstream.name!r} could not be reached.",
                         code="upstream_unavailable",

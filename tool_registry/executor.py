@@ -10,6 +10,7 @@ import httpx
 from .client import is_timeout, send
 from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
+from .logfields import FIELDS
 from .registry import PreparedCall
 from .results import ToolResult, error_result, success_result
 from .retry import backoff_delay, should_retry
@@ -127,10 +128,20 @@ class ToolExecutor:
             if denial is not None:
                 return self._denied(call, denial), no_headers
             if is_timeout(exc):
-                logger.warning("tool %s timed out after %ss", call.tool.name, spec.http.timeout_s)
+                logger.warning(
+                    "tool %s timed out after %ss",
+                    call.tool.name,
+                    spec.http.timeout_s,
+                    extra={FIELDS: {"tool": call.tool.name, "outcome": "timeout"}},
+                )
                 message = f"the tool timed out after {spec.http.timeout_s:g}s"
                 return error_result(message, "timeout"), no_headers
-            logger.warning("tool %s failed: %s", call.tool.name, type(exc).__name__)
+            logger.warning(
+                "tool %s failed: %s",
+                call.tool.name,
+                type(exc).__name__,
+                extra={FIELDS: {"tool": call.tool.name, "outcome": "http_error"}},
+            )
             return error_result("the tool could not be reached", "http_error"), no_headers
 
         if 200 <= response.status_code < 300:
@@ -144,5 +155,10 @@ class ToolExecutor:
 
     @staticmethod
     def _denied(call: PreparedCall, exc: EgressDenied) -> ToolResult:
-        logger.warning("tool %s refused by the egress guard: %s", call.tool.name, exc)
+        logger.warning(
+            "tool %s refused by the egress guard: %s",
+            call.tool.name,
+            exc,
+            extra={FIELDS: {"tool": call.tool.name, "outcome": "denied"}},
+        )
         return error_result("the egress guard refused this tool's destination", "denied")
