@@ -60,7 +60,10 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         config, metrics = self.config, self.metrics
         self.store = open_store(
-            config.store.url, config.store.timeout_s, on_error=metrics.store_errors.inc
+            config.store.url,
+            config.store.timeout_s,
+            on_error=metrics.store_errors.inc,
+            memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
         )
         self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
         self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)

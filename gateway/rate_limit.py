@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .config import OnStoreError
 from .errors import GatewayError
 from .metrics import Metrics
-from .store import GuardedStore, Keys, RateDecision, StoreUnavailable
+from .store import GuardedStore, Keys, RateDecision, RateMode, StoreUnavailable
 from .tenants import Tenant
 
 logger = logging.getLogger("gateway.rate_limit")
@@ -75,21 +75,20 @@ class RateLimiter:
         if rpm is None and tpm is None:
             return Admission()
         admission = Admission(metered=tpm is not None)
+        # Tokens first: a request refused for its tokens takes no request slot.
+        checks: list[tuple[str, int | None, RateMode]] = [
+            ("tokens", tpm, "peek"),
+            ("requests", rpm, "acquire"),
+        ]
         try:
-            if tpm is not None:
-                tokens = await self._store.rate(
-                    self._keys.rate(tenant.id, "tok"), tpm, MINUTE_S, 1, "peek"
-                )
-                admission.headers |= _headers("tokens", tokens)
-                if not tokens.allowed:
-                    raise self._refusal(tenant, "tokens", tokens, admission)
-            if rpm is not None:
-                requests = await self._store.rate(
-                    self._keys.rate(tenant.id, "req"), rpm, MINUTE_S, 1, "acquire"
-                )
-                admission.headers |= _headers("requests", requests)
-                if not requests.allowed:
-                    raise self._refusal(tenant, "requests", requests, admission)
+            for kind, limit, mode in checks:
+                if limit is None:
+                    continue
+                key = self._keys.rate(tenant.id, kind)
+                decision = await self._store.rate(key, limit, MINUTE_S, 1, mode)
+                admission.headers |= _headers(kind, decision)
+                if not decision.allowed:
+                    raise self._refusal(tenant, kind, decision, admission)
         except StoreUnavailable as exc:
             self.store_errors += 1
             if self._on_error == "deny":
@@ -128,7 +127,7 @@ class RateLimiter:
             return
         try:
             await self._store.rate(
-                self._keys.rate(tenant.id, "tok"), tpm, MINUTE_S, tokens, "charge"
+                self._keys.rate(tenant.id, "tokens"), tpm, MINUTE_S, tokens, "charge"
             )
         except StoreUnavailable:
             self.store_errors += 1

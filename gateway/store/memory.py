@@ -6,16 +6,22 @@ import time
 
 from .base import RateDecision, RateMode, gcra
 
+_ENTRY_OVERHEAD = 100  # bytes a dict entry costs beyond its key and value, roughly
+
 
 class MemoryStore:
-    """Values with expiry and GCRA state in a dict. Expired entries are dropped when
-    read, and swept every ``sweep_every`` writes so the dict cannot grow forever."""
+    """Values with expiry and GCRA state in dicts. Expired entries are dropped when
+    read and swept every ``sweep_every`` writes; past ``max_bytes`` of values the
+    oldest writes are evicted first, as a Redis with ``maxmemory`` would."""
 
-    def __init__(self, sweep_every: int = 10_000) -> None:
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024, sweep_every: int = 10_000) -> None:
         self._values: dict[str, tuple[float, bytes]] = {}  # key → (expires, value)
         self._rates: dict[str, float] = {}  # key → TAT (ms, monotonic)
         self._writes = 0
         self._sweep_every = sweep_every
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self.evicted = 0
 
     @staticmethod
     def _now_ms() -> float:
@@ -36,7 +42,7 @@ class MemoryStore:
         if entry is None:
             return None
         if entry[0] <= time.monotonic():
-            del self._values[key]
+            self._drop(key)
             return None
         return entry[1]
 
@@ -44,8 +50,18 @@ class MemoryStore:
         return [await self.get(key) for key in keys]
 
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        self._drop(key)  # a rewrite is the newest entry again
         self._values[key] = (time.monotonic() + ttl_s, value)
+        self._bytes += _size(key, value)
+        while self._bytes > self._max_bytes and self._values:
+            self._drop(next(iter(self._values)))
+            self.evicted += 1
         self._wrote()
+
+    def _drop(self, key: str) -> None:
+        entry = self._values.pop(key, None)
+        if entry is not None:
+            self._bytes -= _size(key, entry[1])
 
     async def ping(self) -> None:
         return None
@@ -53,12 +69,18 @@ class MemoryStore:
     async def aclose(self) -> None:
         self._values.clear()
         self._rates.clear()
+        self._bytes = 0
 
     def _wrote(self) -> None:
         self._writes += 1
         if self._writes % self._sweep_every:
             return
         now = time.monotonic()
-        self._values = {k: v for k, v in self._values.items() if v[0] > now}
+        for key in [k for k, v in self._values.items() if v[0] <= now]:
+            self._drop(key)
         now_ms = now * 1000
         self._rates = {k: tat for k, tat in self._rates.items() if tat > now_ms}
+
+
+def _size(key: str, value: bytes) -> int:
+    return len(key) + len(value) + _ENTRY_OVERHEAD

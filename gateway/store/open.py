@@ -9,10 +9,13 @@ from .memory import MemoryStore
 
 
 def open_store(
-    url: str, timeout_s: float = 0.1, on_error: Callable[[], None] | None = None
+    url: str,
+    timeout_s: float = 0.1,
+    on_error: Callable[[], None] | None = None,
+    memory_max_bytes: int = 64 * 1024 * 1024,
 ) -> GuardedStore:
     if url.startswith("memory://"):
-        return GuardedStore(MemoryStore(), timeout_s, on_error=on_error)
+        return GuardedStore(MemoryStore(memory_max_bytes), timeout_s, on_error=on_error)
     from .redis import RedisStore, redis_client  # only needed, and imported, for Redis
 
     return GuardedStore(RedisStore(redis_client(url)), timeout_s, on_error=on_error)

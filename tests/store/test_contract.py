@@ -126,3 +126,16 @@ async def test_a_hung_store_costs_one_timeout_then_nothing_until_it_is_retried()
     assert await guarded.get("k") is None  # tried again, and it answers
     assert inner.calls == 2
     assert guarded.errors == 2  # the timeout and the call skipped during the cooldown
+
+
+async def test_the_memory_store_evicts_its_oldest_values_past_its_size() -> None:
+    store = MemoryStore(max_bytes=1000)
+    for index in range(10):
+        await store.put(f"k{index}", b"x" * 200, 60)
+    assert store.evicted == 7
+    assert await store.get("k0") is None
+    assert await store.get("k9") == b"x" * 200
+    await store.put("k7", b"y", 60)  # rewritten: now the newest
+    await store.put("k10", b"z" * 200, 60)  # pushes out k8, now the oldest
+    assert await store.get("k8") is None
+    assert [await store.get(k) for k in ("k9", "k7", "k10")] == [b"x" * 200, b"y", b"z" * 200]
