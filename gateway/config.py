@@ -35,7 +35,7 @@ class StoreConfig(_Frozen):
     prefix: str = "toolgate:"
     timeout_s: float = Field(default=0.1, gt=0, le=10)  # per store call
     turn_ttl_s: float = Field(default=3600, gt=0)  # saved client-tool turns
-    memory_max_mb: int = Field(default=64, gt=0)  # memory:// holds at most this much
+    memory_max_mb: int = Field(default=8, gt=0)  # memory:// holds at most this much
 
     @field_validator("url")
     @classmethod

@@ -14,7 +14,7 @@ class MemoryStore:
     read and swept every ``sweep_every`` writes; past ``max_bytes`` of values the
     oldest writes are evicted first, as a Redis with ``maxmemory`` would."""
 
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024, sweep_every: int = 10_000) -> None:
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024, sweep_every: int = 10_000) -> None:
         self._values: dict[str, tuple[float, bytes]] = {}  # key → (expires, value)
         self._rates: dict[str, float] = {}  # key → TAT (ms, monotonic)
         self._writes = 0

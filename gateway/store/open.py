@@ -12,7 +12,7 @@ def open_store(
     url: str,
     timeout_s: float = 0.1,
     on_error: Callable[[], None] | None = None,
-    memory_max_bytes: int = 64 * 1024 * 1024,
+    memory_max_bytes: int = 8 * 1024 * 1024,
 ) -> GuardedStore:
     if url.startswith("memory://"):
         return GuardedStore(MemoryStore(memory_max_bytes), timeout_s, on_error=on_error)
