@@ -46,6 +46,8 @@ Handler = Callable[[Request, Exchange], Awaitable[Response]]
 class Observing(Protocol):
     def begin(self) -> None: ...
 
+    def abandon(self) -> None: ...
+
     async def finish(self, exchange: Exchange, status: int) -> None: ...
 
 
@@ -104,6 +106,10 @@ def endpoint(
             logger.exception("unhandled error in request %s", exchange.request_id)
             error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
             response = error_response(error, exchange.request_id)
+        except BaseException:  # cancelled: no answer, but the request is over
+            if observer is not None:
+                observer.abandon()
+            raise
         headers = response.headers
         for name, value in exchange.headers.items():
             if name not in headers:

@@ -27,6 +27,10 @@ class Observer:
     def begin(self) -> None:
         self.metrics.in_flight.inc()
 
+    def abandon(self) -> None:
+        """A request cancelled before it had an answer."""
+        self.metrics.in_flight.dec()
+
     async def finish(self, exchange: Exchange, status: int) -> None:
         m = self.metrics
         m.in_flight.dec()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tool_registry import CallContext, ToolExecutor, ToolRegistry
@@ -21,7 +21,7 @@ from .metrics import Metrics
 from .partition import call_name
 from .policy import LoopLimits
 from .result_cache import ResultCache
-from .tool_runner import CallRecord, ToolRunner
+from .tool_runner import ToolRunner
 from .turns import TurnStore
 from .upstream import UpstreamClient
 
@@ -46,8 +46,7 @@ class LoopJob:
 @dataclass(slots=True)
 class LoopResult:
     response: dict[str, Any]
-    state: LoopState
-    calls: list[CallRecord] = field(default_factory=list)
+    state: LoopState  # the session's; its tool calls are in ``session.runner.records``
 
 
 def round_body(
@@ -243,7 +242,7 @@ class ToolLoop:
         except GatewayError as exc:
             session.mark_failure(exc)
             raise
-        return LoopResult(response, session.state, session.runner.records)
+        return LoopResult(response, session.state)
 
     async def _loop(self, session: LoopSession) -> dict[str, Any]:
         job = session.job

@@ -146,3 +146,37 @@ def test_create_app_refuses_a_config_with_broken_references() -> None:
     broken = {**CONFIG, "models": [{"name": "m", "upstream": "nowhere"}]}
     with pytest.raises(ConfigError, match="unknown upstream 'nowhere'"):
         create_app(GatewayConfig.model_validate(broken))
+
+
+class Counting:
+    """Counts what the endpoint reports (an observer of its own)."""
+
+    def __init__(self) -> None:
+        self.begun = self.finished = self.abandoned = 0
+
+    def begin(self) -> None:
+        self.begun += 1
+
+    def abandon(self) -> None:
+        self.abandoned += 1
+
+    async def finish(self, exchange: Exchange, status: int) -> None:
+        self.finished += 1
+
+
+async def test_every_request_begun_is_finished_or_abandoned() -> None:
+    import asyncio
+
+    async def fine(request: Request, exchange: Exchange) -> Response:
+        return Response(b"ok")
+
+    async def cancelled(request: Request, exchange: Exchange) -> Response:
+        raise asyncio.CancelledError
+
+    counting = Counting()
+    ok, gone = endpoint(fine, counting), endpoint(cancelled, counting)
+    scope: dict[str, Any] = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    await ok(Request(scope))
+    with pytest.raises(asyncio.CancelledError):
+        await gone(Request(scope))
+    assert (counting.begun, counting.finished, counting.abandoned) == (2, 1, 1)
