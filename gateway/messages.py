@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from tool_registry.jsonio import dumps_text
 
 from .errors import UpstreamError
 
@@ -38,7 +39,7 @@ def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
         function = call.get("function") or {}
         arguments = function.get("arguments") or "{}"
         if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)
+            arguments = dumps_text(arguments)
         calls.append(
             {
                 "id": call.get("id"),

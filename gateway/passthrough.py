@@ -10,7 +10,7 @@ import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
-from tool_registry.jsonio import dumps, loads
+from tool_registry.jsonio import dumps, loads_object
 
 from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
@@ -43,7 +43,7 @@ async def _parsed_stream(
     try:
         async for chunk in response.aiter_raw():
             for data in parser.feed(chunk):
-                event = _event(data)
+                event = loads_object(data)
                 if event is None:
                     yield b"data: " + data.encode() + b"\n\n"
                     continue
@@ -61,14 +61,6 @@ async def _parsed_stream(
         if meter is not None and usage is not None:
             with anyio.CancelScope(shield=True):
                 await meter(usage)
-
-
-def _event(data: str | bytes) -> dict[str, Any] | None:
-    try:
-        event = loads(data)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
 
 
 async def forward_json(
@@ -116,7 +108,7 @@ async def forward_json(
     media_type = response.headers.get("content-type", "application/json")
     data = await read_all(route.upstream, response)
     background = None
-    parsed = _event(data) if renamed or meter or on_usage else None
+    parsed = loads_object(data) if renamed or meter or on_usage else None
     if parsed is not None:
         if renamed and "model" in parsed:
             parsed["model"] = client_model

@@ -88,12 +88,13 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         if chat.stream:
             return await stream_chat(chat, job, exchange, meter)
         session = exchange.session = gateway.loop.session(job)
-        result = await gateway.loop.run(session)
-        exchange.headers["x-toolgate-iterations"] = str(result.state.iterations)
-        exchange.headers["x-toolgate-tool-calls"] = str(result.state.tool_calls)
-        response = json_response(result.response)
+        completion = await gateway.loop.run(session)
+        state = session.state
+        exchange.headers["x-toolgate-iterations"] = str(state.iterations)
+        exchange.headers["x-toolgate-tool-calls"] = str(state.tool_calls)
+        response = json_response(completion)
         if meter is not None:
-            response.background = BackgroundTask(meter, result.state.usage)
+            response.background = BackgroundTask(meter, state.usage)
         return response
 
     async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest) -> bool:

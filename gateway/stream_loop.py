@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from tool_registry.jsonio import dumps, loads
+from tool_registry.jsonio import dumps, loads_object
 
 from .chunks import ChunkWriter
 from .errors import GatewayError, UpstreamError, UpstreamTimeout
@@ -91,17 +91,6 @@ async def _rounds(
         return
 
 
-async def _timed(awaitable: Awaitable[T], session: LoopSession) -> T:
-    deadline = session.round_deadline
-    if deadline is None:
-        return await awaitable
-    try:
-        async with asyncio.timeout_at(deadline):
-            return await awaitable
-    except TimeoutError as exc:
-        raise session.timeout_error() from exc
-
-
 async def _stream_round(
     loop: ToolLoop, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
 ) -> AsyncIterator[dict[str, Any]]:
@@ -110,14 +99,14 @@ async def _stream_round(
     send = loop.upstream.send(
         upstream, "/chat/completions", dumps(body), accept="text/event-stream"
     )
-    response = await _timed(send, session)
+    response = await session.within_deadline(send)
     if response.status_code >= 300:
         raise map_status_error(upstream.name, response, await read_all(upstream, response))
     try:
         parser = SSEParser()
         chunks = response.aiter_raw().__aiter__()
         while True:
-            raw = await _timed(anext(chunks, None), session)
+            raw = await session.within_deadline(anext(chunks, None))
             for data in parser.feed(raw) if raw is not None else parser.close():
                 if data == "[DONE]":
                     raw = None
@@ -139,11 +128,8 @@ async def _stream_round(
 
 
 def _parse(data: str) -> dict[str, Any]:
-    try:
-        chunk = loads(data)
-    except ValueError as exc:
-        raise UpstreamError("The upstream model server sent an invalid stream event.") from exc
-    if not isinstance(chunk, dict):
+    chunk = loads_object(data)
+    if chunk is None:
         raise UpstreamError("The upstream model server sent an invalid stream event.")
     return chunk
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tool_registry import CallContext, ToolExecutor, ToolRegistry
 
@@ -24,6 +25,8 @@ from .result_cache import ResultCache
 from .tool_runner import ToolRunner
 from .turns import TurnStore
 from .upstream import UpstreamClient
+
+T = TypeVar("T")
 
 _TOOLSETS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
 
@@ -41,12 +44,6 @@ class LoopJob:
     client_tool_names: frozenset[str]
     limits: LoopLimits
     context: CallContext
-
-
-@dataclass(slots=True)
-class LoopResult:
-    response: dict[str, Any]
-    state: LoopState  # the session's; its tool calls are in ``session.runner.records``
 
 
 def round_body(
@@ -130,11 +127,16 @@ class LoopSession:
         self._messages: list[dict[str, Any]] = list(job.body["messages"])
         self._final = False
 
-    @property
-    def round_deadline(self) -> float | None:
-        """When the current upstream round must be done; the forced last round after a
-        cap is bounded by the upstream's own timeout only."""
-        return None if self.state.forced_final else self._deadline
+    async def within_deadline(self, awaitable: Awaitable[T]) -> T:
+        """Await an upstream step within ``request_timeout_s`` (504 past it). The last
+        round forced because the time ran out is bounded by the upstream's own timeout."""
+        if self.state.forced_final and self._clock.time() >= self._deadline:
+            return await awaitable
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                return await awaitable
+        except TimeoutError as exc:
+            raise self.timeout_error() from exc
 
     def next_round(self, stream: bool) -> dict[str, Any]:
         self._round_started = time.perf_counter()
@@ -236,13 +238,13 @@ class ToolLoop:
             job, self._registry, self._executor, toolset, self._turns, self._cache, self._metrics
         )
 
-    async def run(self, session: LoopSession) -> LoopResult:
+    async def run(self, session: LoopSession) -> dict[str, Any]:
+        """The final completion; what the loop did is in ``session.state``."""
         try:
-            response = await self._loop(session)
+            return await self._loop(session)
         except GatewayError as exc:
             session.mark_failure(exc)
             raise
-        return LoopResult(response, session.state)
 
     async def _loop(self, session: LoopSession) -> dict[str, Any]:
         job = session.job
@@ -263,11 +265,4 @@ class ToolLoop:
             return finalize(response, job.client_model, session.state.usage)
 
     async def _ask(self, session: LoopSession, body: dict[str, Any]) -> dict[str, Any]:
-        deadline = session.round_deadline
-        if deadline is None:
-            return await self.upstream.chat(session.job.upstream, body)
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self.upstream.chat(session.job.upstream, body)
-        except TimeoutError as exc:
-            raise session.timeout_error() from exc
+        return await session.within_deadline(self.upstream.chat(session.job.upstream, body))

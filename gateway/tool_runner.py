@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from tool_registry import (
     ToolResult,
     error_result,
 )
+from tool_registry.jsonio import dumps_text
 
 from .caps import LoopState
 from .messages import tool_turn
@@ -49,7 +49,7 @@ def _arguments(call: dict[str, Any]) -> str | None:
     function = call.get("function")
     arguments = function.get("arguments") if isinstance(function, dict) else None
     if isinstance(arguments, dict):  # some servers send an object, not its JSON text
-        return json.dumps(arguments)
+        return dumps_text(arguments)
     return arguments if isinstance(arguments, str) else None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from tool_registry.client import send
+from tool_registry.client import body_chunks, send
 from tool_registry.jsonio import dumps, loads
 from tool_registry.logfields import FIELDS
 from tool_registry.retry import backoff_delay, should_retry
@@ -78,9 +78,7 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
 async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
     """The whole body of an upstream response, which is closed afterwards."""
     try:
-        if "content-encoding" in response.headers or response.is_stream_consumed:
-            return await response.aread()
-        return b"".join([chunk async for chunk in response.aiter_raw()])
+        return b"".join([chunk async for chunk in body_chunks(response)])
     except httpx.TimeoutException as exc:
         raise UpstreamTimeout(
             f"The upstream model server {upstream.name!r} did not answer in time."

@@ -9,6 +9,8 @@ hooks cost a good share of each call's CPU time, and the gateway needs none of t
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -35,6 +37,14 @@ async def send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> h
     response = await transport.handle_async_request(request)
     response.request = request
     return response
+
+
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives: raw when there is nothing to decode (httpx's decoder chain
+    costs per chunk), decoded otherwise, or what was already read."""
+    if "content-encoding" in response.headers or response.is_stream_consumed:
+        return response.aiter_bytes()
+    return response.aiter_raw()
 
 
 def is_timeout(exc: BaseException) -> bool:

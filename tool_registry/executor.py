@@ -7,7 +7,7 @@ import logging
 
 import httpx
 
-from .client import is_timeout, send
+from .client import body_chunks, is_timeout, send
 from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
@@ -47,9 +47,7 @@ async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool
     """Read at most ``limit`` bytes of the (decoded) body; say whether more was left."""
     chunks: list[bytes] = []
     size = 0
-    # Raw bytes when there is nothing to decode: httpx's decoder chain costs per chunk.
-    decode = "content-encoding" in response.headers or response.is_stream_consumed
-    async for chunk in response.aiter_bytes() if decode else response.aiter_raw():
+    async for chunk in body_chunks(response):
         room = limit - size
         if len(chunk) > room:
             chunks.append(chunk[:room])

@@ -15,6 +15,15 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+def loads_object(data: bytes | str) -> dict[str, Any] | None:
+    """A JSON object, or None for anything else (invalid JSON included)."""
+    try:
+        value = orjson.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON."""
     try:

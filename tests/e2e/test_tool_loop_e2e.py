@@ -317,3 +317,36 @@ def test_model_is_renamed_upstream_and_restored_for_the_client(stack: StackFacto
     completion = s.client().chat.completions.create(model="renamed", messages=USER)
     assert completion.model == "renamed"
     assert {r["model"] for r in s.upstream.requests} == {"upstream-name"}
+
+
+def test_request_timeout_cuts_tools_then_forces_an_answer(stack: StackFactory) -> None:
+    s = stack(
+        once(calls(tool_call("s1", "slow", {"ms": 3000}))),
+        limits={"request_timeout_s": 0.5},
+    )
+    started = time.monotonic()
+    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert time.monotonic() - started < 2.5
+    assert completion.choices[0].finish_reason == "stop"
+    assert "time budget" in json.loads(answered_results(s)["s1"])["error"]
+    assert s.upstream.requests[-1]["tool_choice"] == "none"
+
+
+def test_request_timeout_in_error_mode_is_422(stack: StackFactory) -> None:
+    s = stack(
+        once(calls(tool_call("s1", "slow", {"ms": 3000}))),
+        limits={"request_timeout_s": 0.5, "on_limit": "error"},
+    )
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert caught.value.code == "tool_limit_exceeded"
+    assert "request_timeout_s" in caught.value.message
+
+
+def test_an_upstream_slower_than_the_request_timeout_is_504(stack: StackFactory) -> None:
+    s = stack(lambda body: say("late"), limits={"request_timeout_s": 0.3}, delay_s=1.0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert caught.value.status_code == 504
+    assert caught.value.code == "request_timeout"
+    assert_valid_error(caught.value.response.json())

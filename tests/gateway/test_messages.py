@@ -64,4 +64,4 @@ def test_malformed_tool_calls_are_the_upstreams_fault(calls: Any) -> None:
 def test_object_arguments_become_json_text() -> None:
     message = {"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"x": 1}}}]}
     turn = assistant_turn(message)
-    assert turn["tool_calls"][0]["function"]["arguments"] == '{"x": 1}'
+    assert turn["tool_calls"][0]["function"]["arguments"] == '{"x":1}'  # compact, as sent
