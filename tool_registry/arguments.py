@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
 
 from .errors import ToolArgumentsInvalid
 from .jsonio import JSONDecodeError, canonical, loads
@@ -79,16 +80,35 @@ class ArgumentValidator:
         self._schema = schema
         self._validator = Draft202012Validator(schema)
 
-    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Return the coerced arguments, or raise ``ToolArgumentsInvalid`` naming the problems."""
+    def validate(
+        self, arguments: dict[str, Any], bound: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """Return the coerced arguments, or raise ``ToolArgumentsInvalid`` naming the problems.
+
+        The message is read by the model: it never quotes a ``bound`` argument's value
+        (the gateway filled it from the request, and the model must not learn it).
+        """
         coerced: dict[str, Any] = coerce(arguments, self._schema)
         errors = sorted(self._validator.iter_errors(coerced), key=lambda e: e.json_path)
         if errors:
-            shown = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:_MAX_REPORTED_ERRORS])
+            hidden = [str(coerced[k]) for k in bound if k in coerced and str(coerced[k])]
+            shown = "; ".join(
+                f"{e.json_path}: {_message(e, bound, hidden)}"
+                for e in errors[:_MAX_REPORTED_ERRORS]
+            )
             more = len(errors) - _MAX_REPORTED_ERRORS
             suffix = f" (and {more} more)" if more > 0 else ""
             raise ToolArgumentsInvalid(f"arguments do not match the schema: {shown}{suffix}")
         return coerced
+
+
+def _message(error: ValidationError, bound: frozenset[str], hidden: list[str]) -> str:
+    if error.absolute_path and error.absolute_path[0] in bound:
+        return "the value the gateway binds here does not match the schema"
+    message = error.message
+    for value in sorted(hidden, key=len, reverse=True):
+        message = message.replace(repr(value), "[bound value]").replace(value, "[bound value]")
+    return message
 
 
 def visible_parameters(schema: dict[str, Any], hidden: set[str]) -> dict[str, Any]:

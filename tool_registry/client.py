@@ -1,5 +1,4 @@
-"""HTTP plumbing for tool calls: the aiohttp transport, and sending without the client
-layer.
+"""HTTP plumbing for tool calls: the transport, and sending without the client layer.
 
 The gateway uses httpx's request and response types and its transports, not
 ``httpx.AsyncClient``: the client's cookie jar, auth flow, redirect handling and event
@@ -13,28 +12,35 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from .egress import EgressPolicy, GuardedResolver
+from .transport import GatewayTransport, map_transport_errors
+
+__all__ = ["body_chunks", "create_tool_transport", "is_timeout", "send"]
 
 
 def create_tool_transport(
     policy: EgressPolicy, max_connections: int = 200
 ) -> httpx.AsyncBaseTransport:
-    """The aiohttp transport for tool calls, resolving names through the egress guard."""
+    """The transport for tool calls, resolving names through the egress guard."""
 
     def new_session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
             resolver=GuardedResolver(policy), limit=max_connections, ttl_dns_cache=10
         )
-        return aiohttp.ClientSession(connector=connector)
+        return aiohttp.ClientSession(connector=connector, trust_env=False)
 
-    return AiohttpTransport(client=new_session)
+    return GatewayTransport(client=new_session)
 
 
 async def send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
-    """Send one request through a transport; the caller reads and closes the response."""
-    response = await transport.handle_async_request(request)
+    """Send one request through a transport; the caller reads and closes the response.
+
+    Whatever transport it is (tests pass ``MockTransport``), what it raises for the
+    network or an unencodable request is mapped into httpx's tree.
+    """
+    with map_transport_errors():
+        response = await transport.handle_async_request(request)
     response.request = request
     return response
 
@@ -48,15 +54,5 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
 
 
 def is_timeout(exc: BaseException) -> bool:
-    """Whether a failed call timed out, rather than failed to connect.
-
-    The aiohttp transport reports refused and dropped connections as
-    ``httpx.ConnectTimeout`` too; its cause, an aiohttp error that is not a timeout,
-    tells them apart.
-    """
-    if isinstance(exc, TimeoutError):
-        return True
-    if not isinstance(exc, httpx.TimeoutException):
-        return False
-    cause = exc.__cause__
-    return cause is None or isinstance(cause, TimeoutError)
+    """Whether a failed call timed out, rather than failed to connect or broke off."""
+    return isinstance(exc, TimeoutError | httpx.TimeoutException)

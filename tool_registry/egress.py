@@ -3,12 +3,15 @@
 Checked on the resolved address, so a name that resolves to a metadata service is
 refused as surely as the literal address: ``GuardedResolver`` wraps aiohttp's
 resolver, and ``EgressPolicy.check_url`` covers literal IP hosts, which aiohttp does
-not resolve.
+not resolve. An IPv6 address is judged with every IPv4 address it embeds (mapped,
+compatible, NAT64, 6to4, Teredo); IPv4 spellings other than the dotted quad
+(``0xa9fea9fe``, ``2852039166``, octal parts) are refused, whatever resolves them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,21 +37,44 @@ _METADATA_NETWORKS = tuple(
 )
 
 
-def _unmap(ip: IPAddress) -> IPAddress:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (deprecated, still routed)
+
+
+def embedded_ipv4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: mapped (``::ffff:a.b.c.d``),
+    compatible (``::a.b.c.d``), NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:AABB:CCDD::``)
+    and Teredo (its client and server). A stack or a translator on the way may deliver
+    a packet for one of these to the IPv4 address inside."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    found: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if any(ip in network for network in _NAT64):
+        found.append(low32)
+    if ip in _COMPATIBLE and int(ip) > 1:  # not :: or ::1
+        found.append(low32)
+    return found
+
+
+def _forms(ip: IPAddress) -> list[IPAddress]:
+    return [ip, *embedded_ipv4(ip)]
 
 
 def is_metadata_address(ip: IPAddress) -> bool:
-    ip = _unmap(ip)
-    return any(ip.version == n.version and ip in n for n in _METADATA_NETWORKS)
+    return any(a.version == n.version and a in n for a in _forms(ip) for n in _METADATA_NETWORKS)
 
 
 def is_private_address(ip: IPAddress) -> bool:
-    """Loopback, private, link-local, unspecified or otherwise not globally routable."""
-    ip = _unmap(ip)
-    return not ip.is_global or ip.is_loopback or ip.is_private
+    """Loopback, private, link-local, unspecified or otherwise not globally routable,
+    itself or in the IPv4 address it embeds."""
+    return any(not a.is_global or a.is_loopback or a.is_private for a in _forms(ip))
 
 
 def literal_ip(host: str) -> IPAddress | None:
@@ -56,6 +82,25 @@ def literal_ip(host: str) -> IPAddress | None:
         return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return None
+
+
+_LOOSE_IPV4_PART = re.compile(r"^(0[xX][0-9a-fA-F]*|[0-9]+)$")
+
+
+def is_loose_ipv4(host: str) -> bool:
+    """A host that ``inet_aton`` (and so ``getaddrinfo``) reads as an IPv4 address but
+    that is not the canonical dotted quad: ``2852039166``, ``0xa9fea9fe``,
+    ``0251.0376.0251.0376``, ``169.254.43518``, a trailing dot. Refused outright: a
+    URL parser and a resolver may disagree about what it names."""
+    text = host.rstrip(".") if host.endswith(".") else host
+    parts = text.split(".")
+    if not 1 <= len(parts) <= 4 or not all(_LOOSE_IPV4_PART.match(p) for p in parts):
+        return False
+    try:
+        canonical = ipaddress.IPv4Address(host)
+    except ValueError:
+        return True
+    return str(canonical) != host
 
 
 _VERDICTS_KEPT = 1024
@@ -93,6 +138,8 @@ class EgressPolicy:
             raise EgressDenied(verdict)
 
     def _judge(self, host: str) -> str | None:
+        if is_loose_ipv4(host):
+            return f"{host}: an IPv4 address must be written as a dotted quad"
         ip = literal_ip(host)
         if ip is None:
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 import httpx
 
@@ -11,8 +12,10 @@ from .client import body_chunks, is_timeout, send
 from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
+from .redact import Redactor
 from .registry import PreparedCall
-from .results import ToolResult, error_result, success_result
+from .request_builder import USER_AGENT
+from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
 
 logger = logging.getLogger("tool_registry.executor")
@@ -20,24 +23,47 @@ logger = logging.getLogger("tool_registry.executor")
 _RETRY_CAP_S = 5.0
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_FAILURES: dict[type[BaseException], str] = {
+    httpx.RemoteProtocolError: "did not answer with valid HTTP",
+    httpx.UnsupportedProtocol: "redirected to a location that is not an HTTP URL",
+    httpx.TooManyRedirects: "redirected too many times",
+    httpx.ReadError: "broke off its answer",
+}
+
+
+def origin(url: httpx.URL) -> str:
+    """``scheme://host:port`` of a URL: what log lines name, never the path or query."""
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}"
 
 
 def redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:
     """The next hop of a redirect, as browsers and httpx do it: 303 (and 301/302 after
-    POST) become GET without a body; credentials stay behind on another origin."""
-    url = request.url.join(response.headers["location"])
+    POST) become GET without a body. On another origin (scheme, host or port) no
+    configured or bound header goes along: only the user agent and the body's type.
+    A ``Location`` that does not parse, or leaves HTTP, is the tool's protocol error."""
+    try:
+        url = request.url.join(response.headers["location"])
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise httpx.RemoteProtocolError("the redirect location cannot be parsed") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise httpx.UnsupportedProtocol("the redirect leaves HTTP")
     method = request.method
     if (response.status_code == 303 and method != "HEAD") or (
         response.status_code in (301, 302) and method == "POST"
     ):
         method = "GET"
-    headers = httpx.Headers(request.headers)
-    if (url.scheme, url.host, url.port) != (request.url.scheme, request.url.host, request.url.port):
-        headers.pop("authorization", None)
     content = request.content if method == request.method else None
-    if content is None:
-        headers.pop("content-length", None)
-        headers.pop("content-type", None)
+    if (url.scheme, url.host, url.port) == (request.url.scheme, request.url.host, request.url.port):
+        headers = httpx.Headers(request.headers)
+        headers.pop("host", None)
+        if content is None:
+            headers.pop("content-length", None)
+            headers.pop("content-type", None)
+    else:
+        headers = httpx.Headers({"user-agent": request.headers.get("user-agent", USER_AGENT)})
+        if content is not None and "content-type" in request.headers:
+            headers["content-type"] = request.headers["content-type"]
     return httpx.Request(
         method, url, headers=headers, content=content, extensions=request.extensions
     )
@@ -66,10 +92,12 @@ class ToolExecutor:
         policy: EgressPolicy | None = None,
         *,
         backoff_base_s: float = 0.2,
+        redactor: Redactor | None = None,
     ) -> None:
         self._transport = transport
         self._policy = policy or EgressPolicy()
         self._backoff_base_s = backoff_base_s
+        self._redactor = redactor or Redactor(())
 
     async def _send(self, request: httpx.Request, follow: bool) -> httpx.Response:
         """Send, following redirects if asked; every hop passes the egress guard."""
@@ -86,12 +114,21 @@ class ToolExecutor:
 
     async def execute(self, call: PreparedCall) -> ToolResult:
         """Make the call, retrying idempotent methods as configured. Never raises for
-        HTTP trouble: non-2xx, timeouts, refused and failed connections are results."""
+        HTTP trouble: non-2xx, timeouts, refused and failed connections are results.
+        Configured secrets in what the tool answered are redacted before anyone reads it."""
+        result = await self._execute(call)
+        if self._redactor:
+            return replace(result, content=self._redactor.text(result.content))
+        return result
+
+    async def _execute(self, call: PreparedCall) -> ToolResult:
         http = call.tool.spec.http
         try:
             request = call.tool.request.build(call.arguments)
         except ToolArgumentsInvalid as exc:
             return error_result(str(exc), "invalid_args")
+        except (httpx.InvalidURL, ValueError):
+            return error_result("the arguments do not make a valid request URL", "invalid_args")
         request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
         attempts = 1 + (http.retries if http.idempotent else 0)
         for attempt in range(attempts):
@@ -125,29 +162,31 @@ class ToolExecutor:
             denial = egress_denial(exc)
             if denial is not None:
                 return self._denied(call, denial), no_headers
+            where = origin(request.url)
             if is_timeout(exc):
                 logger.warning(
                     "tool %s timed out after %ss",
                     call.tool.name,
                     spec.http.timeout_s,
-                    extra={FIELDS: {"tool": call.tool.name, "outcome": "timeout"}},
+                    extra={FIELDS: {"tool": call.tool.name, "origin": where, "outcome": "timeout"}},
                 )
                 message = f"the tool timed out after {spec.http.timeout_s:g}s"
                 return error_result(message, "timeout"), no_headers
+            reason = _FAILURES.get(type(exc), "could not be reached")
             logger.warning(
                 "tool %s failed: %s",
                 call.tool.name,
                 type(exc).__name__,
-                extra={FIELDS: {"tool": call.tool.name, "outcome": "http_error"}},
+                extra={FIELDS: {"tool": call.tool.name, "origin": where, "outcome": "http_error"}},
             )
-            return error_result("the tool could not be reached", "http_error"), no_headers
+            return error_result(f"the tool {reason}", "http_error"), no_headers
 
         if 200 <= response.status_code < 300:
             result = success_result(
                 spec.result, response.status_code, body, response.charset_encoding, truncated
             )
             return result, response.headers
-        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+        text = decode_body(body, response.charset_encoding)
         message = f"HTTP {response.status_code} {response.reason_phrase}".strip()
         return error_result(message, "http_error", response.status_code, text), response.headers
 

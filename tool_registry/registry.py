@@ -49,13 +49,14 @@ class PreparedCall:
 class Tool:
     """A tool ready for use: its OpenAI definition and its argument handling."""
 
-    __slots__ = ("_bind_sources", "_validator", "definition", "request", "spec")
+    __slots__ = ("_bound", "_validator", "bind_sources", "definition", "request", "spec")
 
     def __init__(self, spec: ToolSpec) -> None:
         self.spec = spec
         self.request = RequestTemplate(spec.http)
         self._validator = ArgumentValidator(spec.parameters)
-        self._bind_sources = {key: placeholders(t) for key, t in spec.bind.items()}
+        self.bind_sources = {key: placeholders(t) for key, t in spec.bind.items()}
+        self._bound = frozenset(spec.bind)
         function: dict[str, Any] = {
             "name": spec.name,
             "parameters": visible_parameters(spec.parameters, set(spec.bind)),
@@ -74,7 +75,7 @@ class Tool:
         for key in self.spec.bind:
             arguments.pop(key, None)  # bound values win over anything the model sends
         for key, template in self.spec.bind.items():
-            values = context.values(self._bind_sources[key])
+            values = context.values(self.bind_sources[key])
             try:
                 arguments[key] = render(template, values)
             except MissingValue as exc:
@@ -82,7 +83,7 @@ class Tool:
                     f"this tool needs the request header {exc.name[len('header.') :]!r}, "
                     "which the client did not send"
                 ) from exc
-        return PreparedCall(self, self._validator.validate(arguments))
+        return PreparedCall(self, self._validator.validate(arguments, self._bound))
 
 
 class ToolRegistry:
@@ -104,6 +105,17 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    @property
+    def bound_headers(self) -> frozenset[str]:
+        """Every request header some tool binds (lower-case): the caller's identity."""
+        return frozenset(
+            source[len("header.") :].lower()
+            for tool in self._tools.values()
+            for sources in tool.bind_sources.values()
+            for source in sources
+            if source.startswith("header.")
+        )
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -10,11 +10,11 @@ import httpx
 
 from .errors import ToolArgumentsInvalid
 from .jsonio import dumps
-from .spec import BODY_METHODS, HttpSpec
+from .spec import BODY_METHODS, HttpSpec, is_header_text
 from .templates import MissingValue, placeholders, render, stringify
 
 USER_AGENT = "toolgate"
-_FORBIDDEN_HEADER_CHARS = ("\r", "\n", "\0")
+MAX_URL_CHARS = 8192  # what common servers and proxies take in a request line
 
 
 def encode_path_value(value: str) -> str:
@@ -73,6 +73,11 @@ class RequestTemplate:
         text = self._prefix + path
         if fixed or query:
             text += "?" + urlencode([*fixed, *query])
+        if len(text) > MAX_URL_CHARS:
+            raise ToolArgumentsInvalid(
+                f"the request URL would be {len(text)} characters long, over the limit of "
+                f"{MAX_URL_CHARS}: send shorter arguments"
+            )
         url = httpx.URL(text)
         if self._body:
             headers["content-type"] = "application/json"
@@ -95,8 +100,12 @@ class RequestTemplate:
         headers = {"user-agent": USER_AGENT}
         for key, template in self._headers:
             value = render(template, arguments)
-            if any(c in value for c in _FORBIDDEN_HEADER_CHARS):
-                raise ToolArgumentsInvalid(f"header {key}: value contains a line break")
+            if not is_header_text(value):
+                # The value is not quoted back: it may hold a bound value.
+                raise ToolArgumentsInvalid(
+                    f"header {key}: the value holds characters an HTTP header cannot carry "
+                    "(line breaks, control or non-ASCII characters)"
+                )
             headers[key] = value
         return headers
 

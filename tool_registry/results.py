@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jmespath
+import jmespath.exceptions
 
 from .jsonio import dumps_text, loads
 from .spec import ResultSpec
@@ -48,10 +49,11 @@ def error_result(
     return ToolResult(compact_json(payload), outcome, status)
 
 
-def _decode(body: bytes, charset: str | None) -> str:
+def decode_body(body: bytes, charset: str | None) -> str:
+    """A body as text; an unknown or broken charset falls back to UTF-8."""
     try:
         return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:
+    except (LookupError, ValueError):
         return body.decode("utf-8", errors="replace")
 
 
@@ -61,7 +63,7 @@ def success_result(
     """The model's view of a 2xx response: JSON compacted (after ``pick``), else text."""
     if not body:
         return ToolResult(f"OK (HTTP {status}, no content)", "ok", status)
-    text = _decode(body, charset)
+    text = decode_body(body, charset)
     if not truncated:
         try:
             value = loads(text)
@@ -69,7 +71,10 @@ def success_result(
             pass
         else:
             if spec.pick is not None:
-                value = jmespath.search(spec.pick, value)
+                try:
+                    value = jmespath.search(spec.pick, value)
+                except jmespath.exceptions.JMESPathError:
+                    return error_result("the tool's answer does not fit its 'pick'", "http_error")
             text = compact_json(value)
     else:
         text += "…[response cut at the size limit]"

@@ -4,23 +4,38 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import jmespath
 import jmespath.exceptions
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .egress import is_loose_ipv4
 from .templates import placeholders
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _BIND_SOURCE = re.compile(r"^(tenant\.id|header\.[A-Za-z0-9!#$%&'*+.^_`|~-]+)$")
 
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_PLACEHOLDER_RE = re.compile(r"\{[^{}]+\}")
+_PUBLIC_HEADERS = frozenset(
+    {"accept", "accept-encoding", "accept-language", "cache-control", "content-type", "user-agent"}
+)
+_HEADER_TEXT = re.compile(r"^[\x20-\x7e\t]*$")
+
 HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 IDEMPOTENT_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 BODY_METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
+
+
+def is_header_text(value: str) -> bool:
+    """Printable ASCII, space and tab: what every HTTP stack sends as it is (no line
+    breaks, no control characters, nothing an encoder could turn into something else)."""
+    return _HEADER_TEXT.match(value) is not None
 
 
 class _Frozen(BaseModel):
@@ -52,11 +67,49 @@ class HttpSpec(_Frozen):
             raise ValueError("must be an absolute http:// or https:// URL")
         if "{" in parts.netloc or "}" in parts.netloc:
             raise ValueError("placeholders are allowed in the path and query only")
+        if not url.isascii() or any(c.isspace() or ord(c) < 0x20 for c in url):
+            raise ValueError("must be plain ASCII without spaces (percent-encode the rest)")
+        try:
+            host = httpx.URL(url).host
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"cannot be parsed: {exc}") from exc
+        if is_loose_ipv4(host):
+            raise ValueError(f"host {host!r}: write an IPv4 address as a dotted quad")
         return url
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_header_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+            if not is_header_text(value):
+                raise ValueError(f"header {name}: only printable ASCII is allowed")
+        return headers
 
     @property
     def idempotent(self) -> bool:
         return self.method in IDEMPOTENT_METHODS
+
+    def secrets(self) -> list[str]:
+        """The fixed texts of this request that may be credentials, for redaction:
+        header values (but for a few descriptive headers), the URL's password and its
+        query values, the query templates' fixed parts."""
+        texts = [
+            value for name, value in self.headers.items() if name.lower() not in _PUBLIC_HEADERS
+        ]
+        parts = urlsplit(self.url)
+        texts += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+        texts += list(self.query.values())
+        found = [parts.password] if parts.password else []
+        for text in texts:
+            for piece in _PLACEHOLDER_RE.split(text):
+                piece = piece.strip()
+                found.append(piece)
+                scheme, _, token = piece.partition(" ")  # "Bearer <token>"
+                if token and scheme.isalpha():
+                    found.append(token.strip())
+        return [text for text in found if text]
 
     def template_names(self) -> set[str]:
         """Every argument name the URL, query and header templates refer to."""

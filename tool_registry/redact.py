@@ -1,0 +1,99 @@
+"""Redaction of configured secrets from any text the gateway emits or passes on.
+
+A secret is replaced wherever it appears, as it is and in the two other forms it takes
+in the texts that pass here: JSON-escaped and percent-encoded. Secrets shorter than
+``MIN_CHARS`` are not redacted (replacing ``dev`` everywhere would mangle answers);
+``toolgate check`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from urllib.parse import quote
+
+__all__ = ["MARK", "MIN_CHARS", "Redactor", "StreamRedactor"]
+
+MARK = "[redacted]"
+MIN_CHARS = 8
+
+
+def _forms(secret: str) -> set[str]:
+    return {secret, json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe="")}
+
+
+def _proper_prefixes(secret: bytes) -> bytes:
+    """A pattern matching any non-empty proper prefix of ``secret``: ``a(?:b(?:c)?)?``."""
+    head, middle = re.escape(secret[:1]), secret[1:-1]
+    inner = b""
+    for index in range(len(middle) - 1, -1, -1):
+        inner = b"(?:" + re.escape(middle[index : index + 1]) + inner + b")?"
+    return head + inner
+
+
+class Redactor:
+    """Replaces every configured secret with ``[redacted]``; falsy when it has none."""
+
+    __slots__ = ("_bytes", "_longest", "_partial", "_text", "secrets")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {form for s in secrets if len(s) >= MIN_CHARS for form in _forms(s)}
+        self.secrets: tuple[str, ...] = tuple(sorted(forms, key=lambda s: (-len(s), s)))
+        encoded = [s.encode() for s in self.secrets]
+        self._text = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        self._bytes = re.compile(b"|".join(map(re.escape, encoded))) if forms else None
+        self._partial = (
+            re.compile(b"(?:" + b"|".join(_proper_prefixes(s) for s in encoded) + b")\\Z")
+            if forms
+            else None
+        )
+        self._longest = max((len(s) for s in encoded), default=0)
+
+    def __bool__(self) -> bool:
+        return self._text is not None
+
+    def text(self, value: str) -> str:
+        if self._text is None or not value:
+            return value
+        return self._text.sub(MARK, value)
+
+    def data(self, value: bytes) -> bytes:
+        if self._bytes is None or not value:
+            return value
+        return self._bytes.sub(MARK.encode(), value)
+
+    def held_back(self, data: bytes) -> int:
+        """How many bytes at the end of ``data`` could be the start of a secret that the
+        next chunk completes (0 if none)."""
+        if self._partial is None:
+            return 0
+        match = self._partial.search(data, max(0, len(data) - self._longest + 1))
+        return len(data) - match.start() if match is not None else 0
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self)
+
+
+class StreamRedactor:
+    """Redacts a byte stream whatever its chunking: a chunk ending in what may be the
+    start of a secret keeps that end back until the next chunk (or ``flush``) decides."""
+
+    __slots__ = ("_held", "_redactor")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._redactor.data(self._held + chunk if self._held else chunk)
+        keep = self._redactor.held_back(data)
+        if keep:
+            self._held = data[-keep:]
+            return data[:-keep]
+        self._held = b""
+        return data
+
+    def flush(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
