@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -18,10 +19,12 @@ from .config import GatewayConfig
 from .config_loader import check_references, load_config
 from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
+from .logs import configure_logging
 from .metrics import Metrics
 from .models import ModelRouter
 from .observe import Observer
 from .rate_limit import RateLimiter
+from .redaction import RedactionMiddleware, redactor_of
 from .result_cache import ResultCache
 from .routes import build_routes
 from .store import Keys, open_store
@@ -56,6 +59,7 @@ class Gateway:
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
+        self.redactor = redactor_of(config)
 
     async def __aenter__(self) -> Gateway:
         config, metrics = self.config, self.metrics
@@ -66,7 +70,9 @@ class Gateway:
             memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
         )
         self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
-        self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
+        self.turns = TurnStore(
+            self.store, self.keys, config.store.turn_ttl_s, metrics, self.registry.bound_headers
+        )
         self.cache = ResultCache(self.store, self.keys, metrics)
         self.traces = (
             TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
@@ -78,7 +84,7 @@ class Gateway:
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
         self.upstream = UpstreamClient(upstream, metrics=metrics)
-        self.executor = ToolExecutor(tools, self.egress)
+        self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
         self.loop = ToolLoop(
             self.upstream,
             self.executor,
@@ -126,15 +132,22 @@ def create_app(
             )
         return error_response(error, new_request_id())
 
+    middleware = []
+    if gateway.redactor:
+        middleware.append(Middleware(RedactionMiddleware, redactor=gateway.redactor))
     app = Starlette(
         routes=build_routes(gateway),
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
+        middleware=middleware,
     )
     app.state.gateway = gateway
     return app
 
 
 def create_app_from_env() -> Starlette:
-    """Factory for ``uvicorn --factory`` (several workers): config from ``TOOLGATE_CONFIG``."""
-    return create_app(load_config(os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml")))
+    """Factory for ``uvicorn --factory`` (several workers): config from ``TOOLGATE_CONFIG``,
+    JSON log lines at ``TOOLGATE_LOG_LEVEL`` in each worker process."""
+    config = load_config(os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml"))
+    configure_logging(os.environ.get("TOOLGATE_LOG_LEVEL", "info"), redactor_of(config))
+    return create_app(config)

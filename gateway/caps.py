@@ -131,7 +131,8 @@ def add_usage(total: dict[str, Any], usage: Any) -> dict[str, Any]:
         if isinstance(value, bool):
             continue
         if isinstance(value, int | float):
-            total[key] = total.get(key, 0) + value
+            before = total.get(key, 0)
+            total[key] = (before if isinstance(before, int | float) else 0) + value
         elif isinstance(value, dict):
             inner = total.get(key)
             total[key] = add_usage(inner if isinstance(inner, dict) else {}, value)

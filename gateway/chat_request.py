@@ -99,6 +99,8 @@ def _check_messages(messages: Any) -> None:
 
 
 def _client_tools(tools: Any) -> list[dict[str, Any]]:
+    """The request's own tools: each an object with a string ``type``; a ``function``
+    or ``custom`` tool names itself in an object of that key."""
     if tools is None:
         return []
     if not isinstance(tools, list):
@@ -106,19 +108,24 @@ def _client_tools(tools: Any) -> list[dict[str, Any]]:
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise BadRequest(f"'tools[{index}]' must be an object.", param=f"tools[{index}]")
-        if tool.get("type", "function") == "function":
-            function = tool.get("function")
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                param = f"tools[{index}].function.name"
+        kind = tool.get("type", "function")
+        if not isinstance(kind, str):
+            param = f"tools[{index}].type"
+            raise BadRequest(f"'{param}' must be a string.", param=param)
+        if kind in ("function", "custom"):
+            spec = tool.get(kind)
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                param = f"tools[{index}].{kind}.name"
                 raise BadRequest(f"'{param}' is required and must be a string.", param=param)
     return tools
 
 
 def client_tool_name(tool: dict[str, Any]) -> str | None:
-    function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return str(function["name"])
-    name = tool.get("name") or (tool.get("custom") or {}).get("name")
+    """The name of a client tool (checked by ``_client_tools``), or None for a type
+    that carries none."""
+    kind = tool.get("type", "function")
+    spec = tool.get(kind) if isinstance(kind, str) else None
+    name = spec.get("name") if isinstance(spec, dict) else None
     return name if isinstance(name, str) else None
 
 

@@ -18,6 +18,7 @@ from .config import GatewayConfig
 from .config_loader import load_config
 from .errors import ConfigError
 from .logs import configure_logging
+from .redaction import redactor_of
 
 DEFAULT_CONFIG = "config/gateway.yaml"
 
@@ -68,7 +69,7 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     if refusal:
         print(f"toolgate: {refusal}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, redactor_of(config))
     common: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -83,6 +84,7 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     # Each worker process builds its own app from the same file; metrics are merged
     # over the workers through prometheus_client's multiprocess directory.
     os.environ["TOOLGATE_CONFIG"] = str(Path(path).resolve())
+    os.environ["TOOLGATE_LOG_LEVEL"] = args.log_level
     own_directory = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
     if own_directory:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")

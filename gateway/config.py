@@ -24,6 +24,7 @@ class ServerConfig(_Frozen):
     port: int = Field(default=8080, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    body_timeout_s: float = Field(default=30.0, gt=0)  # the whole request body, at most
     allow_open: bool = False
     stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set

@@ -9,7 +9,9 @@
     ├── AuthError                    401 invalid_api_key
     ├── PolicyDenied                 403 model or tool not allowed for the key
     ├── NotFound                     404 unknown model or route
+    ├── BodyTimeout                  408 the body did not arrive within server.body_timeout_s
     ├── PayloadTooLarge              413 body over server.max_body_bytes
+    ├── ClientClosedRequest          499 the client left before its answer (never sent)
     ├── ToolLimitExceeded            422 tool_limit_exceeded
     ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
     └── UpstreamError                502 the upstream model server failed
@@ -87,6 +89,18 @@ class PolicyDenied(GatewayError):
 class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
+
+
+class BodyTimeout(GatewayError):
+    status = 408
+    type = "invalid_request_error"
+    default_code = "request_body_timeout"
+
+
+class ClientClosedRequest(GatewayError):
+    status = 499
+    type = "invalid_request_error"
+    default_code = "client_closed_request"
 
 
 class PayloadTooLarge(GatewayError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 import anyio
 import httpx
@@ -30,6 +30,14 @@ class EventStreamResponse(StreamingResponse):
             if self.on_close is not None:
                 with anyio.CancelScope(shield=True):
                     await self.on_close()
+
+    source: AsyncGenerator[bytes, None] | None = None  # the producer, if it is a generator
+
+    async def discard(self) -> None:
+        """End a stream that will never be sent: its producer's cleanup runs now."""
+        if self.source is not None:
+            with anyio.CancelScope(shield=True):
+                await self.source.aclose()
 
     async def _stream(self, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as group:
@@ -59,7 +67,10 @@ async def start_event_stream(
     first = await anext(events)
     if first_byte is not None:
         first_byte()
-    return EventStreamResponse(_chain(first, events), headers=STREAM_HEADERS)
+    response = EventStreamResponse(_chain(first, events), headers=STREAM_HEADERS)
+    if isinstance(events, AsyncGenerator):
+        response.source = events
+    return response
 
 
 async def close_quietly(response: httpx.Response) -> None:

@@ -8,12 +8,18 @@ from typing import Any
 
 from tool_registry.jsonio import dumps_text
 from tool_registry.logfields import FIELDS
+from tool_registry.redact import Redactor
 
 __all__ = ["FIELDS", "JsonFormatter", "configure_logging"]
 
 
 class JsonFormatter(logging.Formatter):
-    """``{"ts", "level", "logger", "message", …fields}`` on one line."""
+    """``{"ts", "level", "logger", "message", …fields}`` on one line, configured secrets
+    redacted (tracebacks included)."""
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        super().__init__()
+        self._redactor = redactor or Redactor(())
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -28,14 +34,14 @@ class JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return dumps_text(line)
+        return self._redactor.text(dumps_text(line))
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, redactor: Redactor | None = None) -> None:
     """JSON lines on stderr for everything; uvicorn's own access log is off (ours is
     ``gateway.access``)."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(redactor))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

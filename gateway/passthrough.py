@@ -12,12 +12,21 @@ from starlette.responses import Response
 
 from tool_registry.jsonio import dumps, loads_object
 
+from .errors import GatewayError, NotFound, UpstreamError
 from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
 from .sse import SSEParser, encode
 from .upstream import UpstreamClient, map_status_error, read_all
 
+_BROKE_OFF = "The upstream model server broke off its answer."
+
 Meter = Callable[[Any], Awaitable[None]]  # called with the usage of the answer
+
+
+def _broken(exc: Exception) -> bytes:
+    """The error event that ends a forwarded stream the upstream broke off."""
+    error = exc if isinstance(exc, GatewayError) else UpstreamError(_BROKE_OFF)
+    return b"\n\n" + encode(error.envelope())
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -25,6 +34,8 @@ async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
     try:
         async for chunk in response.aiter_raw():
             yield chunk
+    except httpx.TransportError as exc:
+        yield _broken(exc)
     finally:
         await close_quietly(response)
 
@@ -54,6 +65,8 @@ async def _parsed_stream(
                 if model is not None and "model" in event:
                     event["model"] = model
                 yield encode(event)
+    except (httpx.TransportError, UpstreamError) as exc:
+        yield _broken(exc)
     finally:
         await close_quietly(response)
         if on_usage is not None and usage is not None:
@@ -74,20 +87,23 @@ async def forward_json(
     stream: bool = False,
     meter: Meter | None = None,
     on_usage: Callable[[Any], None] | None = None,
+    forwarded: bool = False,
 ) -> Response:
     """Send a JSON request to the model's upstream and pass its answer back.
 
     The body is re-encoded only when the gateway changed it (a renamed model, a removed
     ``toolgate`` field, usage asked for to meter it); the answer is parsed only to put
     back a renamed model's name or to read the usage (``on_usage``; of a stream only when
-    it is parsed anyway), charged to a metered tenant (``meter``).
+    it is parsed anyway), charged to a metered tenant (``meter``). On a ``forwarded``
+    route, an upstream 404 means the upstream lacks the route: a 404 for the client.
     """
     renamed = route.model.target != client_model
     hide_usage = False
     if stream and meter is not None:
         options = body.get("stream_options")
         if not (isinstance(options, dict) and options.get("include_usage") is True):
-            body["stream_options"] = {**(options or {}), "include_usage": True}
+            kept = options if isinstance(options, dict) else {}
+            body["stream_options"] = {**kept, "include_usage": True}
             hide_usage = changed = True
     if renamed or changed:
         body["model"] = route.model.target
@@ -97,6 +113,8 @@ async def forward_json(
     )
     if response.status_code >= 300:
         data = await read_all(route.upstream, response)
+        if forwarded and response.status_code == 404:
+            raise NotFound(f"The model's upstream does not serve /v1{path}.")
         raise map_status_error(route.upstream.name, response, data)
     if stream:
         if renamed or meter is not None:

@@ -31,10 +31,22 @@ from .tool_loop import LoopJob
 if TYPE_CHECKING:
     from .app import Gateway
 
+# OpenAI routes forwarded to the model's upstream as they are (JSON bodies naming a
+# model). Any other path is a 404 here: the upstream key never goes anywhere else.
+FORWARDED_ROUTES = (
+    "/completions",
+    "/embeddings",
+    "/moderations",
+    "/images/generations",
+    "/audio/speech",
+    "/responses",
+)
+
 
 def build_routes(gateway: Gateway) -> list[BaseRoute]:
     config = gateway.config
     max_body = config.server.max_body_bytes
+    body_timeout = config.server.body_timeout_s
 
     async def admit(request: Request, exchange: Exchange) -> tuple[Tenant, Meter | None]:
         """Who is asking, and whether the rate limits let them: the limit headers go on
@@ -53,12 +65,19 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
 
     async def chat_completions(request: Request, exchange: Exchange) -> Response:
         tenant, meter = await admit(request, exchange)
-        raw = await read_body(request, max_body)
+        raw = await read_body(request, exchange, max_body, body_timeout)
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
         exchange.model = chat.model
         server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
-        changed = await restore_hidden_turns(tenant, chat) or chat.changed
+        identity = gateway.turns.identity(tenant.id, request.headers)
+        # A turn handed back in this request is bound to what the client sent.
+        conversation = (
+            gateway.turns.conversation(chat.body["messages"], identity)
+            if server_tools and chat.client_tool_names
+            else ""
+        )
+        changed = await restore_hidden_turns(tenant, chat, identity) or chat.changed
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -84,6 +103,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             client_tool_names=chat.client_tool_names,
             limits=effective_limits(tenant.limits, chat.narrowing),
             context=CallContext(tenant.id, request.headers),
+            conversation=conversation,
         )
         if chat.stream:
             return await stream_chat(chat, job, exchange, meter)
@@ -97,13 +117,13 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             response.background = BackgroundTask(meter, state.usage)
         return response
 
-    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest) -> bool:
+    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest, identity: str) -> bool:
         """A client returning with tool results may be answering a mixed turn: put the
         server side of it back (from whichever replica saved it)."""
         messages = chat.body["messages"]
         if not any(m.get("role") == "tool" for m in messages):
             return False
-        restored = await gateway.turns.restore(tenant.id, messages)
+        restored = await gateway.turns.restore(tenant.id, messages, identity)
         if restored is None:
             return False
         chat.body["messages"] = restored
@@ -136,10 +156,12 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         gateway.models.resolve(name, tenant)
         return json_response(gateway.models.describe(name))
 
-    async def forward(request: Request, exchange: Exchange) -> Response:
-        """Other ``/v1/*`` routes with a JSON body naming a model go to its upstream."""
+    async def forward(path: str, request: Request, exchange: Exchange) -> Response:
+        """The other OpenAI routes with a JSON body naming a model go to its upstream, at
+        ``path`` under its base URL: a fixed path from ``FORWARDED_ROUTES``, never one
+        read from the request, so nothing a client writes leaves the base path."""
         tenant, meter = await admit(request, exchange)
-        raw = await read_body(request, max_body)
+        raw = await read_body(request, exchange, max_body, body_timeout)
         try:
             body = loads(raw)
         except ValueError:
@@ -151,7 +173,6 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             )
         route = gateway.models.resolve(model, tenant)
         exchange.model = model
-        path = request.url.path.removeprefix("/v1")
         stream = body.get("stream") is True
         return await forward_json(
             gateway.upstream,
@@ -164,6 +185,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             stream=stream,
             meter=meter,
             on_usage=partial(setattr, exchange, "usage"),
+            forwarded=True,
         )
 
     async def trace(request: Request, exchange: Exchange) -> Response:
@@ -204,7 +226,10 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),
         Route("/v1/toolgate/traces/{request_id}", endpoint(trace), methods=["GET"]),
-        Route("/v1/{path:path}", endpoint(forward, observed), methods=["POST"]),
+        *(
+            Route(f"/v1{path}", endpoint(partial(forward, path), observed), methods=["POST"])
+            for path in FORWARDED_ROUTES
+        ),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

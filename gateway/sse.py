@@ -6,6 +6,8 @@ from typing import Any
 
 from tool_registry.jsonio import dumps
 
+from .errors import UpstreamError
+
 DONE = b"data: [DONE]\n\n"
 KEEPALIVE = b": keep-alive\n\n"
 
@@ -15,18 +17,25 @@ def encode(payload: Any) -> bytes:
     return b"data: " + dumps(payload) + b"\n\n"
 
 
+MAX_LINE_BYTES = 8 * 1024 * 1024  # one SSE line from an upstream, at most
+
+
 class SSEParser:
     """Turns a byte stream into the ``data`` of its events, whatever its chunking.
 
     Lines may end in ``\\n``, ``\\r\\n`` or ``\\r`` (split across chunks too); several
     ``data:`` lines of one event are joined with ``\\n``; comments and other fields
-    are skipped.
+    are skipped. Linear in the stream's length however it is cut: a partial line is
+    kept as pieces and joined once its end arrives; a line past ``max_line_bytes``
+    is the upstream's fault (``UpstreamError``).
     """
 
-    __slots__ = ("_buffer", "_data", "_skip_lf")
+    __slots__ = ("_data", "_max_line", "_pending", "_pending_size", "_skip_lf")
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._pending: list[bytes] = []  # the start of a line whose end has not come
+        self._pending_size = 0
+        self._max_line = max_line_bytes
         self._data: list[str] = []
         self._skip_lf = False  # the last chunk ended in "\r": a leading "\n" is its pair
 
@@ -36,24 +45,37 @@ class SSEParser:
         self._skip_lf = False
         if not chunk:
             return []
-        lines = (self._buffer + chunk).splitlines(keepends=True)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._hold(chunk)
+            return []
+        if self._pending:
+            chunk = b"".join(self._pending) + chunk
+            self._pending, self._pending_size = [], 0
+        lines = chunk.splitlines(keepends=True)
         last = lines[-1]
         if last.endswith((b"\n", b"\r")):
-            self._buffer = b""
             self._skip_lf = last.endswith(b"\r")
         else:
-            self._buffer = lines.pop()
+            self._hold(lines.pop())
         events: list[str] = []
         for line in lines:
+            if len(line) > self._max_line:
+                raise _too_long(self._max_line)
             self._line(line.rstrip(b"\r\n"), events)
         return events
+
+    def _hold(self, piece: bytes) -> None:
+        self._pending.append(piece)
+        self._pending_size += len(piece)
+        if self._pending_size > self._max_line:
+            raise _too_long(self._max_line)
 
     def close(self) -> list[str]:
         """The events still held when the stream ends without a last blank line."""
         events: list[str] = []
-        if self._buffer:
-            self._line(self._buffer, events)
-            self._buffer = b""
+        if self._pending:
+            self._line(b"".join(self._pending), events)
+            self._pending, self._pending_size = [], 0
         self._line(b"", events)
         return events
 
@@ -68,3 +90,7 @@ class SSEParser:
         name, _, value = line.partition(b":")
         if name == b"data":
             self._data.append(value.removeprefix(b" ").decode("utf-8", errors="replace"))
+
+
+def _too_long(limit: int) -> UpstreamError:
+    return UpstreamError(f"The upstream model server sent an event line over {limit} bytes.")

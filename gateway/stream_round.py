@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from tool_registry.jsonio import dumps_text
 
 from .errors import UpstreamError
+
+T = TypeVar("T")
+
+
+def _typed(value: Any, kind: type[T], what: str) -> T | None:
+    """``value`` if it is a ``kind`` or absent (None); anything else is a 502."""
+    if value is None or isinstance(value, kind):
+        return value
+    raise UpstreamError(f"The upstream model server sent a stream chunk with a malformed {what}.")
+
+
+def _present(value: Any, kind: type[T], what: str) -> T:
+    found = _typed(value, kind, what)
+    if found is None:
+        raise UpstreamError(f"The upstream model server sent a stream chunk without {what}.")
+    return found
+
 
 _FORWARDED = ("content", "refusal")
 
@@ -26,50 +45,58 @@ class RoundAssembler:
         self.usage: dict[str, Any] | None = None
 
     def add(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """The deltas of one chunk to forward; a chunk of the wrong shape is the
+        upstream's fault (``UpstreamError``, a 502), whatever part of it is wrong."""
         error = chunk.get("error")
         if error is not None:
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            raise UpstreamError(f"The upstream model server failed mid-stream: {message}")
+            message = error.get("message") if isinstance(error, dict) else error
+            raise UpstreamError(f"The upstream model server failed mid-stream: {message!s:.1000}")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+        choices = _typed(chunk.get("choices"), list, "choices")
         forward: list[dict[str, Any]] = []
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in choices or ():
+            choice = _present(choice, dict, "a choice")
+            if choice.get("index", 0) != 0:
                 continue
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
+            finish = _typed(choice.get("finish_reason"), str, "finish_reason")
+            if finish:
+                self.finish_reason = finish
+            delta = _typed(choice.get("delta"), dict, "delta")
+            if delta is None:
                 continue
             out = {}
             for key in _FORWARDED:
-                text = delta.get(key)
-                if isinstance(text, str) and text:
+                text = _typed(delta.get(key), str, key)
+                if text:
                     self._text[key].append(text)
                     out[key] = text
             if out:
                 forward.append(out)
-            for call in delta.get("tool_calls") or ():
-                if isinstance(call, dict):
-                    self._add_call(call)
+            for call in _typed(delta.get("tool_calls"), list, "tool_calls") or ():
+                self._add_call(_present(call, dict, "a tool call"))
         return forward
 
     def _add_call(self, delta: dict[str, Any]) -> None:
         index = delta.get("index")
-        if not isinstance(index, int):
+        if not isinstance(index, int) or isinstance(index, bool):
             index = len(self._calls)
         call = self._calls.setdefault(
             index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
         )
-        if delta.get("id"):
-            call["id"] = delta["id"]
-        function = delta.get("function") or {}
-        name = function.get("name")
-        if isinstance(name, str) and name and name != call["function"]["name"]:
+        call_id = _typed(delta.get("id"), str, "a tool call id")
+        if call_id:
+            call["id"] = call_id
+        function = _typed(delta.get("function"), dict, "a tool call's function") or {}
+        name = _typed(function.get("name"), str, "a tool call's name")
+        if name and name != call["function"]["name"]:
             call["function"]["name"] += name
         arguments = function.get("arguments")
-        if isinstance(arguments, str):
+        if isinstance(arguments, dict):  # some servers send an object, not its JSON text
+            arguments = dumps_text(arguments)
+        arguments = _typed(arguments, str, "a tool call's arguments")
+        if arguments:
             call["function"]["arguments"] += arguments
 
     def message(self) -> dict[str, Any]:

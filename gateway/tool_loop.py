@@ -44,6 +44,7 @@ class LoopJob:
     client_tool_names: frozenset[str]
     limits: LoopLimits
     context: CallContext
+    conversation: str = ""  # what a handed-back turn is bound to (``TurnStore``)
 
 
 def round_body(
@@ -195,7 +196,8 @@ class LoopSession:
         if self._turns is not None:
             client_ids = [str(call.get("id")) for call in step.calls]
             tenant = self.job.context.tenant_id
-            await self._turns.save(tenant, assistant_turn(message), results, client_ids)
+            turn = assistant_turn(message)
+            await self._turns.save(tenant, self.job.conversation, turn, results, client_ids)
 
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""

@@ -1,14 +1,22 @@
 """Saved tool turns (DESIGN.md §6): when one assistant message asks for server and
 client tools, the server side of it is kept in the store under the client calls' ids
-and put back when the client returns with its results — on any replica."""
+and put back when the client returns with its results — on any replica.
+
+A saved turn is bound to the conversation it belongs to: its key holds a digest of
+the visible messages before it and of the caller's bound identity (the tenant and the
+request headers that tools ``bind``). Another conversation, or another user of the same
+tenant, presenting the same call id finds nothing. A turn is deleted once restored.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tool_registry.jsonio import dumps, loads
+from tool_registry.jsonio import canonical, dumps, loads_object
 
 from .metrics import Metrics
 from .store import GuardedStore, Keys, StoreUnavailable
@@ -18,33 +26,80 @@ logger = logging.getLogger("gateway.turns")
 _MARK_TTL_FACTOR = 24  # "there was a hidden turn here" outlives the turn itself
 
 
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _visible(message: dict[str, Any]) -> list[Any]:
+    """What identifies a message however a client re-serialises it: its role, its text,
+    its tool call ids, the call it answers."""
+    calls = message.get("tool_calls")
+    ids = [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return [message.get("role"), _text(message.get("content")), ids, message.get("tool_call_id")]
+
+
+def prefix_digests(messages: list[dict[str, Any]], identity: str) -> list[str]:
+    """``digests[i]`` binds ``messages[:i]`` to ``identity`` (``len(messages) + 1`` of them)."""
+    running = hashlib.sha256(identity.encode() + b"\0")
+    digests = [running.hexdigest()]
+    for message in messages:
+        running.update(canonical(_visible(message)).encode() + b"\0")
+        digests.append(running.hexdigest())
+    return digests
+
+
+def _bound_id(conversation: str, call_id: str) -> str:
+    return hashlib.sha256(f"{conversation}\0{call_id}".encode()).hexdigest()
+
+
 class TurnStore:
     def __init__(
-        self, store: GuardedStore, keys: Keys, ttl_s: float, metrics: Metrics | None = None
+        self,
+        store: GuardedStore,
+        keys: Keys,
+        ttl_s: float,
+        metrics: Metrics | None = None,
+        bound_headers: Iterable[str] = (),
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._keys = keys
         self._ttl_s = ttl_s
+        self._bound_headers = sorted({h.lower() for h in bound_headers})
         self.saved = 0
         self.restored = 0
         self.misses = 0  # hidden turns that were gone (expired, or the store was down)
 
+    def identity(self, tenant: str, headers: Mapping[str, str]) -> str:
+        """Who is asking: the tenant and every request header a tool binds."""
+        values = [f"{name}={headers.get(name, '')}" for name in self._bound_headers]
+        return "\0".join([tenant, *values])
+
+    def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
+        """The digest a turn saved after ``messages`` (as the client sent them) is bound to."""
+        return prefix_digests(messages, identity)[-1]
+
     async def save(
         self,
         tenant: str,
+        conversation: str,
         assistant: dict[str, Any],
         results: list[dict[str, Any]],
         client_ids: list[str],
     ) -> None:
         """Keep the full assistant message and the server results, under each client id."""
-        value = dumps({"assistant": assistant, "results": results})
+        value = dumps({"assistant": assistant, "results": results, "ids": client_ids})
         writes = []
         for call_id in client_ids:
-            writes.append(self._store.put(self._keys.turn(tenant, call_id), value, self._ttl_s))
-            writes.append(
-                self._store.put(self._mark(tenant, call_id), b"1", self._ttl_s * _MARK_TTL_FACTOR)
-            )
+            key = self._keys.turn(tenant, _bound_id(conversation, call_id))
+            writes.append(self._store.put(key, value, self._ttl_s))
+            writes.append(self._store.put(key + ":mark", b"1", self._ttl_s * _MARK_TTL_FACTOR))
         try:
             await asyncio.gather(*writes)
         except StoreUnavailable:
@@ -57,47 +112,53 @@ class TurnStore:
         if self._metrics is not None:
             self._metrics.turn_misses.inc()
 
-    def _mark(self, tenant: str, call_id: str) -> str:
-        return self._keys.turn(tenant, call_id) + ":mark"
-
     async def restore(
-        self, tenant: str, messages: list[dict[str, Any]]
+        self, tenant: str, messages: list[dict[str, Any]], identity: str
     ) -> list[dict[str, Any]] | None:
         """The history with every saved hidden turn put back, or None if none applies."""
-        places = [
-            (index, [str(c.get("id")) for c in message["tool_calls"] if isinstance(c, dict)])
-            for index, message in enumerate(messages)
-            if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list)
-        ]
-        ids = [call_id for _, call_ids in places for call_id in call_ids]
-        if not ids:
+        digests: list[str] | None = None
+        places: list[tuple[int, list[str]]] = []
+        for index, message in enumerate(messages):
+            calls = message.get("tool_calls")
+            if message.get("role") != "assistant" or not isinstance(calls, list):
+                continue
+            ids = [str(c.get("id")) for c in calls if isinstance(c, dict)]
+            if ids:
+                digests = digests or prefix_digests(messages, identity)
+                places.append((index, [_bound_id(digests[index], i) for i in ids]))
+        bound = [bound_id for _, ids in places for bound_id in ids]
+        if not bound:
             return None
-        keys = [self._keys.turn(tenant, i) for i in ids] + [self._mark(tenant, i) for i in ids]
+        keys = [self._keys.turn(tenant, b) for b in bound]
         try:
-            values = await self._store.get_many(keys)
+            values = await self._store.get_many(keys + [key + ":mark" for key in keys])
         except StoreUnavailable:
             self._missed()
             logger.warning("hidden turns of tenant %s not restored: store unavailable", tenant)
             return None
-        turns = dict(zip(ids, values[: len(ids)], strict=True))
-        marks = dict(zip(ids, values[len(ids) :], strict=True))
+        turns = dict(zip(bound, values[: len(bound)], strict=True))
+        marks = dict(zip(bound, values[len(bound) :], strict=True))
         by_index = dict(places)
         restored: list[dict[str, Any]] = []
-        changed = False
+        taken: list[str] = []
         for index, message in enumerate(messages):
-            call_ids = by_index.get(index, [])
-            saved = next((turns[i] for i in call_ids if turns[i] is not None), None)
-            if saved is None:
-                if any(marks[i] is not None for i in call_ids):
+            ids = by_index.get(index, [])
+            saved = next((turns[i] for i in ids if turns[i] is not None), None)
+            turn = loads_object(saved) if saved is not None else None
+            if turn is None:
+                if any(marks[i] is not None for i in ids):
                     self._missed()
                     logger.info("a hidden turn of tenant %s has expired", tenant)
                 restored.append(message)
                 continue
-            turn = loads(saved)
             restored.append(turn["assistant"])
             restored.extend(turn["results"])
-            changed = True
-        if not changed:
+            taken += [self._keys.turn(tenant, i) for i in ids]
+        if not taken:
             return None
+        try:
+            await self._store.delete(taken)
+        except StoreUnavailable:
+            logger.warning("restored turns of tenant %s not deleted: store unavailable", tenant)
         self.restored += 1
         return restored

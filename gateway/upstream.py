@@ -8,12 +8,12 @@ import time
 from typing import Any
 
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from tool_registry.client import body_chunks, send
 from tool_registry.jsonio import dumps, loads
 from tool_registry.logfields import FIELDS
-from tool_registry.retry import backoff_delay, should_retry
+from tool_registry.retry import backoff_delay, retry_after_s, should_retry
+from tool_registry.transport import GatewayTransport
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
@@ -23,12 +23,14 @@ logger = logging.getLogger("gateway.upstream")
 
 _PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: passed on
 _MESSAGE_CHARS = 1000
+_URLS_KEPT = 64
+RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itself
 
 
 def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTransport:
     """One aiohttp transport shared by every upstream."""
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=60)
-    return AiohttpTransport(limits=limits, trust_env=False)
+    return GatewayTransport(limits=limits, trust_env=False)
 
 
 def upstream_error_message(body: bytes) -> str | None:
@@ -121,6 +123,8 @@ class UpstreamClient:
     def _url(self, upstream: UpstreamConfig, path: str) -> httpx.URL:
         url = self._urls.get((upstream.name, path))
         if url is None:
+            if len(self._urls) >= _URLS_KEPT:
+                self._urls.clear()
             url = self._urls[(upstream.name, path)] = httpx.URL(upstream.base_url + path)
         return url
 
@@ -136,7 +140,9 @@ class UpstreamClient:
         """Send a request and return the open response once its status is final.
 
         Connect errors, 429 and 502/503/504 are retried ``max_retries`` times honouring
-        ``Retry-After``; other statuses are returned as they are. The caller reads or
+        ``Retry-After`` when the wait it asks for fits ``RETRY_WAIT_BUDGET_S``; a longer
+        wait, and other statuses, are returned as they are (a 429 reaches the client
+        with the upstream's ``Retry-After``). The caller reads or
         streams the body and closes the response.
         """
         headers, timeout = self._prepare(upstream)
@@ -174,6 +180,9 @@ class UpstreamClient:
             self._observe(upstream, status_class(response.status_code), started)
             if last or not should_retry(response.status_code, response.headers):
                 return response
+            asked = retry_after_s(response.headers)
+            if asked is not None and asked > RETRY_WAIT_BUDGET_S:
+                return response  # the client hears the wait at once, not after it
             await response.aclose()
             await asyncio.sleep(backoff_delay(attempt, response.headers, self._backoff_base_s))
         raise AssertionError("unreachable")  # pragma: no cover

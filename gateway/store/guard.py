@@ -75,6 +75,9 @@ class GuardedStore:
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
         await self._call(self.inner.put(key, value, ttl_s))
 
+    async def delete(self, keys: list[str]) -> None:
+        await self._call(self.inner.delete(keys))
+
     async def ping(self) -> None:
         """Always asks the store, cooldown or not: readiness must see it come back."""
         self._down_until = 0.0

@@ -58,6 +58,10 @@ class MemoryStore:
             self.evicted += 1
         self._wrote()
 
+    async def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self._drop(key)
+
     def _drop(self, key: str) -> None:
         entry = self._values.pop(key, None)
         if entry is not None:

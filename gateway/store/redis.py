@@ -121,6 +121,14 @@ class RedisStore:
         except RedisError as exc:
             raise StoreUnavailable("The shared store failed.") from exc
 
+    async def delete(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        try:
+            await self._client.delete(*keys)  # split by slot on a cluster
+        except RedisError as exc:
+            raise StoreUnavailable("The shared store failed.") from exc
+
     async def ping(self) -> None:
         try:
             await self._client.ping()

@@ -92,6 +92,15 @@ async def test_values_expire(store: GuardedStore, keys: Keys) -> None:
     assert await store.get_many([]) == []
 
 
+async def test_delete_removes_only_the_keys_named(store: GuardedStore, keys: Keys) -> None:
+    names = [keys.turn("acme", f"call-{i}") for i in range(3)]
+    for name in names:
+        await store.put(name, b"v", 60)
+    await store.delete(names[:2])
+    await store.delete([])
+    assert await store.get_many(names) == [None, None, b"v"]
+
+
 async def test_ping(store: GuardedStore) -> None:
     await store.ping()
     assert store.available

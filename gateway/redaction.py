@@ -1,0 +1,99 @@
+"""Keeping configured secrets out of everything the gateway sends (DESIGN.md §4).
+
+``secrets_of`` lists what the configuration holds that is a credential: upstream keys
+and headers, tenant keys, the metrics token, the store's password, the tools' headers,
+URL passwords and fixed query values. ``RedactionMiddleware`` replaces them in every
+response body the gateway sends — answers, errors, event streams, pass-through bytes,
+traces — so no path (an upstream quoting its key in an error, a tool echoing its
+headers) can carry one out. Tool results are redacted before the model reads them (the
+executor), and log lines before they are written (``JsonFormatter``).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tool_registry.redact import Redactor
+
+from .config import GatewayConfig
+
+
+def _password(url: str) -> list[str]:
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password] if password else []
+
+
+def secrets_of(config: GatewayConfig) -> list[str]:
+    found: list[str] = []
+    for upstream in config.upstreams:
+        if upstream.api_key is not None:
+            found.append(upstream.api_key.get_secret_value())
+        found += upstream.headers.values()
+        found += _password(upstream.base_url)
+    for tenant in config.tenants or []:
+        found += [key.get_secret_value() for key in tenant.keys]
+    if config.server.metrics_token is not None:
+        found.append(config.server.metrics_token.get_secret_value())
+    found += _password(config.store.url)
+    for tool in config.tools:
+        found += tool.http.secrets()
+    return [secret for secret in found if secret]
+
+
+def redactor_of(config: GatewayConfig) -> Redactor:
+    return Redactor(secrets_of(config))
+
+
+class RedactionMiddleware:
+    """Redacts every HTTP response body. A whole body (one message) is redacted at once
+    and its ``content-length`` set again; a streamed body is redacted as it goes, a
+    possible secret's start held back until the next chunk settles it."""
+
+    def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
+        self.app = app
+        self.redactor = redactor
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        redactor = self.redactor
+        start: Message | None = None
+        stream = None
+
+        async def redacting_send(message: Message) -> None:
+            nonlocal start, stream
+            kind = message["type"]
+            if kind == "http.response.start":
+                start = message
+                return
+            if kind != "http.response.body":
+                await send(message)
+                return
+            body = message.get("body", b"")
+            more = message.get("more_body", False)
+            if start is not None:
+                head, start = start, None
+                if not more and stream is None:
+                    body = redactor.data(body)
+                    headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
+                    headers.append((b"content-length", str(len(body)).encode()))
+                    await send({**head, "headers": headers})
+                    await send({"type": kind, "body": body, "more_body": False})
+                    return
+                headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
+                await send({**head, "headers": headers})
+                stream = redactor.stream()
+            assert stream is not None
+            body = stream.feed(body) if body else b""
+            if not more:
+                body += stream.flush()
+            if body or not more:
+                await send({"type": kind, "body": body, "more_body": more})
+
+        await self.app(scope, receive, redacting_send)
