@@ -49,10 +49,17 @@ def redactor_of(config: GatewayConfig) -> Redactor:
     return Redactor(secrets_of(config))
 
 
+def _headers(start: Message, redactor: Redactor) -> list[tuple[bytes, bytes]]:
+    """The response's headers but ``content-length``, values redacted (an upstream's
+    ``retry-after`` or ``content-type`` is passed on)."""
+    return [(k, redactor.data(v)) for k, v in start["headers"] if k != b"content-length"]
+
+
 class RedactionMiddleware:
-    """Redacts every HTTP response body. A whole body (one message) is redacted at once
-    and its ``content-length`` set again; a streamed body is redacted as it goes, a
-    possible secret's start held back until the next chunk settles it."""
+    """Redacts every HTTP response's header values and body. A whole body (one message)
+    is redacted at once and its ``content-length`` set again; a streamed body is
+    redacted as it goes, a possible secret's start held back until the next chunk
+    settles it."""
 
     def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
         self.app = app
@@ -81,13 +88,12 @@ class RedactionMiddleware:
                 head, start = start, None
                 if not more and stream is None:
                     body = redactor.data(body)
-                    headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
+                    headers = _headers(head, redactor)
                     headers.append((b"content-length", str(len(body)).encode()))
                     await send({**head, "headers": headers})
                     await send({"type": kind, "body": body, "more_body": False})
                     return
-                headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
-                await send({**head, "headers": headers})
+                await send({**head, "headers": _headers(head, redactor)})
                 stream = redactor.stream()
             assert stream is not None
             body = stream.feed(body) if body else b""

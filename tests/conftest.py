@@ -6,6 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
+
+# Fuzz tests run a bounded, repeatable set of examples in `make test`; set
+# TOOLGATE_FUZZ_EXAMPLES (say 5000) for a longer, randomised run.
+_FUZZ_EXAMPLES = os.environ.get("TOOLGATE_FUZZ_EXAMPLES")
+settings.register_profile(
+    "toolgate",
+    max_examples=int(_FUZZ_EXAMPLES or 100),
+    derandomize=_FUZZ_EXAMPLES is None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile("toolgate")
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 HOW_TO_START = (
