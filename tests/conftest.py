@@ -8,6 +8,8 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
+from tests.support.scripted import Harness
+
 # Fuzz tests run a bounded, repeatable set of examples in `make test`; set
 # TOOLGATE_FUZZ_EXAMPLES (say 5000) for a longer, randomised run.
 _FUZZ_EXAMPLES = os.environ.get("TOOLGATE_FUZZ_EXAMPLES")
@@ -60,3 +62,12 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    """Servers for one test (gateway, scripted model, recording tools), all stopped at
+    its end."""
+    started = Harness()
+    yield started
+    started.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMes
 
 from tests.support.fake_upstream import Die, Reply, calls, say, tool_call
 from tests.support.schema import assert_valid, assert_valid_error
+from tests.support.servers import wait_for
 
 from .conftest import ACME_KEY, MODEL, Stack, StackFactory
 from .test_seed_example import QUESTION, seed_script
@@ -191,15 +191,6 @@ def test_an_upstream_without_usage(stack: StackFactory) -> None:
     events = wire(s, {"stream_options": {"include_usage": True}})
     assert content_of(events) == "The answer is 3.162."
     assert not any(isinstance(e, dict) and "usage" in e for e in events)
-
-
-def wait_for(condition: Any, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return bool(condition())
 
 
 def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> None:

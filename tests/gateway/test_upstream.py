@@ -110,3 +110,21 @@ async def test_malformed_answers_are_502(response: httpx.Response) -> None:
     result, _ = await chat(response)
     assert isinstance(result, UpstreamError)
     assert result.status == 502
+
+
+async def test_a_retry_after_longer_than_the_budget_is_answered_at_once() -> None:
+    result, seen = await chat(httpx.Response(429, headers={"retry-after": "30"}, json={}))
+    assert len(seen) == 1  # not waited out, not retried
+    assert isinstance(result, UpstreamStatusError)
+    assert result.status == 429
+    assert result.headers["retry-after"] == "30"
+
+
+async def test_the_url_cache_stays_bounded_whatever_paths_are_sent() -> None:
+    async with httpx.MockTransport(lambda request: httpx.Response(200, json={})) as transport:
+        client = UpstreamClient(transport, backoff_base_s=0)
+        for index in range(1000):
+            response = await client.send(UPSTREAM, f"/p{index}/" + "x" * 4096, b"{}")
+            await response.aclose()
+            assert len(client._urls) <= 64
+        assert str(response.request.url).startswith("http://up.example/v1/p999/")

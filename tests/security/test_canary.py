@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from tests.e2e.test_cli import TOOLGATE, free_port, wait_healthy
-from tests.security.conftest import (
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import (
     MODEL,
     OTHER_KEY,
     QUERY_SECRET,
@@ -35,7 +36,6 @@ from tests.security.conftest import (
     stream_of,
     tool,
 )
-from tests.support.recorder import Answer, Received, Recorder
 
 METRICS_TOKEN = "metrics-token-CANARY-0006"
 BOUND_VALUE = "BOUND-Value-CANARY-0007"  # a user's header value: not a secret, never shown

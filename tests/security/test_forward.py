@@ -9,7 +9,8 @@ import socket
 import openai
 import pytest
 
-from tests.security.conftest import (
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import (
     MODEL,
     TENANT_KEY,
     UPSTREAM_KEY,
@@ -17,7 +18,6 @@ from tests.security.conftest import (
     assert_envelope,
     config,
 )
-from tests.support.recorder import Answer, Received, Recorder
 
 EMBEDDING = {
     "object": "list",

@@ -12,7 +12,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam
 
-from tests.security.conftest import (
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import (
     MODEL,
     TENANT_KEY,
     Harness,
@@ -23,7 +24,6 @@ from tests.security.conftest import (
     says,
     tool,
 )
-from tests.support.recorder import Answer, Received, Recorder
 
 WEATHER: ChatCompletionFunctionToolParam = {
     "type": "function",

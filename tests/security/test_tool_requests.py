@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.security.conftest import (
+from tests.support.recorder import Answer, RawServer, Received, Recorder
+from tests.support.scripted import (
     QUERY_SECRET,
     SECRETS,
     TOOL_SECRET,
@@ -23,7 +24,6 @@ from tests.security.conftest import (
     tool,
     tool_then_answer,
 )
-from tests.support.recorder import Answer, RawServer, Received, Recorder
 
 ATTACKS = [
     "..",
@@ -349,9 +349,8 @@ def test_the_client_sees_no_detail_of_a_refused_destination(harness: Harness) ->
     assert "169.254" not in model.tool_results()[0]
 
 
-def test_no_bad_request_is_a_500(harness: Harness) -> None:
-    """Sanity: the recording tools above answered the gateway; an unknown route is a
-    404 envelope, not a plain-text page."""
+def test_an_unknown_route_is_a_404_envelope(harness: Harness) -> None:
+    """An unknown route is the OpenAI error envelope, not a plain-text page."""
     model = Model()
     gateway = harness.gateway(config(harness.serve(model.recorder).url, []))
     assert_envelope(harness.client(gateway).post("/v1/nope", json={}), 404)

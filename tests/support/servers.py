@@ -75,3 +75,13 @@ class ServerThread:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def wait_for(condition: Callable[[], object], seconds: float = 5.0) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass; whether it held."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return bool(condition())

@@ -18,7 +18,7 @@ from tool_registry import (
     ToolSpec,
     create_tool_transport,
 )
-from tool_registry.egress import GuardedResolver, egress_denial
+from tool_registry.egress import GuardedResolver, egress_denial, is_loose_ipv4
 
 
 @pytest.mark.parametrize(
@@ -27,6 +27,17 @@ from tool_registry.egress import GuardedResolver, egress_denial
         (EgressPolicy(), "h", "169.254.169.254", True),
         (EgressPolicy(), "h", "::ffff:169.254.169.254", True),
         (EgressPolicy(), "h", "fd00:ec2::254", True),
+        # IPv6 forms that embed an IPv4 address: compatible, mapped, NAT64, 6to4, Teredo
+        (EgressPolicy(), "h", "::169.254.169.254", True),
+        (EgressPolicy(), "h", "64:ff9b::a9fe:a9fe", True),
+        (EgressPolicy(), "h", "64:ff9b:1::a9fe:a9fe", True),
+        (EgressPolicy(), "h", "2002:a9fe:a9fe::", True),
+        (EgressPolicy(), "h", "2001:0:4136:e378:8000:63bf:5601:5601", True),  # Teredo
+        (EgressPolicy(deny_private=True), "h", "::127.0.0.3", True),
+        (EgressPolicy(deny_private=True), "h", "64:ff9b::a00:5", True),
+        (EgressPolicy(deny_private=True), "h", "::ffff:10.0.0.5", True),
+        (EgressPolicy(deny_private=True), "h", "2002:c0a8:101::1", True),
+        (EgressPolicy(deny_private=True), "h", "64:ff9b::5db8:d822", False),  # a public v4
         (EgressPolicy(), "h", "127.0.0.1", False),
         (EgressPolicy(), "h", "10.0.0.1", False),
         (EgressPolicy(deny_private=True), "h", "127.0.0.1", True),
@@ -50,6 +61,42 @@ def test_policy(policy: EgressPolicy, host: str, ip: str, denied: bool) -> None:
             policy.check(host, address)
     else:
         policy.check(host, address)
+
+
+@pytest.mark.parametrize(
+    ("host", "loose"),
+    [
+        ("2852039166", True),
+        ("0xa9fea9fe", True),
+        ("0251.0376.0251.0376", True),
+        ("169.254.43518", True),
+        ("169.254.169.254.", True),
+        ("0177.1", True),
+        ("127.000.000.001", True),
+        ("169.254.169.254", False),
+        ("example.com", False),
+        ("1.example", False),
+        ("::1", False),
+    ],
+)
+def test_loose_ipv4_forms_are_recognised(host: str, loose: bool) -> None:
+    assert is_loose_ipv4(host) is loose
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://2852039166/",
+        "http://0xa9fea9fe/",
+        "http://0177.1/",
+        "http://[::169.254.169.254]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:a9fe:a9fe::]/",
+    ],
+)
+def test_check_url_refuses_before_any_connection(url: str) -> None:
+    with pytest.raises(EgressDenied):
+        EgressPolicy().check_url(httpx.URL(url))
 
 
 class FixedResolver(AbstractResolver):

@@ -1,16 +1,15 @@
-"""Attacking a running gateway: real uvicorn servers on loopback, recording servers for
-the tool and the upstream, and a canary on a second loopback address (127.0.0.2) that
-stands for "another origin": anything reaching it escaped."""
+"""A running gateway under attack or fault: real uvicorn servers on loopback, recording
+servers for the tools and a scripted upstream model, and a canary on a second loopback
+address (127.0.0.2) that stands for "another origin": anything reaching it escaped."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
 from starlette.types import ASGIApp
 
 from gateway import GatewayConfig, create_app
@@ -185,13 +184,6 @@ class Harness:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
-
-
-@pytest.fixture
-def harness() -> Iterator[Harness]:
-    started = Harness()
-    yield started
-    started.close()
 
 
 def chat(text: str = "hi", **extra: Any) -> dict[str, Any]:
