@@ -18,6 +18,7 @@ from .config import GatewayConfig
 from .config_loader import load_config
 from .errors import ConfigError
 from .logs import configure_logging
+from .protocol import EnvelopeHttpToolsProtocol
 from .redaction import redactor_of
 
 DEFAULT_CONFIG = "config/gateway.yaml"
@@ -77,6 +78,7 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
         "log_config": None,  # our JSON lines, not uvicorn's formats
         "access_log": False,  # gateway.access logs every request
         "lifespan": "on",
+        "http": EnvelopeHttpToolsProtocol,  # its 400s for unparseable HTTP are envelopes
     }
     if workers == 1:
         uvicorn.run(create_app(config), **common)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fake_upstream import FakeUpstream, say
-from tests.support.servers import ServerThread
-
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.servers import TOOLGATE, ServerThread, free_port, wait_healthy
 
 
 @pytest.fixture
@@ -41,18 +30,6 @@ def write_config(tmp_path: Path, upstream_url: str) -> Path:
         "models: [{name: m, upstream: up}]\n"
     )
     return path
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("toolgate serve did not become healthy")
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -21,10 +21,9 @@ import yaml
 
 from tests.support.fake_upstream import FakeUpstream, calls, say, tool_call, tool_results
 from tests.support.schema import assert_valid_error
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, free_port, wait_healthy
 
 from .conftest import ACME_KEY, MODEL, StackFactory
-from .test_cli import free_port, wait_healthy
 
 USER: Any = [{"role": "user", "content": "hi"}]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from tests.support.scripted import (
     config,
     tool,
 )
-from tests.support.servers import ServerThread, wait_for
+from tests.support.servers import ServeProcess, ServerThread, wait_for
 
 
 @pytest.mark.parametrize(
@@ -107,3 +108,38 @@ def test_a_client_that_leaves_before_the_first_byte_stops_the_tool_and_the_loop(
     assert len(model.recorder.hits) == 1
     metrics = harness.client(gateway).get("/metrics").text
     assert f'toolgate_requests_total{{model="{MODEL}",status="4xx",tenant="acme"}} 1.0' in metrics
+
+
+BAD_HEADER = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Bad: a\x01b\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("workers", "request_bytes"),
+    [
+        ("1", BAD_HEADER),
+        ("1", b"GARBAGE\r\n\r\n"),
+        ("1", b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: x\r\n\r\n"),
+        ("2", BAD_HEADER),  # the workers' processes use the same protocol class
+    ],
+)
+def test_unparseable_http_gets_the_envelope_from_toolgate_serve(
+    tmp_path: Path, harness: Harness, workers: str, request_bytes: bytes
+) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(json.dumps(config(harness.serve(Model().recorder).url, [])))
+    served = ServeProcess(path, tmp_path / "log", "--workers", workers)
+    try:
+        host, port = served.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.sendall(request_bytes)
+            reply = b""
+            while chunk := connection.recv(65536):
+                reply += chunk
+    finally:
+        log = served.stop()
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), reply
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(payload)["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "invalid_http")
+    assert "Traceback" not in log

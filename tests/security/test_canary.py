@@ -7,8 +7,6 @@ the upstream key to the upstream's ``Authorization``, a tool's secrets to that t
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_cli import TOOLGATE, free_port, wait_healthy
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import (
     MODEL,
@@ -36,6 +33,7 @@ from tests.support.scripted import (
     stream_of,
     tool,
 )
+from tests.support.servers import ServeProcess, free_port
 
 METRICS_TOKEN = "metrics-token-CANARY-0006"
 BOUND_VALUE = "BOUND-Value-CANARY-0007"  # a user's header value: not a secret, never shown
@@ -110,36 +108,12 @@ def _config(upstream_url: str, tools_url: str) -> dict[str, Any]:
     return config(upstream_url, [*tools, bound], server={"metrics_token": METRICS_TOKEN})
 
 
-class Gateway:
-    """``toolgate serve`` on a free port, logging at debug level to a file."""
-
-    def __init__(self, tmp_path: Path, data: dict[str, Any]) -> None:
-        path = tmp_path / "gateway.yaml"
-        path.write_text(json.dumps(data))
-        self.log = tmp_path / "stderr.log"
-        port = str(free_port())
-        self.url = f"http://127.0.0.1:{port}"
-        self._log_file = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [TOOLGATE, "serve", "--config", str(path), "--log-level", "debug", "--port", port],
-            stdout=self._log_file,
-            stderr=self._log_file,
-        )
-        wait_healthy(self.url, self.process)
-
-    def stop(self) -> str:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            self.process.wait(timeout=20)
-        self._log_file.close()
-        return self.log.read_text(errors="replace")
-
-
 @pytest.fixture
-def canary(tmp_path: Path, harness: Harness) -> Iterator[tuple[Gateway, Recorder, Recorder]]:
+def canary(tmp_path: Path, harness: Harness) -> Iterator[tuple[ServeProcess, Recorder, Recorder]]:
     upstream, tools = Recorder(_upstream), Recorder(_tools)
-    data = _config(harness.serve(upstream).url, harness.serve(tools).url)
-    gateway = Gateway(tmp_path, data)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(json.dumps(_config(harness.serve(upstream).url, harness.serve(tools).url)))
+    gateway = ServeProcess(path, tmp_path / "stderr.log", "--log-level", "debug")
     try:
         yield gateway, upstream, tools
     finally:
@@ -156,7 +130,7 @@ def _exchange(client: httpx.Client, command: str, stream: bool) -> tuple[str, st
     )
 
 
-def test_no_secret_leaves_by_any_path(canary: tuple[Gateway, Recorder, Recorder]) -> None:
+def test_no_secret_leaves_by_any_path(canary: tuple[ServeProcess, Recorder, Recorder]) -> None:
     gateway, upstream, tools = canary
     seen: list[str] = []
     statuses: dict[tuple[str, str, bool], int] = {}

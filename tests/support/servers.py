@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
 T = TypeVar("T")
+
+TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 
 
 class ServerThread:
@@ -85,3 +92,45 @@ def wait_for(condition: Callable[[], object], seconds: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return bool(condition())
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("toolgate serve did not become healthy")
+
+
+class ServeProcess:
+    """``toolgate serve`` on a free port with ``config`` (a file), its output in ``log``."""
+
+    def __init__(self, config: Path, log: Path, *options: str) -> None:
+        port = str(free_port())
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(
+            [TOOLGATE, "serve", "--config", str(config), "--port", port, *options],
+            stdout=self._log_file,
+            stderr=self._log_file,
+        )
+        wait_healthy(self.url, self.process)
+
+    def stop(self) -> str:
+        """Stop it (SIGINT, as Ctrl-C) and return everything it wrote."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=20)
+        self._log_file.close()
+        return self.log.read_text(errors="replace")
