@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Message
@@ -25,43 +24,90 @@ from .metrics import NONE
 logger = logging.getLogger("gateway")
 
 
-class DisconnectWatch:
-    """Cancels a request's work when its client goes away.
+WATCH_AFTER_S = 0.05  # a request answered sooner never starts a watcher
 
-    Armed once the body is read (``receive`` then only reports the disconnect): a task
-    waits for that message and cancels the scope the handler runs in, so a client that
-    leaves stops the upstream call and running tools before any answer exists. Stopped
-    when the handler has its answer; an event stream watches for itself from there.
+
+class DisconnectWatch:
+    """Cancels a request's handler when its body is late or its client goes away.
+
+    While the body is read, one timer stands for ``server.body_timeout_s``: if it fires,
+    the handler's task is cancelled and the request answered 408. Once the body is in
+    (``arm``; ``receive`` then only reports the disconnect), a request answered within
+    ``WATCH_AFTER_S`` costs one more timer and nothing else; a longer one gets a task
+    that waits for the disconnect and cancels the handler's task, so a client that
+    leaves stops the upstream call and running tools before any answer exists (noticed
+    at most ``WATCH_AFTER_S`` late). Stopped when the handler has its answer; an event
+    stream watches for itself from there.
     """
 
-    __slots__ = ("_task", "gone", "scope")
+    __slots__ = ("_handler", "_timer", "_waiting", "body_timeout_s", "cancelled", "gone", "late")
 
     def __init__(self) -> None:
-        self.scope: anyio.CancelScope | None = None
-        self._task: asyncio.Task[Message] | None = None
-        self.gone = False
+        self._handler: asyncio.Task[Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: asyncio.Task[Message] | None = None
+        self.gone = False  # the client left
+        self.late = False  # the body did not arrive within body_timeout_s
+        self.body_timeout_s = 0.0
+        self.cancelled = False  # the handler's task was cancelled for one of these
+
+    def expect_body(self, timeout_s: float) -> None:
+        self.body_timeout_s = timeout_s
+        self._handler = asyncio.current_task()
+        self._timer = asyncio.get_running_loop().call_later(timeout_s, self._body_late)
+
+    def _body_late(self) -> None:
+        self._timer = None
+        self.late = True
+        self._cancel_handler()
+
+    def _cancel_handler(self) -> None:
+        handler = self._handler
+        if handler is not None and not handler.done() and not self.cancelled:
+            handler.cancel()
+            self.cancelled = True
 
     def arm(self, request: Request) -> None:
-        if self._task is None and self.scope is not None:
-            self._task = asyncio.ensure_future(request.receive())
-            self._task.add_done_callback(self._received)
+        """The body is in: from now on, watch for the client leaving."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._handler is None:
+            self._handler = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(WATCH_AFTER_S, self._watch, request)
+
+    def _watch(self, request: Request) -> None:
+        self._timer = None
+        self._waiting = asyncio.ensure_future(request.receive())
+        self._waiting.add_done_callback(self._received)
+
+    @staticmethod
+    def _left(task: asyncio.Task[Message]) -> bool:
+        if task.cancelled():
+            return False
+        return task.exception() is not None or task.result().get("type") == "http.disconnect"
 
     def _received(self, task: asyncio.Task[Message]) -> None:
-        if task.cancelled():
+        if self._waiting is not task or not self._left(task):
             return
-        if task.exception() is not None or task.result().get("type") == "http.disconnect":
-            self.gone = True
-            if self.scope is not None:
-                self.scope.cancel()
+        self.gone = True
+        self._cancel_handler()
 
     def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is None:
-            return
-        if task.done():
-            self._received(task)
-        else:
-            task.cancel()
+        """Called by the handler's task once it has its answer (or its error)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            if waiting.done():
+                self.gone = self.gone or self._left(waiting)
+            else:
+                waiting.cancel()
+        if self.cancelled and self._handler is not None:
+            # Ours was swallowed on the way (the handler returned or raised another error).
+            self.cancelled = False
+            self._handler.uncancel()
 
 
 @dataclass(slots=True)
@@ -98,26 +144,36 @@ def new_request_id() -> str:
     return f"req_{uuid.uuid4().hex}"
 
 
+def _too_large(limit: int) -> PayloadTooLarge:
+    # The rest of the body may still come: the connection ends with the answer.
+    message = f"The request body is larger than {limit} bytes."
+    return PayloadTooLarge(message, headers={"connection": "close"})
+
+
 async def read_body(request: Request, exchange: Exchange, limit: int, timeout_s: float) -> bytes:
     """The request body, refused with 413 as soon as it is known to pass ``limit`` and
     with 408 if it has not all come within ``timeout_s``. From then on, the client
     leaving cancels the request (``DisconnectWatch``)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+        raise _too_large(limit)
+    watch = exchange.disconnect
+    watch.expect_body(timeout_s)
     chunks = []
     size = 0
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
-                chunks.append(chunk)
-    except TimeoutError as exc:
-        raise BodyTimeout(f"The request body did not arrive within {timeout_s:g}s.") from exc
-    exchange.disconnect.arm(request)
-    return b"".join(chunks)
+    more = True
+    while more:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    watch.arm(request)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def json_response(
@@ -135,20 +191,33 @@ async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Re
     """The handler's answer, or the error envelope of what it raised."""
     watch = exchange.disconnect
     response: Response | None = None
-    with anyio.CancelScope() as watch.scope:
-        try:
-            response = await handler(request, exchange)
-        except GatewayError as exc:
-            response = error_response(exc, exchange.request_id)
-            exchange.error = exc.code or exc.type
-        except ClientDisconnect:
-            watch.gone = True
-        except Exception:
-            logger.exception("unhandled error in request %s", exchange.request_id)
-            error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
-            response = error_response(error, exchange.request_id)
-        finally:
-            watch.stop()
+    try:
+        response = await handler(request, exchange)
+    except asyncio.CancelledError:
+        if not watch.cancelled:
+            raise  # cancelled from outside (shutdown): not ours to stop
+        watch.cancelled = False
+        task = asyncio.current_task()
+        if task is not None and task.uncancel() > 0:
+            raise  # cancelled from outside as well
+        if watch.late:  # the rest of the body may still come: the connection ends here
+            late = BodyTimeout(
+                f"The request body did not arrive within {watch.body_timeout_s:g}s.",
+                headers={"connection": "close"},
+            )
+            response = error_response(late, exchange.request_id)
+            exchange.error = late.code
+    except GatewayError as exc:
+        response = error_response(exc, exchange.request_id)
+        exchange.error = exc.code or exc.type
+    except ClientDisconnect:
+        watch.gone = True
+    except Exception:
+        logger.exception("unhandled error in request %s", exchange.request_id)
+        error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
+        response = error_response(error, exchange.request_id)
+    finally:
+        watch.stop()
     if watch.gone or response is None:
         if isinstance(response, EventStreamResponse):
             await response.discard()  # the client left as its stream was about to start

@@ -49,10 +49,14 @@ def redactor_of(config: GatewayConfig) -> Redactor:
     return Redactor(secrets_of(config))
 
 
-def _headers(start: Message, redactor: Redactor) -> list[tuple[bytes, bytes]]:
-    """The response's headers but ``content-length``, values redacted (an upstream's
-    ``retry-after`` or ``content-type`` is passed on)."""
-    return [(k, redactor.data(v)) for k, v in start["headers"] if k != b"content-length"]
+def _head(start: Message, redactor: Redactor, length: int | None) -> Message:
+    """The response's start with header values redacted (an upstream's ``retry-after``
+    or ``content-type`` is passed on) and ``content-length`` set to ``length`` (none for
+    a streamed body, ``length=None``)."""
+    headers = [(k, redactor.data(v)) for k, v in start["headers"] if k != b"content-length"]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {**start, "headers": headers}
 
 
 class RedactionMiddleware:
@@ -87,13 +91,17 @@ class RedactionMiddleware:
             if start is not None:
                 head, start = start, None
                 if not more and stream is None:
+                    # One search over all of it: nearly always there is nothing to do.
+                    values = [value for _, value in head["headers"]]
+                    if not redactor.found(b"\0".join([body, *values])):
+                        await send(head)
+                        await send(message)
+                        return
                     body = redactor.data(body)
-                    headers = _headers(head, redactor)
-                    headers.append((b"content-length", str(len(body)).encode()))
-                    await send({**head, "headers": headers})
-                    await send({"type": kind, "body": body, "more_body": False})
+                    await send(_head(head, redactor, len(body)))
+                    await send({**message, "body": body})
                     return
-                await send({**head, "headers": _headers(head, redactor)})
+                await send(_head(head, redactor, None))
                 stream = redactor.stream()
             assert stream is not None
             body = stream.feed(body) if body else b""

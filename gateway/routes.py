@@ -70,14 +70,15 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         route = gateway.models.resolve(chat.model, tenant)
         exchange.model = chat.model
         server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
-        identity = gateway.turns.identity(tenant.id, request.headers)
         # A turn handed back in this request is bound to what the client sent.
         conversation = (
-            gateway.turns.conversation(chat.body["messages"], identity)
+            gateway.turns.conversation(
+                chat.body["messages"], gateway.turns.identity(tenant.id, request.headers)
+            )
             if server_tools and chat.client_tool_names
             else ""
         )
-        changed = await restore_hidden_turns(tenant, chat, identity) or chat.changed
+        changed = await restore_hidden_turns(tenant, chat, request) or chat.changed
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -117,12 +118,13 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             response.background = BackgroundTask(meter, state.usage)
         return response
 
-    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest, identity: str) -> bool:
+    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest, request: Request) -> bool:
         """A client returning with tool results may be answering a mixed turn: put the
-        server side of it back (from whichever replica saved it)."""
+        server side of it back (from whichever replica saved it, for the same caller)."""
         messages = chat.body["messages"]
         if not any(m.get("role") == "tool" for m in messages):
             return False
+        identity = gateway.turns.identity(tenant.id, request.headers)
         restored = await gateway.turns.restore(tenant.id, messages, identity)
         if restored is None:
             return False

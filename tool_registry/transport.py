@@ -15,9 +15,9 @@ It is ``httpx_aiohttp``'s transport with two differences that matter for safety:
 
 from __future__ import annotations
 
-import contextlib
 import io
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from types import TracebackType
 
 import aiohttp
 import httpx
@@ -46,23 +46,37 @@ _MAPPING: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
 )
 
 
-@contextlib.contextmanager
-def map_transport_errors() -> Iterator[None]:
+class _ErrorMapping:
+    """The context manager of ``map_transport_errors`` (a class: it runs several times
+    a request, where a generator-based one costs several times as much)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None or isinstance(exc, httpx.HTTPError):
+            return
+        if isinstance(exc, (aiohttp.ClientError, OSError, ValueError)):
+            for source, target in _MAPPING:
+                if isinstance(exc, source):
+                    raise target(type(exc).__name__) from exc
+
+
+_ERROR_MAPPING = _ErrorMapping()
+
+
+def map_transport_errors() -> _ErrorMapping:
     """Re-raise what aiohttp, the socket layer or an encoder raise as httpx errors.
 
     Anything else (cancellation, the egress guard's ``EgressDenied``) passes untouched.
     The message is the class name only: aiohttp's messages can quote the URL, and a
     URL may carry a tool's secret in its query.
     """
-    try:
-        yield
-    except httpx.HTTPError:
-        raise
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        for source, target in _MAPPING:
-            if isinstance(exc, source):
-                raise target(type(exc).__name__) from exc
-        raise  # pragma: no cover - the tuple above covers every caught class
+    return _ERROR_MAPPING
 
 
 class _ResponseStream(httpx.AsyncByteStream):

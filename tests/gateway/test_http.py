@@ -1,0 +1,158 @@
+"""The request boundary's timers: a body that is late, a client that leaves, and the
+handler's task left as it was found (no stray cancellation) whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message
+
+from gateway.http import WATCH_AFTER_S, Exchange, endpoint, json_response, read_body
+
+pytestmark = pytest.mark.anyio
+
+SCOPE: dict[str, Any] = {
+    "type": "http",
+    "method": "POST",
+    "path": "/x",
+    "raw_path": b"/x",
+    "query_string": b"",
+    "headers": [(b"content-type", b"application/json")],
+}
+
+
+def _request(messages: list[Message], then: asyncio.Event) -> Request:
+    """A request whose ``receive`` gives ``messages``, then waits for ``then`` and
+    reports the client gone."""
+    queue = list(messages)
+
+    async def receive() -> Message:
+        if queue:
+            return queue.pop(0)
+        await then.wait()
+        return {"type": "http.disconnect"}
+
+    return Request(SCOPE, receive)
+
+
+BODY: Message = {"type": "http.request", "body": b"{}", "more_body": False}
+
+
+async def _run(
+    handler: Callable[[Request, Exchange], Awaitable[Response]], request: Request
+) -> Response:
+    return await endpoint(handler)(request)
+
+
+def _error(response: Response) -> dict[str, Any]:
+    return dict(json.loads(bytes(response.body))["error"])
+
+
+async def test_a_client_that_leaves_cancels_the_handler_and_leaves_no_stray_cancel() -> None:
+    left = asyncio.Event()
+    reached: list[str] = []
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 5)
+        asyncio.get_running_loop().call_later(WATCH_AFTER_S * 2, left.set)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            raise
+        return json_response({})
+
+    response = await _run(handler, _request([BODY], left))
+    assert reached == ["cancelled"]
+    assert response.status_code == 499
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    await asyncio.sleep(0)  # no cancellation is pending for this task either
+
+
+async def test_a_handler_that_swallows_the_cancel_still_leaves_the_task_clean() -> None:
+    left = asyncio.Event()
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 5)
+        asyncio.get_running_loop().call_later(WATCH_AFTER_S * 2, left.set)
+        with contextlib.suppress(asyncio.CancelledError):  # as some library might
+            await asyncio.sleep(10)
+        return json_response({"late": True})
+
+    response = await _run(handler, _request([BODY], left))
+    assert response.status_code == 499  # nobody reads it: it is what the log says
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    await asyncio.sleep(0)
+
+
+async def test_a_quick_answer_starts_no_watcher() -> None:
+    never = asyncio.Event()
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 5)
+        return json_response({"ok": True})
+
+    before = len(asyncio.all_tasks())
+    response = await _run(handler, _request([BODY], never))
+    assert response.status_code == 200
+    await asyncio.sleep(WATCH_AFTER_S * 2)
+    assert len(asyncio.all_tasks()) == before
+
+
+async def test_a_late_body_is_a_408_that_closes_the_connection() -> None:
+    never = asyncio.Event()
+    first: Message = {"type": "http.request", "body": b"{", "more_body": True}
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 0.05)
+        return json_response({})
+
+    # The second receive waits for ever: the body never completes.
+    response = await _run(handler, _request([first], never))
+    assert response.status_code == 408
+    assert response.headers["connection"] == "close"
+    assert _error(response)["code"] == "request_body_timeout"
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
+async def test_a_body_over_the_limit_is_a_413_that_closes_the_connection() -> None:
+    never = asyncio.Event()
+    chunks: list[Message] = [{"type": "http.request", "body": b"x" * 60, "more_body": True}] * 2
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 5)
+        return json_response({})
+
+    response = await _run(handler, _request(chunks, never))
+    assert response.status_code == 413
+    assert response.headers["connection"] == "close"
+
+
+async def test_a_cancel_from_outside_is_not_swallowed() -> None:
+    never = asyncio.Event()
+    started = asyncio.Event()
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, 100, 5)
+        started.set()
+        await asyncio.sleep(10)
+        return json_response({})
+
+    task = asyncio.ensure_future(_run(handler, _request([BODY], never)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
