@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import get_args
 
 import httpx
 from starlette.applications import Starlette
@@ -14,13 +15,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
+from tool_registry.results import Outcome
 
+from .caps import CapKind
 from .config import GatewayConfig
 from .config_loader import check_references, load_config
 from .errors import ConfigError, GatewayError, NotFound
 from .http import error_response, new_request_id
 from .logs import configure_logging
-from .metrics import Metrics
+from .metrics import Labels, Metrics
 from .models import ModelRouter
 from .observe import Observer
 from .rate_limit import RateLimiter
@@ -50,6 +53,15 @@ class Gateway:
         self.tenants = TenantDirectory(config)
         self.models = ModelRouter(config)
         self.metrics = Metrics()
+        self.metrics.prime(
+            Labels(
+                tenants={t.id: (sorted(t.models), list(t.tools)) for t in self.tenants.all()},
+                upstreams=[u.name for u in config.upstreams],
+                tools=[t.name for t in config.tools],
+                outcomes=get_args(Outcome),
+                cap_kinds=get_args(CapKind),
+            )
+        )
         self.observer = Observer(self.metrics, self.registry)
         self.egress = EgressPolicy(
             deny_private=config.egress.deny_private,

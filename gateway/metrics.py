@@ -5,6 +5,7 @@ short fixed lists — never a request id, user text or argument."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from prometheus_client import (
     CollectorRegistry,
@@ -22,6 +23,25 @@ ITERATION_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
 
 UNKNOWN = "(unknown)"
 NONE = "(none)"
+
+# The fixed label values, primed at start so every series exists before its first event.
+STATUS_CLASSES = ("2xx", "4xx", "5xx")
+UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
+TOKEN_KINDS = ("prompt", "completion")
+RATE_KINDS = ("requests", "tokens")
+CACHE_RESULTS = ("hit", "miss")
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the configuration says a label may be: each tenant with its models and
+    tools, the upstreams, the tools, and the fixed lists of the code."""
+
+    tenants: dict[str, tuple[list[str], list[str]]]  # id → (models, tools)
+    upstreams: list[str]
+    tools: list[str]
+    outcomes: tuple[str, ...]
+    cap_kinds: tuple[str, ...]
 
 
 def status_class(status: int) -> str:
@@ -134,6 +154,37 @@ class Metrics:
             ["result"],
             registry=registry,
         )
+
+    def prime(self, labels: Labels) -> None:
+        """Create every counter series the configuration allows, at zero, and the
+        histograms of one label (per upstream, tool, tenant), so dashboards and
+        alerts see a series before its first event. The tenant-by-model latency
+        histograms are left to come with traffic: primed, they would be tens of
+        series per pair."""
+        for upstream in labels.upstreams:
+            self.upstream_seconds.labels(upstream)
+            for status in UPSTREAM_STATUSES:
+                self.upstream_calls.labels(upstream, status)
+        for tool in labels.tools:
+            self.tool_seconds.labels(tool)
+        for result in CACHE_RESULTS:
+            self.cache_lookups.labels(result)
+        self.requests.labels(NONE, NONE, "4xx")  # refused before a tenant is known
+        for tenant, (models, tools) in labels.tenants.items():
+            for model in models:
+                for status in STATUS_CLASSES:
+                    self.requests.labels(tenant, model, status)
+                for kind in TOKEN_KINDS:
+                    self.tokens.labels(tenant, model, kind)
+            for kind in RATE_KINDS:
+                self.rate_limited.labels(tenant, kind)
+            if tools:
+                self.iterations.labels(tenant)
+                for kind in labels.cap_kinds:
+                    self.cap_hits.labels(tenant, kind)
+            for tool in tools:
+                for outcome in labels.outcomes:
+                    self.tool_calls.labels(tenant, tool, outcome)
 
     def exposition(self) -> bytes:
         """The text format, merged over every worker in multiprocess mode."""

@@ -58,6 +58,12 @@ class TenantDirectory:
             for digest in [*digests, *tenant_config.key_sha256]:
                 self._keys.append((bytes.fromhex(digest), tenant))
 
+    def all(self) -> list[Tenant]:
+        """Every tenant, once each."""
+        if self._open is not None:
+            return [self._open]
+        return list({id(tenant): tenant for _, tenant in self._keys}.values())
+
     @property
     def open_mode(self) -> bool:
         return self._open is not None

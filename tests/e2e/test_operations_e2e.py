@@ -109,6 +109,34 @@ def test_metrics_count_exactly(stack: StackFactory) -> None:
     assert value(m, "toolgate_tool_duration_seconds_count", tool="string_length") == 1
 
 
+def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> None:
+    """Counters whose labels come from the configuration or a fixed list are exported
+    at zero from the start: a rate() or an alert has a series before the first event."""
+    m = scrape(stack())
+    for result in ("hit", "miss"):
+        assert ("toolgate_tool_cache_lookups_total", frozenset({("result", result)})) in m
+    for status in ("2xx", "4xx", "5xx", "error", "timeout"):
+        assert value(m, "toolgate_upstream_calls_total", upstream="fake", status=status) == 0
+        assert (
+            "toolgate_upstream_calls_total",
+            frozenset({("upstream", "fake"), ("status", status)}),
+        ) in m
+    for outcome in ("ok", "http_error", "timeout", "invalid_args", "denied", "unknown"):
+        labels = {("tenant", "acme"), ("tool", "string_length"), ("outcome", outcome)}
+        assert ("toolgate_tool_calls_total", frozenset(labels)) in m
+    labels = {("tenant", "acme"), ("model", MODEL), ("status", "5xx")}
+    assert ("toolgate_requests_total", frozenset(labels)) in m
+    assert ("toolgate_cap_hits_total", frozenset({("tenant", "acme"), ("kind", "time")})) in m
+    assert ("toolgate_tool_duration_seconds_count", frozenset({("tool", "add")})) in m
+    # Only what the configuration allows: beta may not use add.
+    beta_tools = {
+        dict(labels)["tool"]
+        for name, labels in m
+        if name == "toolgate_tool_calls_total" and ("tenant", "beta") in labels
+    }
+    assert beta_tools == {"string_length", "cached_len"}
+
+
 def test_the_dashboard_only_queries_exported_metrics(stack: StackFactory) -> None:
     dashboard = json.loads((ROOT / "config" / "grafana" / "toolgate.json").read_text())
     assert dashboard["templating"]["list"][0]["type"] == "datasource"
