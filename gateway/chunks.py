@@ -31,11 +31,16 @@ class ChunkWriter:
             }
         )
 
-    def delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    def delta(
+        self,
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        logprobs: dict[str, Any] | None = None,
+    ) -> bytes:
         if not self._role_sent:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
-        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
         return self._chunk([choice])
 
     def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:

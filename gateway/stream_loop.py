@@ -18,7 +18,7 @@ from .errors import GatewayError, UpstreamError, UpstreamTimeout
 from .event_stream import close_quietly
 from .messages import tool_calls_of
 from .sse import DONE, KEEPALIVE, SSEParser
-from .stream_round import RoundAssembler
+from .stream_round import Piece, RoundAssembler
 from .tool_loop import LoopSession, ToolLoop
 from .upstream import map_status_error, read_all
 
@@ -64,8 +64,8 @@ async def _rounds(
     while True:
         body = session.next_round(stream=True)
         assembler = RoundAssembler()
-        async for delta in _stream_round(loop, session, body, assembler):
-            yield writer.delta(delta)
+        async for piece in _stream_round(loop, session, body, assembler):
+            yield writer.delta(piece.delta, logprobs=piece.logprobs)
         session.count_round(assembler.usage)
         message = assembler.message()
         calls = tool_calls_of(message)
@@ -93,8 +93,8 @@ async def _rounds(
 
 async def _stream_round(
     loop: ToolLoop, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
-) -> AsyncIterator[dict[str, Any]]:
-    """One upstream round: the deltas to forward, while ``assembler`` collects the rest."""
+) -> AsyncIterator[Piece]:
+    """One upstream round: the pieces to forward, while ``assembler`` collects the rest."""
     upstream = session.job.upstream
     send = loop.upstream.send(
         upstream, "/chat/completions", dumps(body), accept="text/event-stream"
@@ -111,8 +111,8 @@ async def _stream_round(
                 if data == "[DONE]":
                     raw = None
                     break
-                for delta in assembler.add(_parse(data)):
-                    yield delta
+                for piece in assembler.add(_parse(data)):
+                    yield piece
             if raw is None:
                 break
     except httpx.TimeoutException as exc:

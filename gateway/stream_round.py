@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tool_registry.jsonio import dumps_text
@@ -28,10 +29,19 @@ def _present(value: Any, kind: type[T], what: str) -> T:
 _FORWARDED = ("content", "refusal")
 
 
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """What a chunk has for the client: text deltas, and their logprobs if sent."""
+
+    delta: dict[str, Any]
+    logprobs: dict[str, Any] | None = None
+
+
 class RoundAssembler:
     """Collects a round's deltas into the assistant message they make up.
 
-    ``add`` returns the deltas to forward at once (content and refusal text); tool-call
+    ``add`` returns the pieces to forward at once (content and refusal text, with the
+    upstream's logprobs for them); tool-call
     deltas are only collected, by ``index``: the id and name come in the first delta
     of a call, the arguments in pieces.
     """
@@ -44,7 +54,7 @@ class RoundAssembler:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
 
-    def add(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+    def add(self, chunk: dict[str, Any]) -> list[Piece]:
         """The deltas of one chunk to forward; a chunk of the wrong shape is the
         upstream's fault (``UpstreamError``, a 502), whatever part of it is wrong."""
         error = chunk.get("error")
@@ -55,7 +65,7 @@ class RoundAssembler:
         if isinstance(usage, dict):
             self.usage = usage
         choices = _typed(chunk.get("choices"), list, "choices")
-        forward: list[dict[str, Any]] = []
+        forward: list[Piece] = []
         for choice in choices or ():
             choice = _present(choice, dict, "a choice")
             if choice.get("index", 0) != 0:
@@ -72,8 +82,9 @@ class RoundAssembler:
                 if text:
                     self._text[key].append(text)
                     out[key] = text
-            if out:
-                forward.append(out)
+            logprobs = _typed(choice.get("logprobs"), dict, "logprobs")
+            if out or logprobs:
+                forward.append(Piece(out, logprobs))
             for call in _typed(delta.get("tool_calls"), list, "tool_calls") or ():
                 self._add_call(_present(call, dict, "a tool call"))
         return forward

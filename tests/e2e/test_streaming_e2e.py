@@ -220,3 +220,24 @@ def test_pass_through_streams_with_the_clients_model_name(stack: StackFactory) -
         assert {e["model"] for e in events if isinstance(e, dict)} == {model}
         assert events[-1] == "[DONE]"
     assert "tools" not in s.upstream.requests[-1]
+
+
+def test_a_streamed_tool_round_keeps_the_upstreams_logprobs(stack: StackFactory) -> None:
+    """Each content delta carries the logprobs the upstream sent with it, as without
+    tools, and as the non-streamed answer's ``logprobs`` (issue 10, item 6)."""
+    s = stack(seed_script)
+    client = s.client()
+    stream = client.chat.completions.create(model=MODEL, messages=USER, stream=True, logprobs=True)
+    pieces = [c.choices[0] for c in stream if c.choices and c.choices[0].delta.content]
+    assert pieces, "no content streamed"
+    streamed = []
+    for piece in pieces:
+        assert piece.logprobs is not None
+        tokens = [t.token for t in piece.logprobs.content or []]
+        assert tokens == [piece.delta.content]
+        streamed += tokens
+    whole = client.chat.completions.create(model=MODEL, messages=USER, logprobs=True)
+    assert whole.choices[0].logprobs is not None
+    assert streamed == [t.token for t in whole.choices[0].logprobs.content or []]
+    assert s.upstream.requests[-1]["logprobs"] is True
+    wire(s, {"logprobs": True})  # every chunk still valid against the schema

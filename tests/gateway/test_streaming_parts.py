@@ -81,7 +81,7 @@ def test_the_assembler_forwards_text_and_collects_calls() -> None:
         delta_chunk({}, "tool_calls"),
         {"choices": [], "usage": {"total_tokens": 9}},
     ]:
-        forwarded += assembler.add(chunk)
+        forwarded += [piece.delta for piece in assembler.add(chunk)]
     assert forwarded == [{"content": "Checking "}]
     assert assembler.finish_reason == "tool_calls"
     assert assembler.usage == {"total_tokens": 9}

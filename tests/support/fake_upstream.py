@@ -71,6 +71,15 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\S+\s*", text) or [text]
 
 
+def logprobs_of(tokens: list[str]) -> dict[str, Any]:
+    """OpenAI's ``logprobs`` of a choice: one entry per token, a fixed logprob each."""
+    content = [
+        {"token": t, "logprob": -0.25, "bytes": list(t.encode()), "top_logprobs": []}
+        for t in tokens
+    ]
+    return {"content": content, "refusal": None}
+
+
 def _sse(payload: Any) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
@@ -104,7 +113,16 @@ class FakeUpstream:
             "created": 1_700_000_000,
             "model": body.get("model", "?"),
             "choices": [
-                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish,
+                    "logprobs": (
+                        logprobs_of(_words(message["content"]))
+                        if body.get("logprobs") and message.get("content")
+                        else None
+                    ),
+                }
             ],
             "usage": dict(USAGE),
         }
@@ -134,7 +152,9 @@ class FakeUpstream:
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+            if body.get("logprobs") and delta.get("content"):
+                choice["logprobs"] = logprobs_of([delta["content"]])
             return _sse({**base, "choices": [choice]})
 
         yield chunk({"role": "assistant", "content": ""})
