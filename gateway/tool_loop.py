@@ -57,8 +57,8 @@ def round_body(
 ) -> dict[str, Any]:
     """The request of one round: the client's parameters, the history so far, the tools.
 
-    A ``tool_choice`` that forces a tool applies to the first round only; the forced
-    last round uses ``"none"``. Streamed rounds always ask for usage, to sum it.
+    ``tool_choice`` after the first round: see ``later_tool_choice``; the forced last
+    round uses ``"none"``. Streamed rounds always ask for usage, to sum it.
     """
     body = dict(job.body)
     body["model"] = job.upstream_model
@@ -71,9 +71,29 @@ def round_body(
         body.pop("stream_options", None)
     if final:
         body["tool_choice"] = "none"
-    elif not first and body.get("tool_choice") not in (None, "auto", "none"):
-        body["tool_choice"] = "auto"
+    elif not first and "tool_choice" in body:
+        body["tool_choice"] = later_tool_choice(body["tool_choice"], job.client_tool_names)
     return body
+
+
+def later_tool_choice(choice: Any, client_tools: frozenset[str]) -> Any:
+    """The client's ``tool_choice`` for the rounds after the first (DESIGN.md §6).
+
+    ``"required"``, or a named client tool, stays while the client has tools of its
+    own: the answer it sees must be the tool call it demanded, so hidden rounds go on
+    until the model makes it. Forcing a server tool, or ``"required"`` with server
+    tools only, was met by the first round: later rounds are ``"auto"``.
+    """
+    if choice in (None, "auto", "none"):
+        return choice
+    if choice == "required":
+        return choice if client_tools else "auto"
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        named = choice.get(kind) if isinstance(kind, str) else None
+        if isinstance(named, dict) and named.get("name") in client_tools:
+            return choice
+    return "auto"
 
 
 @dataclass(frozen=True, slots=True)

@@ -276,6 +276,63 @@ def test_tool_choice_forcing_a_tool_applies_to_the_first_round_only(stack: Stack
         assert body["temperature"] == 0.25
 
 
+WEATHER: ChatCompletionFunctionToolParam = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+def server_then_client(body: dict[str, Any]) -> Reply:
+    """A server tool first; then the client's tool if it may, else an answer."""
+    if not tool_results(body):
+        return calls(tool_call("c1", "string_length", {"s": "ab"}))
+    names = [t["function"]["name"] for t in body.get("tools", [])]
+    if "get_weather" in names and body.get("tool_choice") != "auto":
+        return calls(tool_call("w1", "get_weather", {}))
+    return say("no tool needed")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "choice",
+    ["required", {"type": "function", "function": {"name": "get_weather"}}],
+    ids=["required", "named-client-tool"],
+)
+def test_a_demanded_client_tool_call_stays_demanded_after_a_hidden_round(
+    stack: StackFactory, choice: Any, stream: bool
+) -> None:
+    """The AI SDK and pydantic-ai send ``required`` and fail on text: every round keeps
+    it while the client has tools of its own (issue 10, item 2)."""
+    s = stack(server_then_client)
+    options: Any = {"model": MODEL, "messages": USER, "tools": [WEATHER], "tool_choice": choice}
+    if stream:
+        chunks = list(s.client().chat.completions.create(stream=True, **options))
+        handed = [
+            tc.function.name
+            for c in chunks
+            if c.choices
+            for tc in c.choices[0].delta.tool_calls or []
+        ]
+        finish = [
+            c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+        ]
+    else:
+        answer = s.client().chat.completions.create(**options)
+        handed = [tc.function.name for tc in answer.choices[0].message.tool_calls or []]
+        finish = [answer.choices[0].finish_reason]
+    assert handed == ["get_weather"]
+    assert finish == ["tool_calls"]
+    assert [r.get("tool_choice") for r in s.upstream.requests] == [choice, choice]
+    assert s.tools.paths() == ["/len"]
+
+
+def test_required_without_client_tools_is_met_by_the_first_round(stack: StackFactory) -> None:
+    s = stack(server_then_client)
+    answer = s.client().chat.completions.create(model=MODEL, messages=USER, tool_choice="required")
+    assert answer.choices[0].message.content == "no tool needed"
+    assert [r.get("tool_choice") for r in s.upstream.requests] == ["required", "auto"]
+
+
 def test_requests_narrow_tools_and_iterations(stack: StackFactory) -> None:
     s = stack(once(calls(tool_call("c1", "add", {"a": 1, "b": 1}))))
     client = s.client(default_headers={"x-toolgate-max-iterations": "1"})
