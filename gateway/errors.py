@@ -5,7 +5,6 @@
     GatewayError                     500 server_error
     ├── ConfigError                  the configuration is invalid (load time, no HTTP)
     ├── BadRequest                   400 invalid_request_error
-    │   └── ToolNameClash            400 a client tool has a server tool's name
     ├── AuthError                    401 invalid_api_key
     ├── PolicyDenied                 403 model or tool not allowed for the key
     ├── NotFound                     404 unknown model or route
@@ -69,10 +68,6 @@ class ConfigError(GatewayError):
 class BadRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
-
-
-class ToolNameClash(BadRequest):
-    default_code = "tool_name_conflict"
 
 
 class AuthError(GatewayError):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .chat_request import Narrowing
 from .config import LimitsConfig, OnLimit
-from .errors import PolicyDenied, ToolNameClash
+from .errors import PolicyDenied
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +33,13 @@ def effective_limits(limits: LimitsConfig, narrowing: Narrowing) -> LoopLimits:
 
 def effective_tools(
     allowed: tuple[str, ...], narrowing: Narrowing, client_tools: frozenset[str]
-) -> tuple[str, ...]:
-    """The server tools in play: the tenant's allowlist, narrowed by the request.
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The server tools in play, and those a client tool of the same name shadows.
 
-    Naming a tool the tenant may not use is refused (403) with the same words whether
-    or not the tool exists; a client tool named like a server tool in play is a 400.
+    The tenant's allowlist, narrowed by the request. Naming a tool the tenant may not
+    use is refused (403) with the same words whether or not the tool exists. A client
+    tool named like a server tool wins for the request (DESIGN.md §6): a client that
+    knows nothing of the tenant's tools must not fail on a common name like ``search``.
     """
     tools = allowed
     if narrowing.tools is not None:
@@ -49,10 +51,9 @@ def effective_tools(
                 code="tool_not_allowed",
             )
         tools = tuple(t for t in allowed if t in narrowing.tools)
-    clash = sorted(client_tools.intersection(tools))
-    if clash:
-        raise ToolNameClash(
-            f"The request's tool {clash[0]!r} has the name of a server tool; rename it.",
-            param="tools",
-        )
-    return tools
+    if not client_tools:
+        return tools, ()
+    shadowed = tuple(t for t in tools if t in client_tools)
+    if not shadowed:
+        return tools, ()
+    return tuple(t for t in tools if t not in client_tools), shadowed

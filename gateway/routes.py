@@ -31,6 +31,8 @@ from .tool_loop import LoopJob
 if TYPE_CHECKING:
     from .app import Gateway
 
+SHADOWED_HEADER = "x-toolgate-shadowed-tools"
+
 # OpenAI routes forwarded to the model's upstream as they are (JSON bodies naming a
 # model). Any other path is a 404 here: the upstream key never goes anywhere else.
 FORWARDED_ROUTES = (
@@ -69,7 +71,11 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
         exchange.model = chat.model
-        server_tools = effective_tools(tenant.tools, chat.narrowing, chat.client_tool_names)
+        server_tools, shadowed = effective_tools(
+            tenant.tools, chat.narrowing, chat.client_tool_names
+        )
+        if shadowed:  # the client's own tools of these names win for this request
+            exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         # A turn handed back in this request is bound to what the client sent.
         conversation = (
             gateway.turns.conversation(

@@ -242,17 +242,56 @@ def test_client_tool_calls_go_back_to_the_client(stack: StackFactory) -> None:
     assert s.tools.hits == []
 
 
-def test_a_client_tool_named_like_a_server_tool_is_refused(stack: StackFactory) -> None:
-    s = stack()
-    clash: ChatCompletionFunctionToolParam = {
+def shadowed_script(body: dict[str, Any]) -> Reply:
+    """Calls ``add`` once, then says what it got back."""
+    results = tool_results(body)
+    if not results:
+        return calls(tool_call("a1", "add", {"a": 1, "b": 2}))
+    return say(f"got {results['a1']}")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_tool_named_like_a_server_tool_wins(stack: StackFactory, stream: bool) -> None:
+    """A client knowing nothing of the tenant's tools defines its own ``add``: the call
+    is handed back to it, the server's ``add`` never runs, and a header says so
+    (issue 10, item 4)."""
+    s = stack(shadowed_script)
+    mine: ChatCompletionFunctionToolParam = {
         "type": "function",
-        "function": {"name": "add", "parameters": {}},
+        "function": {"name": "add", "parameters": {"type": "object", "properties": {}}},
     }
-    with pytest.raises(openai.BadRequestError) as caught:
-        s.client().chat.completions.create(model=MODEL, messages=USER, tools=[clash])
-    assert_valid_error(caught.value.response.json())
-    assert caught.value.code == "tool_name_conflict"
-    assert s.upstream.requests == []
+    client = s.client()
+    options: Any = {"model": MODEL, "messages": USER, "tools": [mine]}
+    if stream:
+        with client.chat.completions.with_streaming_response.create(stream=True, **options) as raw:
+            header = raw.headers.get("x-toolgate-shadowed-tools")
+            chunks = list(raw.parse())
+        handed = [
+            tc.function.name
+            for c in chunks
+            if c.choices
+            for tc in c.choices[0].delta.tool_calls or []
+            if tc.function
+        ]
+    else:
+        raw_answer = client.chat.completions.with_raw_response.create(**options)
+        header = raw_answer.headers.get("x-toolgate-shadowed-tools")
+        message = raw_answer.parse().choices[0].message
+        handed = [tc.function.name for tc in message.tool_calls or []]
+    assert handed == ["add"]
+    assert header == "add"
+    first = s.upstream.requests[0]
+    offered = [t["function"] for t in first["tools"]]
+    assert [t["name"] for t in offered].count("add") == 1
+    assert {"type": "object", "properties": {}} in [t.get("parameters") for t in offered]
+    assert s.tools.paths() == []  # the server's add never ran
+
+
+def test_a_request_without_a_shadowed_name_says_nothing_of_it(stack: StackFactory) -> None:
+    s = stack(shadowed_script)
+    raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
+    assert "x-toolgate-shadowed-tools" not in raw.headers
+    assert raw.parse().choices[0].message.content == "got 3"  # the server's add ran
 
 
 def test_tool_choice_forcing_a_tool_applies_to_the_first_round_only(stack: StackFactory) -> None:

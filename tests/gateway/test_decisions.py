@@ -9,7 +9,7 @@ import pytest
 from gateway.caps import CapDecision, LoopState, add_usage, check_caps, decide, last_round_due
 from gateway.chat_request import Narrowing, parse_chat_request, parse_narrowing
 from gateway.config import LimitsConfig
-from gateway.errors import BadRequest, PolicyDenied, ToolLimitExceeded, ToolNameClash
+from gateway.errors import BadRequest, PolicyDenied, ToolLimitExceeded
 from gateway.partition import partition_calls
 from gateway.policy import LoopLimits, effective_limits, effective_tools
 
@@ -249,10 +249,13 @@ def test_effective_limits_only_narrow() -> None:
 
 def test_effective_tools() -> None:
     allowed = ("a", "b", "c")
-    assert effective_tools(allowed, Narrowing(), frozenset()) == allowed
-    assert effective_tools(allowed, Narrowing(frozenset({"c", "a"})), frozenset()) == ("a", "c")
-    assert effective_tools(allowed, Narrowing(frozenset({"a"})), frozenset({"b"})) == ("a",)
+    assert effective_tools(allowed, Narrowing(), frozenset()) == (allowed, ())
+    narrowed = Narrowing(frozenset({"c", "a"}))
+    assert effective_tools(allowed, narrowed, frozenset()) == (("a", "c"), ())
+    assert effective_tools(allowed, Narrowing(frozenset({"a"})), frozenset({"b"})) == (("a",), ())
     with pytest.raises(PolicyDenied, match="'z' is not available"):
         effective_tools(allowed, Narrowing(frozenset({"a", "z"})), frozenset())
-    with pytest.raises(ToolNameClash):
-        effective_tools(allowed, Narrowing(), frozenset({"b"}))
+    # A client tool of a server tool's name wins: the server tool is out of play.
+    assert effective_tools(allowed, Narrowing(), frozenset({"b", "x"})) == (("a", "c"), ("b",))
+    every = frozenset(allowed)
+    assert effective_tools(allowed, Narrowing(), every) == ((), allowed)
