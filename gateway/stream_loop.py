@@ -75,11 +75,10 @@ async def _rounds(
             async for beat in _keeping_alive(tools, loop.keepalive_s):
                 yield beat
             continue
-        if step.hidden:
-            hidden = session.answer_hidden(message, step)
+        if step.kind == "hand_back":
+            hidden = session.hand_back(message, step)
             async for beat in _keeping_alive(hidden, loop.keepalive_s):
                 yield beat
-        if step.kind == "hand_back":
             yield writer.tool_calls(step.calls)
             yield writer.finish("tool_calls")
         else:

@@ -146,6 +146,7 @@ class LoopSession:
         self._deadline = self._clock.time() + job.limits.request_timeout_s
         self._tools = [*toolset.definitions, *job.client_tools]
         self._messages: list[dict[str, Any]] = list(job.body["messages"])
+        self._visible = len(self._messages)  # what the client sent; the rest is hidden
         self._final = False
 
     async def within_deadline(self, awaitable: Awaitable[T]) -> T:
@@ -209,15 +210,20 @@ class LoopSession:
         self._messages.append(assistant_turn(message))
         self._messages.extend(results)
 
-    async def answer_hidden(self, message: dict[str, Any], step: Step) -> None:
-        """Before handing client calls back: run the server calls of the same message and
-        save the whole turn, to be put back when the client returns (``TurnStore``)."""
-        results, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
-        if self._turns is not None:
-            client_ids = [str(call.get("id")) for call in step.calls]
-            tenant = self.job.context.tenant_id
-            turn = assistant_turn(message)
-            await self._turns.save(tenant, self.job.conversation, turn, results, client_ids)
+    async def hand_back(self, message: dict[str, Any], step: Step) -> None:
+        """Before handing client calls back: run the server calls of the same message,
+        and save every hidden turn of the request — earlier rounds and this one — to be
+        put back when the client returns (``TurnStore``, DESIGN.md §6)."""
+        results: list[dict[str, Any]] = []
+        if step.hidden:
+            results, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
+        before = self._messages[self._visible :]
+        if self._turns is None or not (step.hidden or before):
+            return
+        client_ids = [str(call.get("id")) for call in step.calls]
+        tenant = self.job.context.tenant_id
+        turn = assistant_turn(message)
+        await self._turns.save(tenant, self.job.conversation, before, turn, results, client_ids)
 
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""
@@ -280,8 +286,8 @@ class ToolLoop:
             if step.kind == "run_tools":
                 await session.run_tools(message, step.runnable)
                 continue
-            if step.hidden:
-                await session.answer_hidden(message, step)
+            if step.kind == "hand_back":
+                await session.hand_back(message, step)
             if calls:
                 keep_calls(response, step.calls)
             return finalize(response, job.client_model, session.state.usage)

@@ -1,6 +1,7 @@
-"""Saved tool turns (DESIGN.md §6): when one assistant message asks for server and
-client tools, the server side of it is kept in the store under the client calls' ids
-and put back when the client returns with its results — on any replica.
+"""Saved tool turns (DESIGN.md §6): when a request hands client calls back, every hidden
+turn of it (earlier server rounds, and the server calls of the same message with their
+results) is kept in the store under the client calls' ids and put back when the client
+returns with its results — on any replica.
 
 A saved turn is bound to the conversation it belongs to: its key holds a digest of
 the visible messages before it and of the caller's bound identity (the tenant and the
@@ -89,12 +90,15 @@ class TurnStore:
         self,
         tenant: str,
         conversation: str,
+        before: list[dict[str, Any]],
         assistant: dict[str, Any],
         results: list[dict[str, Any]],
         client_ids: list[str],
     ) -> None:
-        """Keep the full assistant message and the server results, under each client id."""
-        value = dumps({"assistant": assistant, "results": results, "ids": client_ids})
+        """Keep the hidden rounds ``before`` the hand-back, its full assistant message
+        and the server results of that message, under each client id."""
+        turn = {"before": before, "assistant": assistant, "results": results, "ids": client_ids}
+        value = dumps(turn)
         writes = []
         for call_id in client_ids:
             key = self._keys.turn(tenant, _bound_id(conversation, call_id))
@@ -151,6 +155,7 @@ class TurnStore:
                     logger.info("a hidden turn of tenant %s has expired", tenant)
                 restored.append(message)
                 continue
+            restored.extend(turn.get("before") or [])
             restored.append(turn["assistant"])
             restored.extend(turn["results"])
             taken += [self._keys.turn(tenant, i) for i in ids]

@@ -111,12 +111,64 @@ def test_an_expired_turn_continues_without_it_and_is_counted(stack: StackFactory
     assert s.app.state.gateway.turns.misses == 1
 
 
+def one_at_a_time(body: dict[str, Any]) -> Reply:
+    """A model that calls one tool per message (``parallel_tool_calls: false``): the
+    server's, then the client's, then answers from both results."""
+    results = tool_results(body)
+    if not results:
+        return calls(tool_call("c_len", "string_length", {"s": "hello"}))
+    if "w1" not in results:
+        return calls(tool_call("w1", "get_weather", {"city": "Oslo"}))
+    return say(f"length {results.get('c_len', '?')}, weather {results['w1']}")
+
+
+def sequential_first_leg(client: openai.OpenAI, stream: bool) -> list[ChatCompletionMessageParam]:
+    options: Any = {"model": MODEL, "messages": QUESTION, "tools": [WEATHER]}
+    options["parallel_tool_calls"] = False
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **options))
+        handed = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+        assert [tc.id for tc in handed] == ["w1"]
+    else:
+        message = client.chat.completions.create(**options).choices[0].message
+        assert [c.id for c in message.tool_calls or []] == ["w1"]
+    call = {
+        "id": "w1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    return [
+        *QUESTION,
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # type: ignore[list-item]
+        {"role": "tool", "tool_call_id": "w1", "content": "sunny"},
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hidden_round_before_a_hand_back_is_put_back(stack: StackFactory, stream: bool) -> None:
+    """Round 1 runs a server tool, round 2 asks for the client's: when the client
+    returns, the upstream sees the server call and its result too, and the tool is not
+    run again (issue 10, item 1)."""
+    s = stack(one_at_a_time)
+    history = sequential_first_leg(s.client(), stream)
+    final = s.client().chat.completions.create(model=MODEL, messages=history, tools=[WEATHER])
+    assert final.choices[0].message.content == "length 5, weather sunny"
+    assert s.tools.paths() == ["/len"]  # once, in the first leg
+    continued = s.upstream.requests[-1]["messages"]
+    assert [m["role"] for m in continued] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [c["id"] for c in continued[1]["tool_calls"]] == ["c_len"]
+    assert [c["id"] for c in continued[3]["tool_calls"]] == ["w1"]
+    # Restored once: the same history again finds nothing.
+    s.client().chat.completions.create(model=MODEL, messages=history, tools=[WEATHER])
+    assert [m["role"] for m in s.upstream.requests[-1]["messages"]] == ["user", "assistant", "tool"]
+
+
 @pytest.fixture
 def replicas(
     redis_url: str, redis_prefix: str
 ) -> Iterator[tuple[FakeUpstream, FakeTools, list[str]]]:
     """Two gateway replicas sharing one Redis, one fake upstream and one tool server."""
-    upstream, tools = FakeUpstream(mixed), FakeTools()
+    upstream, tools = FakeUpstream(_either), FakeTools()
     with ServerThread(upstream.app()) as up, ServerThread(tools.app()) as tl:
         config = gateway_config(up.url, tl.url)
         config["store"] = {"url": redis_url, "prefix": f"{redis_prefix}{uuid.uuid4().hex[:8]}:"}
@@ -154,3 +206,26 @@ def test_cached_results_are_per_tenant(stack: StackFactory) -> None:
     s.client(BETA_KEY).chat.completions.create(model=MODEL, messages=QUESTION)
     assert s.tools.paths() == ["/len", "/len"]  # beta has its own cache
     assert s.app.state.gateway.cache.hits == 2
+
+
+def _either(body: dict[str, Any]) -> Reply:
+    """``mixed`` or ``one_at_a_time``, as the request's ``parallel_tool_calls`` says."""
+    return one_at_a_time(body) if body.get("parallel_tool_calls") is False else mixed(body)
+
+
+def test_a_hidden_round_before_a_hand_back_continued_on_another_replica(
+    replicas: tuple[FakeUpstream, FakeTools, list[str]],
+) -> None:
+    upstream, tools, urls = replicas
+    with (
+        openai.OpenAI(base_url=urls[0], api_key=ACME_KEY, max_retries=0) as first,
+        openai.OpenAI(base_url=urls[1], api_key=ACME_KEY, max_retries=0) as second,
+    ):
+        history = sequential_first_leg(first, stream=False)
+        final = second.chat.completions.create(
+            model=MODEL, messages=history, tools=[WEATHER], parallel_tool_calls=False
+        )
+    assert final.choices[0].message.content == "length 5, weather sunny"
+    assert tools.paths() == ["/len"]
+    roles = [m["role"] for m in upstream.requests[-1]["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool"]
