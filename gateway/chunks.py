@@ -7,17 +7,22 @@ import time
 from typing import Any
 
 from .errors import GatewayError
+from .legacy import LEGACY_FINISH, legacy_call
 from .sse import encode
 
 
 class ChunkWriter:
-    __slots__ = ("_created", "_id", "_model", "_role_sent")
+    """``legacy``: the client speaks the legacy ``functions`` shape, so a handed-back
+    call goes as ``function_call`` and ends with ``finish_reason: "function_call"``."""
 
-    def __init__(self, completion_id: str, model: str) -> None:
+    __slots__ = ("_created", "_id", "_legacy", "_model", "_role_sent")
+
+    def __init__(self, completion_id: str, model: str, legacy: bool = False) -> None:
         self._id = completion_id
         self._model = model
         self._created = int(time.time())
         self._role_sent = False
+        self._legacy = legacy
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
         return encode(
@@ -45,6 +50,8 @@ class ChunkWriter:
 
     def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:
         """Client tool calls, each whole in one delta."""
+        if self._legacy:
+            return self.delta({"function_call": legacy_call(calls[0])})
         pieces = [
             {
                 "index": index,
@@ -57,6 +64,8 @@ class ChunkWriter:
         return self.delta({"tool_calls": pieces})
 
     def finish(self, reason: str) -> bytes:
+        if self._legacy and reason == "tool_calls":
+            reason = LEGACY_FINISH
         return self.delta({}, reason)
 
     def usage(self, usage: dict[str, Any]) -> bytes:

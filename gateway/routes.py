@@ -21,6 +21,7 @@ from .chunks import ChunkWriter
 from .errors import AuthError, BadRequest, NotFound
 from .event_stream import start_event_stream
 from .http import Exchange, endpoint, json_response, read_body
+from .legacy import call_id, from_functions, to_function_call, uses_functions
 from .passthrough import Meter, forward_json
 from .policy import effective_limits, effective_tools
 from .store import StoreUnavailable
@@ -71,6 +72,14 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         chat = parse_chat_request(raw, request.headers)
         route = gateway.models.resolve(chat.model, tenant)
         exchange.model = chat.model
+        legacy_id = None
+        if tenant.tools and uses_functions(chat.body):
+            # With server tools in play, old clients' functions become tools (and back);
+            # without, the request passes through as it came.
+            translated = from_functions(chat)
+            if effective_tools(tenant.tools, translated.narrowing, translated.client_tool_names)[0]:
+                legacy_id = call_id(len(chat.body["messages"]))
+                chat = translated
         server_tools, shadowed = effective_tools(
             tenant.tools, chat.narrowing, chat.client_tool_names
         )
@@ -111,11 +120,14 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             limits=effective_limits(tenant.limits, chat.narrowing),
             context=CallContext(tenant.id, request.headers),
             conversation=conversation,
+            legacy_call_id=legacy_id,
         )
         if chat.stream:
             return await stream_chat(chat, job, exchange, meter)
         session = exchange.session = gateway.loop.session(job)
         completion = await gateway.loop.run(session)
+        if legacy_id is not None:
+            completion = to_function_call(completion)
         state = session.state
         exchange.headers["x-toolgate-iterations"] = str(state.iterations)
         exchange.headers["x-toolgate-tool-calls"] = str(state.tool_calls)
@@ -142,7 +154,11 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
     ) -> Response:
         options = chat.body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        writer = ChunkWriter(f"chatcmpl-{exchange.request_id.removeprefix('req_')}", chat.model)
+        writer = ChunkWriter(
+            f"chatcmpl-{exchange.request_id.removeprefix('req_')}",
+            chat.model,
+            legacy=job.legacy_call_id is not None,
+        )
         session = exchange.session = gateway.loop.session(job)
 
         async def finished() -> None:

@@ -76,10 +76,11 @@ async def _rounds(
                 yield beat
             continue
         if step.kind == "hand_back":
-            hidden = session.hand_back(message, step)
+            handed = session.handed(message, step)
+            hidden = session.hand_back(message, step, handed)
             async for beat in _keeping_alive(hidden, loop.keepalive_s):
                 yield beat
-            yield writer.tool_calls(step.calls)
+            yield writer.tool_calls(handed)
             yield writer.finish("tool_calls")
         else:
             dropped = bool(calls) or assembler.finish_reason == "tool_calls"

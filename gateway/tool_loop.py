@@ -45,6 +45,7 @@ class LoopJob:
     limits: LoopLimits
     context: CallContext
     conversation: str = ""  # what a handed-back turn is bound to (``TurnStore``)
+    legacy_call_id: str | None = None  # the legacy ``functions`` shape: its call's id
 
 
 def round_body(
@@ -210,7 +211,21 @@ class LoopSession:
         self._messages.append(assistant_turn(message))
         self._messages.extend(results)
 
-    async def hand_back(self, message: dict[str, Any], step: Step) -> None:
+    def handed(self, message: dict[str, Any], step: Step) -> list[dict[str, Any]]:
+        """The client calls to hand back. In the legacy ``functions`` shape a message
+        holds one call: the first is kept, under the id the client's return will be
+        given (``legacy.call_id``), and the others leave the message."""
+        if self.job.legacy_call_id is None:
+            return step.calls
+        kept, dropped = step.calls[0], {id(call) for call in step.calls[1:]}
+        kept["id"] = self.job.legacy_call_id
+        if dropped:
+            message["tool_calls"] = [c for c in tool_calls_of(message) if id(c) not in dropped]
+        return [kept]
+
+    async def hand_back(
+        self, message: dict[str, Any], step: Step, handed: list[dict[str, Any]]
+    ) -> None:
         """Before handing client calls back: run the server calls of the same message,
         and save every hidden turn of the request — earlier rounds and this one — to be
         put back when the client returns (``TurnStore``, DESIGN.md §6)."""
@@ -220,7 +235,7 @@ class LoopSession:
         before = self._messages[self._visible :]
         if self._turns is None or not (step.hidden or before):
             return
-        client_ids = [str(call.get("id")) for call in step.calls]
+        client_ids = [str(call.get("id")) for call in handed]
         tenant = self.job.context.tenant_id
         turn = assistant_turn(message)
         await self._turns.save(tenant, self.job.conversation, before, turn, results, client_ids)
@@ -286,10 +301,11 @@ class ToolLoop:
             if step.kind == "run_tools":
                 await session.run_tools(message, step.runnable)
                 continue
+            handed = session.handed(message, step) if step.kind == "hand_back" else []
             if step.kind == "hand_back":
-                await session.hand_back(message, step)
+                await session.hand_back(message, step, handed)
             if calls:
-                keep_calls(response, step.calls)
+                keep_calls(response, handed)
             return finalize(response, job.client_model, session.state.usage)
 
     async def _ask(self, session: LoopSession, body: dict[str, Any]) -> dict[str, Any]:
