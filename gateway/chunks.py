@@ -15,14 +15,22 @@ class ChunkWriter:
     """``legacy``: the client speaks the legacy ``functions`` shape, so a handed-back
     call goes as ``function_call`` and ends with ``finish_reason: "function_call"``."""
 
-    __slots__ = ("_created", "_id", "_legacy", "_model", "_role_sent")
+    __slots__ = ("_created", "_id", "_index", "_legacy", "_model", "_role_sent")
 
-    def __init__(self, completion_id: str, model: str, legacy: bool = False) -> None:
+    def __init__(
+        self,
+        completion_id: str,
+        model: str,
+        legacy: bool = False,
+        index: int = 0,
+        created: int | None = None,
+    ) -> None:
         self._id = completion_id
         self._model = model
-        self._created = int(time.time())
+        self._created = int(time.time()) if created is None else created
         self._role_sent = False
         self._legacy = legacy
+        self._index = index  # the choice written (a request with ``n`` has several)
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
         return encode(
@@ -45,7 +53,12 @@ class ChunkWriter:
         if not self._role_sent:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
-        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
+        choice = {
+            "index": self._index,
+            "delta": delta,
+            "finish_reason": finish_reason,
+            "logprobs": logprobs,
+        }
         return self._chunk([choice])
 
     def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:

@@ -27,7 +27,7 @@ from .policy import effective_limits, effective_tools
 from .store import StoreUnavailable
 from .stream_loop import stream_loop
 from .tenants import Tenant
-from .tool_loop import LoopJob
+from .tool_loop import LoopJob, LoopSession
 
 if TYPE_CHECKING:
     from .app import Gateway
@@ -107,25 +107,27 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
                 meter=meter,
                 on_usage=partial(setattr, exchange, "usage"),
             )
-        if chat.body.get("n", 1) not in (1, None):
-            raise BadRequest("'n' must be 1 when server tools are in play.", param="n")
+        limits = effective_limits(tenant.limits, chat.narrowing)
+        n = choices_of(chat.body, limits.max_iterations)
         job = LoopJob(
             upstream=route.upstream,
-            body=chat.body,
+            body={k: v for k, v in chat.body.items() if k != "n"},  # one loop per choice
             client_model=chat.model,
             upstream_model=route.model.target,
             server_tools=server_tools,
             client_tools=chat.client_tools,
             client_tool_names=chat.client_tool_names,
-            limits=effective_limits(tenant.limits, chat.narrowing),
+            limits=limits,
             context=CallContext(tenant.id, request.headers),
             conversation=conversation,
             legacy_call_id=legacy_id,
         )
+        sessions = gateway.loop.sessions(job, n)
+        exchange.session = sessions[0]  # their state is the request's
         if chat.stream:
-            return await stream_chat(chat, job, exchange, meter)
-        session = exchange.session = gateway.loop.session(job)
-        completion = await gateway.loop.run(session)
+            return await stream_chat(chat, sessions, exchange, meter)
+        session = sessions[0]
+        completion = await gateway.loop.run_all(sessions)
         if legacy_id is not None:
             completion = to_function_call(completion)
         state = session.state
@@ -150,22 +152,24 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         return True
 
     async def stream_chat(
-        chat: ChatRequest, job: LoopJob, exchange: Exchange, meter: Meter | None
+        chat: ChatRequest, sessions: list[LoopSession], exchange: Exchange, meter: Meter | None
     ) -> Response:
         options = chat.body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        writer = ChunkWriter(
-            f"chatcmpl-{exchange.request_id.removeprefix('req_')}",
-            chat.model,
-            legacy=job.legacy_call_id is not None,
-        )
-        session = exchange.session = gateway.loop.session(job)
+        completion_id = f"chatcmpl-{exchange.request_id.removeprefix('req_')}"
+        legacy = sessions[0].job.legacy_call_id is not None
+        created = int(time.time())
+        writers = [
+            ChunkWriter(completion_id, chat.model, legacy=legacy, index=index, created=created)
+            for index in range(len(sessions))
+        ]
+        state = sessions[0].state
 
         async def finished() -> None:
             if meter is not None:
-                await meter(session.state.usage)
+                await meter(state.usage)
 
-        events = stream_loop(gateway.loop, session, writer, include_usage, finished)
+        events = stream_loop(gateway.loop, sessions, writers, include_usage, finished)
         return await start_event_stream(events, partial(first_byte, exchange))
 
     async def list_models(request: Request, exchange: Exchange) -> Response:
@@ -258,6 +262,22 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+
+
+def choices_of(body: dict[str, Any], max_iterations: int) -> int:
+    """How many choices a request with server tools asks for: each is a loop of its
+    own, and every loop makes at least one upstream call of the request's
+    ``max_iterations``."""
+    n = body.get("n", 1)
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_iterations:
+        raise BadRequest(
+            f"'n' must be an integer from 1 to {max_iterations} (max_iterations) "
+            "when server tools are in play.",
+            param="n",
+        )
+    return n
 
 
 def first_byte(exchange: Exchange) -> None:

@@ -29,19 +29,29 @@ T = TypeVar("T")
 
 async def stream_loop(
     loop: ToolLoop,
-    session: LoopSession,
-    writer: ChunkWriter,
+    sessions: list[LoopSession],
+    writers: list[ChunkWriter],
     include_usage: bool,
     finished: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The client's event stream. Errors before the first event are raised (the caller
-    answers them as HTTP errors); after it, they are sent as an error event.
-    ``finished`` runs at the end, however the stream ends."""
+    """The client's event stream: one loop per choice (``sessions[i]`` written by
+    ``writers[i]``), their events as they come, then the summed usage and ``[DONE]``.
+    Errors before the first event are raised (the caller answers them as HTTP
+    errors); after it, they are sent as an error event. ``finished`` runs at the end,
+    however the stream ends."""
     started = False
+    session, writer = sessions[0], writers[0]
     try:
-        async for event in _rounds(loop, session, writer, include_usage):
+        if len(sessions) == 1:
+            events = _rounds(loop, session, writer)
+        else:
+            events = _choices(loop, sessions, writers)
+        async for event in events:
             started = True
             yield event
+        if include_usage and session.state.usage:
+            yield writer.usage(session.state.usage)
+        yield DONE
     except GatewayError as exc:
         session.mark_failure(exc)
         if not started:
@@ -58,9 +68,46 @@ async def stream_loop(
                 await finished()
 
 
-async def _rounds(
-    loop: ToolLoop, session: LoopSession, writer: ChunkWriter, include_usage: bool
+_END = object()
+
+
+async def _choices(
+    loop: ToolLoop, sessions: list[LoopSession], writers: list[ChunkWriter]
 ) -> AsyncIterator[bytes]:
+    """Every choice's loop at once, their events interleaved as they come; the first
+    failure ends them all."""
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
+
+    async def pump(session: LoopSession, writer: ChunkWriter) -> None:
+        try:
+            async for event in _rounds(loop, session, writer):
+                await queue.put(event)
+            await queue.put(_END)
+        except Exception as exc:  # handed to the reader, which raises it
+            await queue.put(exc)
+
+    tasks = [asyncio.create_task(pump(s, w)) for s, w in zip(sessions, writers, strict=True)]
+    try:
+        running = len(tasks)
+        while running:
+            item = await queue.get()
+            if item is _END:
+                running -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _rounds(
+    loop: ToolLoop, session: LoopSession, writer: ChunkWriter
+) -> AsyncIterator[bytes]:
+    """One choice's loop, to its ``finish_reason``."""
     while True:
         body = session.next_round(stream=True)
         assembler = RoundAssembler()
@@ -85,9 +132,6 @@ async def _rounds(
         else:
             dropped = bool(calls) or assembler.finish_reason == "tool_calls"
             yield writer.finish("stop" if dropped else assembler.finish_reason or "stop")
-        if include_usage and session.state.usage:
-            yield writer.usage(session.state.usage)
-        yield DONE
         return
 
 

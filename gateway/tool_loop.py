@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tool_registry import CallContext, ToolExecutor, ToolRegistry
@@ -46,6 +46,7 @@ class LoopJob:
     context: CallContext
     conversation: str = ""  # what a handed-back turn is bound to (``TurnStore``)
     legacy_call_id: str | None = None  # the legacy ``functions`` shape: its call's id
+    choice: int = 0  # which of the request's ``n`` choices this loop answers
 
 
 def round_body(
@@ -123,12 +124,17 @@ class LoopSession:
         turns: TurnStore | None = None,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
+        state: LoopState | None = None,
     ) -> None:
         self.job = job
         self._turns = turns
         self._round_started = time.perf_counter()
+        self._round: dict[str, Any] = {}  # this session's last round, in the trace
+        self._rounds_made = 0
         self.error: GatewayError | None = None
-        self.state = LoopState()
+        # The choices of one request (``n``) share one state: the caps, the usage and
+        # the trace are the request's.
+        self.state = state if state is not None else LoopState()
         available = toolset.names
         if job.client_tool_names:
             available = [*available, *sorted(job.client_tool_names)]
@@ -164,7 +170,7 @@ class LoopSession:
     def next_round(self, stream: bool) -> dict[str, Any]:
         self._round_started = time.perf_counter()
         self._final = last_round_due(self.state, self.job.limits)
-        first = self.state.iterations == 0
+        first = self._rounds_made == 0
         return round_body(self.job, self._messages, self._tools, first, self._final, stream)
 
     def timeout_error(self) -> RequestTimeout:
@@ -174,22 +180,24 @@ class LoopSession:
         )
 
     def count_round(self, usage: Any) -> None:
+        self._rounds_made += 1
         self.state.iterations += 1
         add_usage(self.state.usage, usage)
         duration_ms = round((time.perf_counter() - self._round_started) * 1000, 3)
-        self.state.rounds.append(
-            {
-                "iteration": self.state.iterations,
-                "upstream": self.job.upstream.name,
-                "duration_ms": duration_ms,
-                "usage": usage if isinstance(usage, dict) else None,
-                "forced_final": self._final,
-            }
-        )
+        self._round = {
+            "iteration": self.state.iterations,
+            "upstream": self.job.upstream.name,
+            "duration_ms": duration_ms,
+            "usage": usage if isinstance(usage, dict) else None,
+            "forced_final": self._final,
+        }
+        if self.job.choice:
+            self._round["choice"] = self.job.choice
+        self.state.rounds.append(self._round)
 
     def decide(self, calls: list[dict[str, Any]]) -> Step:
-        if self.state.rounds:
-            self.state.rounds[-1]["tool_calls"] = [call_name(call) for call in calls]
+        if self._round:
+            self._round["tool_calls"] = [call_name(call) for call in calls]
         return decide(
             self.state,
             self.job.limits,
@@ -247,6 +255,16 @@ class LoopSession:
             exc.headers["x-should-retry"] = "false"
 
 
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a failing choice raised (the others were cancelled for it)."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_error(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return group.exceptions[0]
+
+
 class ToolLoop:
     """Runs requests that have server tools in play."""
 
@@ -269,7 +287,7 @@ class ToolLoop:
         self._registry = registry
         self._toolsets: dict[tuple[str, ...], ToolSet] = {}
 
-    def session(self, job: LoopJob) -> LoopSession:
+    def session(self, job: LoopJob, state: LoopState | None = None) -> LoopSession:
         toolset = self._toolsets.get(job.server_tools)
         if toolset is None:
             if len(self._toolsets) >= _TOOLSETS_KEPT:
@@ -278,8 +296,40 @@ class ToolLoop:
                 job.server_tools, self._registry
             )
         return LoopSession(
-            job, self._registry, self._executor, toolset, self._turns, self._cache, self._metrics
+            job,
+            self._registry,
+            self._executor,
+            toolset,
+            self._turns,
+            self._cache,
+            self._metrics,
+            state,
         )
+
+    def sessions(self, job: LoopJob, n: int) -> list[LoopSession]:
+        """One session per choice of the request, sharing its state and caps."""
+        first = self.session(job)
+        rest = [self.session(replace(job, choice=i), first.state) for i in range(1, n)]
+        return [first, *rest]
+
+    async def run_all(self, sessions: list[LoopSession]) -> dict[str, Any]:
+        """The completion of every choice, run concurrently: one completion whose
+        choices are each loop's answer in order, usage summed over every round."""
+        if len(sessions) == 1:
+            return await self.run(sessions[0])
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self.run(session)) for session in sessions]
+        except BaseExceptionGroup as failed:
+            raise _first_error(failed) from None
+        completions = [task.result() for task in tasks]
+        merged = completions[0]
+        merged["choices"] = [
+            {**completion["choices"][0], "index": index}
+            for index, completion in enumerate(completions)
+        ]
+        merged["usage"] = sessions[0].state.usage
+        return merged
 
     async def run(self, session: LoopSession) -> dict[str, Any]:
         """The final completion; what the loop did is in ``session.state``."""
