@@ -1,30 +1,23 @@
-"""The tool loop, streamed (DESIGN.md §7): content deltas reach the client as they
-arrive, server tool-call deltas never do, and keep-alive comments cover tool runs."""
+"""The streaming driver of the loop engine (DESIGN.md §7, §10): content deltas reach
+the client as they arrive, server tool-call deltas never do, keep-alive comments cover
+tool runs, and the choices of a request with ``n`` are interleaved."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
-import httpx
-
-from tool_registry.jsonio import dumps, loads_object
 
 from .chunks import ChunkWriter
-from .errors import GatewayError, UpstreamError, UpstreamTimeout
-from .event_stream import close_quietly
-from .messages import tool_calls_of
-from .sse import DONE, KEEPALIVE, SSEParser
-from .stream_round import Piece, RoundAssembler
+from .engine import Delta, HandBack, Working, rounds
+from .errors import GatewayError
+from .sse import DONE, KEEPALIVE
 from .tool_loop import LoopSession, ToolLoop
-from .upstream import map_status_error, read_all
 
 logger = logging.getLogger("gateway.stream")
-
-T = TypeVar("T")
 
 
 async def stream_loop(
@@ -107,75 +100,18 @@ async def _choices(
 async def _rounds(
     loop: ToolLoop, session: LoopSession, writer: ChunkWriter
 ) -> AsyncIterator[bytes]:
-    """One choice's loop, to its ``finish_reason``."""
-    while True:
-        body = session.next_round(stream=True)
-        assembler = RoundAssembler()
-        async for piece in _stream_round(loop, session, body, assembler):
-            yield writer.delta(piece.delta, logprobs=piece.logprobs)
-        session.count_round(assembler.usage)
-        message = assembler.message()
-        calls = tool_calls_of(message)
-        step = session.decide(calls)
-        if step.kind == "run_tools":
-            tools = session.run_tools(message, step.runnable)
-            async for beat in _keeping_alive(tools, loop.keepalive_s):
+    """The streaming driver of one choice: every event of the engine, encoded."""
+    async for event in rounds(loop, session, stream=True):
+        if isinstance(event, Delta):
+            yield writer.delta(event.piece.delta, logprobs=event.piece.logprobs)
+        elif isinstance(event, Working):
+            async for beat in _keeping_alive(event.start(), loop.keepalive_s):
                 yield beat
-            continue
-        if step.kind == "hand_back":
-            handed = session.handed(message, step)
-            hidden = session.hand_back(message, step, handed)
-            async for beat in _keeping_alive(hidden, loop.keepalive_s):
-                yield beat
-            yield writer.tool_calls(handed)
+        elif isinstance(event, HandBack):
+            yield writer.tool_calls(event.calls)
             yield writer.finish("tool_calls")
         else:
-            dropped = bool(calls) or assembler.finish_reason == "tool_calls"
-            yield writer.finish("stop" if dropped else assembler.finish_reason or "stop")
-        return
-
-
-async def _stream_round(
-    loop: ToolLoop, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
-) -> AsyncIterator[Piece]:
-    """One upstream round: the pieces to forward, while ``assembler`` collects the rest."""
-    upstream = session.job.upstream
-    send = loop.upstream.send(
-        upstream, "/chat/completions", dumps(body), accept="text/event-stream"
-    )
-    response = await session.within_deadline(send)
-    if response.status_code >= 300:
-        raise map_status_error(upstream.name, response, await read_all(upstream, response))
-    try:
-        parser = SSEParser()
-        chunks = response.aiter_raw().__aiter__()
-        while True:
-            raw = await session.within_deadline(anext(chunks, None))
-            for data in parser.feed(raw) if raw is not None else parser.close():
-                if data == "[DONE]":
-                    raw = None
-                    break
-                for piece in assembler.add(_parse(data)):
-                    yield piece
-            if raw is None:
-                break
-    except httpx.TimeoutException as exc:
-        raise UpstreamTimeout(f"The upstream model server {upstream.name!r} stalled.") from exc
-    except httpx.TransportError as exc:
-        raise UpstreamError(
-            f"The upstream model server {upstream.name!r} broke off its answer."
-        ) from exc
-    finally:
-        await close_quietly(response)
-    if assembler.finish_reason is None:
-        raise UpstreamError(f"The upstream model server {upstream.name!r} ended the stream early.")
-
-
-def _parse(data: str) -> dict[str, Any]:
-    chunk = loads_object(data)
-    if chunk is None:
-        raise UpstreamError("The upstream model server sent an invalid stream event.")
-    return chunk
+            yield writer.finish(event.finish_reason)
 
 
 async def _keeping_alive(

@@ -1,7 +1,8 @@
 """The server-side tool loop: ask, run tools, ask again (DESIGN.md §5).
 
-``LoopSession`` holds one request's state and the steps both modes share;
-``ToolLoop.run`` drives it without streaming, ``stream_loop`` with.
+``LoopSession`` holds one request's state and the steps of a round; the engine
+(``engine.rounds``) is the one round skeleton; ``ToolLoop.run`` drives it without
+streaming, ``stream_loop`` with.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from tool_registry import CallContext, ToolExecutor, ToolRegistry
 
 from .caps import LoopState, Step, add_usage, cap_error, decide, last_round_due
 from .config import UpstreamConfig
+from .engine import Final, HandBack, Working, rounds
 from .errors import GatewayError, RequestTimeout
-from .messages import assistant_turn, finalize, first_message, keep_calls, tool_calls_of
+from .messages import assistant_turn, finalize, keep_calls, tool_calls_of
 from .metrics import Metrics
 from .partition import call_name
 from .policy import LoopLimits
@@ -340,23 +342,18 @@ class ToolLoop:
             raise
 
     async def _loop(self, session: LoopSession) -> dict[str, Any]:
-        job = session.job
-        while True:
-            body = session.next_round(stream=False)
-            response = await self._ask(session, body)
-            session.count_round(response.get("usage"))
-            message = first_message(response)
-            calls = tool_calls_of(message)
-            step = session.decide(calls)
-            if step.kind == "run_tools":
-                await session.run_tools(message, step.runnable)
-                continue
-            handed = session.handed(message, step) if step.kind == "hand_back" else []
-            if step.kind == "hand_back":
-                await session.hand_back(message, step, handed)
-            if calls:
-                keep_calls(response, handed)
-            return finalize(response, job.client_model, session.state.usage)
-
-    async def _ask(self, session: LoopSession, body: dict[str, Any]) -> dict[str, Any]:
-        return await session.within_deadline(self.upstream.chat(session.job.upstream, body))
+        """The non-streaming driver: runs the work, keeps the last event."""
+        last: HandBack | Final | None = None
+        async for event in rounds(self, session, stream=False):
+            if isinstance(event, Working):
+                await event.start()
+            elif isinstance(event, HandBack | Final):
+                last = event
+        assert last is not None  # the engine ends every loop with one of them
+        response = last.response
+        assert response is not None  # a round not streamed has its completion
+        if isinstance(last, HandBack):
+            keep_calls(response, last.calls)
+        elif last.dropped:
+            keep_calls(response, [])
+        return finalize(response, session.job.client_model, session.state.usage)
