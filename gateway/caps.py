@@ -22,8 +22,9 @@ _CAP_MESSAGES: dict[CapKind, str] = {
 class LoopState:
     """What one request has used so far."""
 
-    iterations: int = 0  # upstream calls made
+    iterations: int = 0  # upstream calls made (or under way)
     tool_calls: int = 0  # tool executions made
+    reserved: int = 0  # executions allowed by a decision and not yet started
     side_effects: bool = False  # a tool other than GET/HEAD has been called
     usage: dict[str, Any] = field(default_factory=dict)
     forced_final: bool = False  # the next round is the last, with tool_choice "none"
@@ -57,7 +58,7 @@ def check_caps(
         return CapDecision("time", 0)
     if state.iterations >= limits.max_iterations:
         return CapDecision("iterations", 0)
-    budget = limits.max_tool_calls - state.tool_calls
+    budget = limits.max_tool_calls - state.tool_calls - state.reserved
     if pending > budget:
         return CapDecision("tool_calls", max(budget, 0))
     return None

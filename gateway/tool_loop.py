@@ -133,6 +133,7 @@ class LoopSession:
         self._round_started = time.perf_counter()
         self._round: dict[str, Any] = {}  # this session's last round, in the trace
         self._rounds_made = 0
+        self._iteration = 0
         self.error: GatewayError | None = None
         # The choices of one request (``n``) share one state: the caps, the usage and
         # the trace are the request's.
@@ -170,8 +171,12 @@ class LoopSession:
             raise self.timeout_error() from exc
 
     def next_round(self, stream: bool) -> dict[str, Any]:
+        """The body of the next round, counted from now: the choices of a request run
+        at once, and none may start a round the request's caps do not allow."""
         self._round_started = time.perf_counter()
         self._final = last_round_due(self.state, self.job.limits)
+        self.state.iterations += 1
+        self._iteration = self.state.iterations
         first = self._rounds_made == 0
         return round_body(self.job, self._messages, self._tools, first, self._final, stream)
 
@@ -183,11 +188,10 @@ class LoopSession:
 
     def count_round(self, usage: Any) -> None:
         self._rounds_made += 1
-        self.state.iterations += 1
         add_usage(self.state.usage, usage)
         duration_ms = round((time.perf_counter() - self._round_started) * 1000, 3)
         self._round = {
-            "iteration": self.state.iterations,
+            "iteration": self._iteration,
             "upstream": self.job.upstream.name,
             "duration_ms": duration_ms,
             "usage": usage if isinstance(usage, dict) else None,
@@ -200,7 +204,7 @@ class LoopSession:
     def decide(self, calls: list[dict[str, Any]]) -> Step:
         if self._round:
             self._round["tool_calls"] = [call_name(call) for call in calls]
-        return decide(
+        step = decide(
             self.state,
             self.job.limits,
             calls,
@@ -209,6 +213,10 @@ class LoopSession:
             self._final,
             self._deadline - self._clock.time(),
         )
+        # Held until the runner starts them: another choice deciding meanwhile sees
+        # the budget this one has taken.
+        self.state.reserved += step.runnable
+        return step
 
     async def run_tools(self, message: dict[str, Any], runnable: int) -> None:
         """Run the message's calls and add the turn and its results to the history."""

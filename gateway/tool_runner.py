@@ -104,6 +104,7 @@ class ToolRunner:
         already run in this request gets that result again with a note.
         """
         slots, to_run, first_ids = self._plan(calls, runnable)
+        self._state.reserved = max(self._state.reserved - runnable, 0)  # counted from here
         timed_out = await self._execute(to_run, first_ids, deadline)
         messages = []
         for call, slot in zip(calls, slots, strict=True):

@@ -74,11 +74,19 @@ def test_two_streamed_choices(stack: StackFactory) -> None:
     assert usage[0]["total_tokens"] == 4 * 15
 
 
-def test_the_choices_share_the_requests_tool_budget(stack: StackFactory) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_choices_share_the_requests_caps(stack: StackFactory, stream: bool) -> None:
+    """Two choices at once, one tool execution allowed: one runs, whichever decides
+    first; and their rounds count against one max_iterations."""
     s = stack(length_then_answer)
     client = s.client(default_headers={"x-toolgate-max-tool-calls": "1"})
-    completion = client.chat.completions.create(model=MODEL, messages=USER, n=2)
-    assert len(completion.choices) == 2
+    if stream:
+        chunks = list(client.chat.completions.create(model=MODEL, messages=USER, n=2, stream=True))
+        finished = {c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason}
+        assert finished == {0, 1}
+    else:
+        completion = client.chat.completions.create(model=MODEL, messages=USER, n=2)
+        assert len(completion.choices) == 2
     assert s.tools.paths() == ["/len"]  # one execution in all, as the cap says
 
 
