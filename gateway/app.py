@@ -102,7 +102,6 @@ class Gateway:
             self.executor,
             self.registry,
             keepalive_s=config.server.stream_keepalive_s,
-            turns=self.turns,
             cache=self.cache,
             metrics=metrics,
         )

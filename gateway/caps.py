@@ -1,13 +1,21 @@
-"""The loop's bookkeeping and its caps (pure decisions, no I/O)."""
+"""The loop's bookkeeping and its caps.
+
+``decide`` and ``check_caps`` are pure. ``LoopState`` is what one request has used so
+far, and it changes only through its own methods, each named for the moment of the
+loop it records: a round begins, a round's answer is counted, a decision is taken,
+tools start, time runs out.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import ToolLimitExceeded
 from .partition import partition_calls
 from .policy import LoopLimits
+from .values import ToolCall, Usage
 
 CapKind = Literal["iterations", "tool_calls", "time"]
 
@@ -18,26 +26,83 @@ _CAP_MESSAGES: dict[CapKind, str] = {
 }
 
 
-@dataclass(slots=True)
-class LoopState:
-    """What one request has used so far."""
-
-    iterations: int = 0  # upstream calls made (or under way)
-    tool_calls: int = 0  # tool executions made
-    reserved: int = 0  # executions allowed by a decision and not yet started
-    side_effects: bool = False  # a tool other than GET/HEAD has been called
-    usage: dict[str, Any] = field(default_factory=dict)
-    forced_final: bool = False  # the next round is the last, with tool_choice "none"
-    caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
-    rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
-
-
 @dataclass(frozen=True, slots=True)
 class CapDecision:
     """At a cap: which one, and how many of the pending calls may still run."""
 
     kind: CapKind
     runnable: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What to do with an assistant turn.
+
+    ``answer``: it is the final answer (any tool calls it still has are dropped);
+    ``hand_back``: return it to the client with only ``calls``, the client's — after
+    answering the ``hidden`` ones (server calls, unknown tools) if there are any;
+    ``run_tools``: run its calls, at most ``runnable`` of them, and ask again.
+    ``cap``: the cap this step reached, if any.
+    """
+
+    kind: Literal["answer", "hand_back", "run_tools"]
+    calls: tuple[ToolCall, ...] = ()
+    runnable: int = 0
+    hidden: tuple[ToolCall, ...] = ()
+    cap: CapKind | None = None
+
+
+@dataclass(slots=True)
+class LoopState:
+    """What one request has used so far (shared by the loops of its choices)."""
+
+    iterations: int = 0  # upstream calls made (or under way)
+    tool_calls: int = 0  # tool executions made
+    reserved: int = 0  # executions allowed by a decision and not yet started
+    side_effects: bool = False  # a tool other than GET/HEAD has been called
+    usage: Usage = field(default_factory=Usage)
+    forced_final: bool = False  # the next round is the last, with tool_choice "none"
+    caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
+
+    def begin_round(self, limits: LoopLimits) -> tuple[int, bool]:
+        """A round starts: its number, and whether it is the last (no tools then).
+        Counted at the start: the choices of a request run at once, and none may
+        start a round the request's caps do not allow."""
+        final = last_round_due(self, limits)
+        self.iterations += 1
+        return self.iterations, final
+
+    def count_round(self, record: dict[str, Any], usage: Any) -> None:
+        """A round's answer arrived: its usage, and its line in the trace."""
+        self.usage.add(usage)
+        self.rounds.append(record)
+
+    def take(self, step: Step, limits: LoopLimits) -> None:
+        """A decision is taken: a cap it reached is recorded (and is a 422 with
+        ``on_limit: error``); the executions it allows are held until they start, so
+        another choice deciding meanwhile sees the budget this one has taken."""
+        if step.cap is not None:
+            self.caps.append(step.cap)
+            if limits.on_limit == "error":
+                raise cap_error(step.cap, limits)
+            if step.kind == "run_tools":  # a hand-back ends this request anyway
+                self.forced_final = True
+        self.reserved += step.runnable
+
+    def start_tools(self, executions: int, held: int, side_effects: bool) -> None:
+        """Tools start: ``executions`` of them, out of ``held`` reserved."""
+        self.reserved = max(self.reserved - held, 0)
+        self.tool_calls += executions
+        self.side_effects = self.side_effects or side_effects
+
+    def time_ran_out(self, limits: LoopLimits) -> None:
+        """The tools did not finish in time: a 422 with ``on_limit: error``, else the
+        next round is the last."""
+        self.caps.append("time")
+        if limits.on_limit == "error":
+            raise cap_error("time", limits)
+        self.forced_final = True
 
 
 def last_round_due(state: LoopState, limits: LoopLimits) -> bool:
@@ -73,68 +138,32 @@ def cap_error(kind: CapKind, limits: LoopLimits) -> ToolLimitExceeded:
     return ToolLimitExceeded(_CAP_MESSAGES[kind].format(n=f"{n:g}"))
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What to do with an assistant message.
-
-    ``answer``: it is the final answer (any tool calls it still has are dropped);
-    ``hand_back``: return it to the client with only ``calls``, the client's — after
-    answering the ``hidden`` ones (server calls, unknown tools) if there are any;
-    ``run_tools``: run its calls, at most ``runnable`` of them, and ask again.
-    """
-
-    kind: Literal["answer", "hand_back", "run_tools"]
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    runnable: int = 0
-    hidden: list[dict[str, Any]] = field(default_factory=list)
-
-
 def decide(
     state: LoopState,
     limits: LoopLimits,
-    calls: list[dict[str, Any]],
+    calls: Sequence[ToolCall],
     server: frozenset[str],
     client: frozenset[str],
     final: bool,
     time_left_s: float,
 ) -> Step:
-    """The next step after a round (pure). At a cap with ``on_limit: error`` it raises
-    ``ToolLimitExceeded``; with ``final_answer`` it marks the next round the last."""
+    """The next step after a round (pure); ``LoopState.take`` records it."""
     if not calls or final:
         return Step("answer")
     part = partition_calls(calls, server, client)
-    hidden: list[dict[str, Any]] = []
+    hidden: tuple[ToolCall, ...] = ()
     if part.client:
         mine = {id(call) for call in part.client}
-        hidden = [call for call in calls if id(call) not in mine]
+        hidden = tuple(call for call in calls if id(call) not in mine)
         if not hidden:
             return Step("hand_back", part.client)
     runnable = len(part.server)
     cap = check_caps(state, limits, runnable, time_left_s)
     if cap is not None and cap.kind == "iterations" and part.client:
         cap = None  # handing back needs no further round
+    kind = cap.kind if cap is not None else None
     if cap is not None:
-        state.caps.append(cap.kind)
-        if limits.on_limit == "error":
-            raise cap_error(cap.kind, limits)
         runnable = cap.runnable
-        state.forced_final = not part.client  # a hand-back ends this request anyway
     if part.client:
-        return Step("hand_back", part.client, runnable, hidden)
-    return Step("run_tools", runnable=runnable)
-
-
-def add_usage(total: dict[str, Any], usage: Any) -> dict[str, Any]:
-    """Add one round's usage into ``total``: numbers summed, nested details too."""
-    if not isinstance(usage, dict):
-        return total
-    for key, value in usage.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int | float):
-            before = total.get(key, 0)
-            total[key] = (before if isinstance(before, int | float) else 0) + value
-        elif isinstance(value, dict):
-            inner = total.get(key)
-            total[key] = add_usage(inner if isinstance(inner, dict) else {}, value)
-    return total
+        return Step("hand_back", part.client, runnable, hidden, kind)
+    return Step("run_tools", runnable=runnable, cap=kind)

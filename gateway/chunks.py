@@ -4,11 +4,14 @@ the client's model name, exactly one role delta and one ``finish_reason``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from .dialect import call_dict
 from .errors import GatewayError
 from .legacy import LEGACY_FINISH, legacy_call
 from .sse import encode
+from .values import ToolCall
 
 
 class ChunkWriter:
@@ -61,19 +64,11 @@ class ChunkWriter:
         }
         return self._chunk([choice])
 
-    def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:
+    def tool_calls(self, calls: Sequence[ToolCall]) -> bytes:
         """Client tool calls, each whole in one delta."""
         if self._legacy:
-            return self.delta({"function_call": legacy_call(calls[0])})
-        pieces = [
-            {
-                "index": index,
-                "id": call.get("id"),
-                "type": call.get("type", "function"),
-                "function": call.get("function", {}),
-            }
-            for index, call in enumerate(calls)
-        ]
+            return self.delta({"function_call": legacy_call(call_dict(calls[0]))})
+        pieces = [{"index": index, **call_dict(call)} for index, call in enumerate(calls)]
         return self.delta({"tool_calls": pieces})
 
     def finish(self, reason: str) -> bytes:

@@ -1,39 +1,44 @@
 """The loop engine (DESIGN.md §10): one round skeleton for every mode, yielding events.
 
-``rounds`` asks the upstream, counts the round, lets ``LoopSession.decide`` say what
-comes next and yields what a driver needs to know, in order:
+``rounds`` asks the model server, counts the round, lets ``LoopSession.decide`` say
+what comes next and yields what a driver needs to know, in order:
 
 - ``Delta``: text the client may see at once (streamed rounds only);
 - ``Working``: work to do before the loop goes on (tools running, or a turn being
-  saved before a hand-back) — the driver runs it, with keep-alives if it streams;
-- ``HandBack``: the client's own calls, which end the request;
-- ``Final``: the answer, which ends the request.
+  kept before a hand-back) — the driver runs it, with keep-alives if it streams;
+- ``HandBack``: the client's own calls, which end the loop;
+- ``Final``: the answer, which ends the loop.
 
-``ToolLoop.run`` is the non-streaming driver (it keeps the last event), ``stream_loop``
-the streaming one (it encodes every event). A round is asked for as a stream or as
-one answer; everything else is the same code.
+The engine sees the engine's values (``values``) only: the upstream dialect
+(``dialect``) turns the model server's answers into them. ``ToolLoop.run`` is the
+non-streaming driver (it keeps the last event), ``stream_loop`` the streaming one (it
+encodes every event); a surface renders what they give in its own wire format.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
-from tool_registry.jsonio import dumps, loads_object
-
-from .errors import UpstreamError, UpstreamTimeout
-from .event_stream import close_quietly
-from .messages import first_message, tool_calls_of
-from .sse import SSEParser
-from .stream_round import Piece, RoundAssembler
-from .upstream import map_status_error, read_all
+from .config import UpstreamConfig
+from .dialect import Piece, RoundAssembler, parse_completion
+from .errors import UpstreamError
+from .values import Round, ToolCall
 
 if TYPE_CHECKING:
-    from .tool_loop import LoopSession, ToolLoop
+    from .tool_loop import LoopSession
+
+
+class ModelServer(Protocol):
+    """What the engine asks a round of: ``UpstreamClient``, or a fake in unit tests."""
+
+    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def chat_stream(
+        self, upstream: UpstreamConfig, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +53,13 @@ class Working:
 
 @dataclass(frozen=True, slots=True)
 class HandBack:
-    calls: list[dict[str, Any]]
-    response: dict[str, Any] | None  # the round's completion, when not streamed
+    calls: tuple[ToolCall, ...]  # the client's calls, as the client is to see them
+    answer: Round
 
 
 @dataclass(frozen=True, slots=True)
 class Final:
-    response: dict[str, Any] | None  # the round's completion, when not streamed
+    answer: Round
     finish_reason: str
     dropped: bool  # the model still asked for tools that will not run
 
@@ -62,74 +67,46 @@ class Final:
 Event = Delta | Working | HandBack | Final
 
 
-async def rounds(loop: ToolLoop, session: LoopSession, stream: bool) -> AsyncIterator[Event]:
+async def rounds(model: ModelServer, session: LoopSession, stream: bool) -> AsyncIterator[Event]:
     """One choice's loop, to its end (``HandBack`` or ``Final``)."""
     while True:
         body = session.next_round(stream)
-        response: dict[str, Any] | None = None
         if stream:
             assembler = RoundAssembler()
-            async for piece in _stream_round(loop, session, body, assembler):
+            async for piece in _stream_round(model, session, body, assembler):
                 yield Delta(piece)
-            usage, message, finish = assembler.usage, assembler.message(), assembler.finish_reason
+            answer = assembler.round()
         else:
-            ask = loop.upstream.chat(session.job.upstream, body)
-            response = await session.within_deadline(ask)
-            usage, message, finish = response.get("usage"), first_message(response), None
-        session.count_round(usage)
-        calls = tool_calls_of(message)
-        step = session.decide(calls)
+            answer = parse_completion(
+                await session.within_deadline(model.chat(session.job.upstream, body))
+            )
+        step = session.decide(answer)
+        turn = answer.turn
         if step.kind == "run_tools":
-            yield Working(partial(session.run_tools, message, step.runnable))
+            yield Working(partial(session.run_tools, turn, step.runnable))
             continue
         if step.kind == "hand_back":
-            handed = session.handed(message, step)
-            yield Working(partial(session.hand_back, message, step, handed))
-            yield HandBack(handed, response)
+            turn, handed = session.handed(turn, step)
+            yield Working(partial(session.hand_back, turn, step, handed))
+            yield HandBack(handed, answer)
             return
-        dropped = bool(calls) or finish == "tool_calls"
-        yield Final(response, "stop" if dropped else finish or "stop", bool(calls))
+        dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
+        yield Final(answer, "stop" if dropped else answer.finish_reason or "stop", bool(turn.calls))
         return
 
 
 async def _stream_round(
-    loop: ToolLoop, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
+    model: ModelServer, session: LoopSession, body: dict[str, Any], assembler: RoundAssembler
 ) -> AsyncIterator[Piece]:
-    """One streamed round: the pieces to forward, while ``assembler`` collects the rest."""
-    upstream = session.job.upstream
-    send = loop.upstream.send(
-        upstream, "/chat/completions", dumps(body), accept="text/event-stream"
-    )
-    response = await session.within_deadline(send)
-    if response.status_code >= 300:
-        raise map_status_error(upstream.name, response, await read_all(upstream, response))
+    """One streamed round: the pieces to forward, while ``assembler`` collects the rest.
+    Every wait, the request's included, is within the request's deadline."""
+    chunks = model.chat_stream(session.job.upstream, body)
     try:
-        parser = SSEParser()
-        chunks = response.aiter_raw().__aiter__()
-        while True:
-            raw = await session.within_deadline(anext(chunks, None))
-            for data in parser.feed(raw) if raw is not None else parser.close():
-                if data == "[DONE]":
-                    raw = None
-                    break
-                for piece in assembler.add(_parse(data)):
-                    yield piece
-            if raw is None:
-                break
-    except httpx.TimeoutException as exc:
-        raise UpstreamTimeout(f"The upstream model server {upstream.name!r} stalled.") from exc
-    except httpx.TransportError as exc:
-        raise UpstreamError(
-            f"The upstream model server {upstream.name!r} broke off its answer."
-        ) from exc
+        while (chunk := await session.within_deadline(anext(chunks, None))) is not None:
+            for piece in assembler.add(chunk):
+                yield piece
     finally:
-        await close_quietly(response)
+        await chunks.aclose()
     if assembler.finish_reason is None:
-        raise UpstreamError(f"The upstream model server {upstream.name!r} ended the stream early.")
-
-
-def _parse(data: str) -> dict[str, Any]:
-    chunk = loads_object(data)
-    if chunk is None:
-        raise UpstreamError("The upstream model server sent an invalid stream event.")
-    return chunk
+        name = session.job.upstream.name
+        raise UpstreamError(f"The upstream model server {name!r} ended the stream early.")

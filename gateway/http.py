@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -20,6 +20,9 @@ from tool_registry.jsonio import dumps
 from .errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from .event_stream import EventStreamResponse
 from .metrics import NONE
+
+if TYPE_CHECKING:
+    from .tool_loop import LoopSession
 
 logger = logging.getLogger("gateway")
 
@@ -122,7 +125,7 @@ class Exchange:
     wall_start: float = field(default_factory=time.time)
     tenant: str = NONE
     model: str = NONE
-    session: Any = None  # the LoopSession of a request with server tools in play
+    session: LoopSession | None = None  # a request with server tools in play: its first loop
     usage: Any = None  # the usage of a pass-through answer, when read
     first_byte: float | None = None
     error: str | None = None

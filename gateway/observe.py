@@ -11,6 +11,7 @@ from tool_registry import ToolRegistry
 from .http import Exchange
 from .logs import FIELDS
 from .metrics import Metrics, status_class
+from .tool_loop import LoopSession
 from .traces import TraceStore
 
 access = logging.getLogger("gateway.access")
@@ -43,7 +44,7 @@ class Observer:
                 exchange.first_byte - exchange.started
             )
         session = exchange.session
-        usage = session.state.usage if session is not None else exchange.usage
+        usage = session.state.usage.totals if session is not None else exchange.usage
         prompt, completion = _tokens(usage)
         if prompt:
             m.tokens.labels(tenant, model, "prompt").inc(prompt)
@@ -72,17 +73,18 @@ class Observer:
             line["error"] = exchange.error
         access.info("request", extra={FIELDS: line})
         if session is not None and self.traces is not None:
-            await self.traces.save(tenant, exchange.request_id, self._trace(exchange, line))
+            trace = self._trace(self.traces, session, exchange, line)
+            await self.traces.save(tenant, exchange.request_id, trace)
 
-    def _trace(self, exchange: Exchange, line: dict[str, Any]) -> dict[str, Any]:
-        session, traces = exchange.session, self.traces
-        assert traces is not None
+    def _trace(
+        self, traces: TraceStore, session: LoopSession, exchange: Exchange, line: dict[str, Any]
+    ) -> dict[str, Any]:
         return {
             **line,
             "started_at": exchange.wall_start,
             "rounds": session.state.rounds,
             "tool_calls": [traces.tool_call(self._registry, r) for r in session.runner.records],
-            "usage": session.state.usage,
+            "usage": session.state.usage.totals,
         }
 
 

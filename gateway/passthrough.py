@@ -12,35 +12,35 @@ from starlette.responses import Response
 
 from tool_registry.jsonio import dumps, loads_object
 
-from .errors import GatewayError, NotFound, UpstreamError
+from .config import UpstreamConfig
+from .errors import NotFound, UpstreamError
 from .event_stream import STREAM_HEADERS, EventStreamResponse, close_quietly
 from .models import Route
-from .sse import SSEParser, encode
-from .upstream import UpstreamClient, map_status_error, read_all
-
-_BROKE_OFF = "The upstream model server broke off its answer."
+from .sse import encode
+from .upstream import UpstreamClient, map_status_error, read_all, sse_data, upstream_errors
 
 Meter = Callable[[Any], Awaitable[None]]  # called with the usage of the answer
 
 
-def _broken(exc: Exception) -> bytes:
+def _broken(error: UpstreamError) -> bytes:
     """The error event that ends a forwarded stream the upstream broke off."""
-    error = exc if isinstance(exc, GatewayError) else UpstreamError(_BROKE_OFF)
     return b"\n\n" + encode(error.envelope())
 
 
-async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
+async def _stream(upstream: UpstreamConfig, response: httpx.Response) -> AsyncIterator[bytes]:
     """Upstream bytes as they come: no parsing, no buffering."""
     try:
-        async for chunk in response.aiter_raw():
-            yield chunk
-    except httpx.TransportError as exc:
+        with upstream_errors(upstream.name, "stream"):
+            async for chunk in response.aiter_raw():
+                yield chunk
+    except UpstreamError as exc:
         yield _broken(exc)
     finally:
         await close_quietly(response)
 
 
 async def _parsed_stream(
+    upstream: UpstreamConfig,
     response: httpx.Response,
     model: str | None,
     meter: Meter | None,
@@ -49,26 +49,25 @@ async def _parsed_stream(
 ) -> AsyncIterator[bytes]:
     """Upstream events, parsed: to put the client's model name back (``model``) and to
     read the usage (``meter``), hiding the usage chunk the client did not ask for."""
-    parser = SSEParser()
     usage: Any = None
+    events = sse_data(upstream, response)
     try:
-        async for chunk in response.aiter_raw():
-            for data in parser.feed(chunk):
-                event = loads_object(data)
-                if event is None:
-                    yield b"data: " + data.encode() + b"\n\n"
+        async for data in events:
+            event = loads_object(data)
+            if event is None:
+                yield b"data: " + data.encode() + b"\n\n"
+                continue
+            if isinstance(event.get("usage"), dict):
+                usage = event["usage"]
+                if hide_usage and not event.get("choices"):
                     continue
-                if isinstance(event.get("usage"), dict):
-                    usage = event["usage"]
-                    if hide_usage and not event.get("choices"):
-                        continue
-                if model is not None and "model" in event:
-                    event["model"] = model
-                yield encode(event)
-    except (httpx.TransportError, UpstreamError) as exc:
+            if model is not None and "model" in event:
+                event["model"] = model
+            yield encode(event)
+    except UpstreamError as exc:
         yield _broken(exc)
     finally:
-        await close_quietly(response)
+        await events.aclose()
         if on_usage is not None and usage is not None:
             on_usage(usage)
         if meter is not None and usage is not None:
@@ -119,9 +118,9 @@ async def forward_json(
     if stream:
         if renamed or meter is not None:
             model = client_model if renamed else None
-            events = _parsed_stream(response, model, meter, hide_usage, on_usage)
+            events = _parsed_stream(route.upstream, response, model, meter, hide_usage, on_usage)
         else:
-            events = _stream(response)
+            events = _stream(route.upstream, response)
         return EventStreamResponse(events, headers=STREAM_HEADERS)
     media_type = response.headers.get("content-type", "application/json")
     data = await read_all(route.upstream, response)

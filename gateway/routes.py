@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import hmac
-import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from tool_registry import CallContext
 from tool_registry.jsonio import loads
 
-from .chat_request import ChatRequest, parse_chat_request
-from .chunks import ChunkWriter
-from .errors import AuthError, BadRequest, NotFound
-from .event_stream import start_event_stream
+from .chat import ChatCompletions
+from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
-from .legacy import call_id, from_functions, to_function_call, uses_functions
 from .passthrough import Meter, forward_json
-from .policy import effective_limits, effective_tools
 from .store import StoreUnavailable
-from .stream_loop import stream_loop
 from .tenants import Tenant
-from .tool_loop import LoopJob, LoopSession
 
 if TYPE_CHECKING:
     from .app import Gateway
-
-SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 
 # OpenAI routes forwarded to the model's upstream as they are (JSON bodies naming a
 # model). Any other path is a 404 here: the upstream key never goes anywhere else.
@@ -65,112 +54,6 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             await gateway.limiter.charge(tenant, usage)
 
         return tenant, meter
-
-    async def chat_completions(request: Request, exchange: Exchange) -> Response:
-        tenant, meter = await admit(request, exchange)
-        raw = await read_body(request, exchange, max_body, body_timeout)
-        chat = parse_chat_request(raw, request.headers)
-        route = gateway.models.resolve(chat.model, tenant)
-        exchange.model = chat.model
-        legacy_id = None
-        if tenant.tools and uses_functions(chat.body):
-            # With server tools in play, old clients' functions become tools (and back);
-            # without, the request passes through as it came.
-            translated = from_functions(chat)
-            if effective_tools(tenant.tools, translated.narrowing, translated.client_tool_names)[0]:
-                legacy_id = call_id(len(chat.body["messages"]))
-                chat = translated
-        server_tools, shadowed = effective_tools(
-            tenant.tools, chat.narrowing, chat.client_tool_names
-        )
-        if shadowed:  # the client's own tools of these names win for this request
-            exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
-        # A turn handed back in this request is bound to what the client sent.
-        conversation = (
-            gateway.turns.conversation(
-                chat.body["messages"], gateway.turns.identity(tenant.id, request.headers)
-            )
-            if server_tools and chat.client_tool_names
-            else ""
-        )
-        changed = await restore_hidden_turns(tenant, chat, request) or chat.changed
-        if not server_tools:
-            return await forward_json(
-                gateway.upstream,
-                route,
-                "/chat/completions",
-                raw,
-                chat.body,
-                changed,
-                chat.model,
-                stream=chat.stream,
-                meter=meter,
-                on_usage=partial(setattr, exchange, "usage"),
-            )
-        limits = effective_limits(tenant.limits, chat.narrowing)
-        n = choices_of(chat.body, limits.max_iterations)
-        job = LoopJob(
-            upstream=route.upstream,
-            body={k: v for k, v in chat.body.items() if k != "n"},  # one loop per choice
-            client_model=chat.model,
-            upstream_model=route.model.target,
-            server_tools=server_tools,
-            client_tools=chat.client_tools,
-            client_tool_names=chat.client_tool_names,
-            limits=limits,
-            context=CallContext(tenant.id, request.headers),
-            conversation=conversation,
-            legacy_call_id=legacy_id,
-        )
-        sessions = gateway.loop.sessions(job, n)
-        exchange.session = sessions[0]  # their state is the request's
-        if chat.stream:
-            return await stream_chat(chat, sessions, exchange, meter)
-        session = sessions[0]
-        completion = await gateway.loop.run_all(sessions)
-        if legacy_id is not None:
-            completion = to_function_call(completion)
-        state = session.state
-        exchange.headers["x-toolgate-iterations"] = str(state.iterations)
-        exchange.headers["x-toolgate-tool-calls"] = str(state.tool_calls)
-        response = json_response(completion)
-        if meter is not None:
-            response.background = BackgroundTask(meter, state.usage)
-        return response
-
-    async def restore_hidden_turns(tenant: Tenant, chat: ChatRequest, request: Request) -> bool:
-        """A client returning with tool results may be answering a mixed turn: put the
-        server side of it back (from whichever replica saved it, for the same caller)."""
-        messages = chat.body["messages"]
-        if not any(m.get("role") == "tool" for m in messages):
-            return False
-        identity = gateway.turns.identity(tenant.id, request.headers)
-        restored = await gateway.turns.restore(tenant.id, messages, identity)
-        if restored is None:
-            return False
-        chat.body["messages"] = restored
-        return True
-
-    async def stream_chat(
-        chat: ChatRequest, sessions: list[LoopSession], exchange: Exchange, meter: Meter | None
-    ) -> Response:
-        options = chat.body.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        completion_id = f"chatcmpl-{exchange.request_id.removeprefix('req_')}"
-        legacy = sessions[0].job.legacy_call_id is not None
-        created = int(time.time())
-        writers = [
-            ChunkWriter(completion_id, chat.model, legacy=legacy, index=index, created=created)
-            for index in range(len(sessions))
-        ]
-        state = sessions[0].state
-
-        async def finished() -> None:
-            if meter is not None:
-                await meter(state.usage)
-
-        events = stream_loop(gateway.loop, sessions, writers, include_usage, finished)
-        return await start_event_stream(events, partial(first_byte, exchange))
 
     async def list_models(request: Request, exchange: Exchange) -> Response:
         tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
@@ -250,7 +133,11 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
 
     observed = gateway.observer
     return [
-        Route("/v1/chat/completions", endpoint(chat_completions, observed), methods=["POST"]),
+        Route(
+            "/v1/chat/completions",
+            endpoint(ChatCompletions(gateway, admit), observed),
+            methods=["POST"],
+        ),
         Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),
         Route("/v1/toolgate/traces/{request_id}", endpoint(trace), methods=["GET"]),
@@ -262,23 +149,3 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-
-
-def choices_of(body: dict[str, Any], max_iterations: int) -> int:
-    """How many choices a request with server tools asks for: each is a loop of its
-    own, and every loop makes at least one upstream call of the request's
-    ``max_iterations``."""
-    n = body.get("n", 1)
-    if n is None:
-        return 1
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_iterations:
-        raise BadRequest(
-            f"'n' must be an integer from 1 to {max_iterations} (max_iterations) "
-            "when server tools are in play.",
-            param="n",
-        )
-    return n
-
-
-def first_byte(exchange: Exchange) -> None:
-    exchange.first_byte = time.perf_counter()

@@ -43,7 +43,7 @@ async def stream_loop(
             started = True
             yield event
         if include_usage and session.state.usage:
-            yield writer.usage(session.state.usage)
+            yield writer.usage(session.state.usage.totals)
         yield DONE
     except GatewayError as exc:
         session.mark_failure(exc)
@@ -101,7 +101,7 @@ async def _rounds(
     loop: ToolLoop, session: LoopSession, writer: ChunkWriter
 ) -> AsyncIterator[bytes]:
     """The streaming driver of one choice: every event of the engine, encoded."""
-    async for event in rounds(loop, session, stream=True):
+    async for event in rounds(loop.upstream, session, stream=True):
         if isinstance(event, Delta):
             yield writer.delta(event.piece.delta, logprobs=event.piece.logprobs)
         elif isinstance(event, Working):

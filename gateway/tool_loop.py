@@ -1,103 +1,58 @@
 """The server-side tool loop: ask, run tools, ask again (DESIGN.md §5).
 
-``LoopSession`` holds one request's state and the steps of a round; the engine
+``LoopSession`` holds one loop's state and the steps of a round; the engine
 (``engine.rounds``) is the one round skeleton; ``ToolLoop.run`` drives it without
-streaming, ``stream_loop`` with.
+streaming, ``stream_loop`` with. A surface builds the ``LoopJob`` and renders what the
+drivers give.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tool_registry import CallContext, ToolExecutor, ToolRegistry
 
-from .caps import LoopState, Step, add_usage, cap_error, decide, last_round_due
+from . import dialect
+from .caps import LoopState, Step, decide
 from .config import UpstreamConfig
-from .engine import Final, HandBack, Working, rounds
+from .engine import Final, HandBack, ModelServer, Working, rounds
 from .errors import GatewayError, RequestTimeout
-from .messages import assistant_turn, finalize, keep_calls, tool_calls_of
 from .metrics import Metrics
-from .partition import call_name
 from .policy import LoopLimits
 from .result_cache import ResultCache
 from .tool_runner import ToolRunner
-from .turns import TurnStore
-from .upstream import UpstreamClient
+from .values import Hidden, Round, ToolCall, ToolOutput, Turn
 
 T = TypeVar("T")
 
 _TOOLSETS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
 
+# Keeps the hidden items of a loop that hands calls back (a surface's own state):
+# the items before the hand-back, its whole turn, the outputs of the server calls of
+# that turn, and the calls handed back.
+KeepTurn = Callable[[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]], Awaitable[None]]
+
 
 @dataclass(frozen=True, slots=True)
 class LoopJob:
-    """Everything one request's loop needs."""
+    """Everything one loop needs, from its surface."""
 
     upstream: UpstreamConfig
-    body: dict[str, Any]  # the client's body, ``toolgate`` removed
+    body: dict[str, Any]  # the request in the upstream dialect: parameters, visible history
     client_model: str
     upstream_model: str
     server_tools: tuple[str, ...]
-    client_tools: list[dict[str, Any]]
+    client_tools: list[dict[str, Any]]  # in the upstream dialect
     client_tool_names: frozenset[str]
     limits: LoopLimits
     context: CallContext
-    conversation: str = ""  # what a handed-back turn is bound to (``TurnStore``)
-    legacy_call_id: str | None = None  # the legacy ``functions`` shape: its call's id
+    keep: KeepTurn | None = None
+    single_call_id: str | None = None  # hand back one call only, under this id
     choice: int = 0  # which of the request's ``n`` choices this loop answers
-
-
-def round_body(
-    job: LoopJob,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    first: bool,
-    final: bool,
-    stream: bool,
-) -> dict[str, Any]:
-    """The request of one round: the client's parameters, the history so far, the tools.
-
-    ``tool_choice`` after the first round: see ``later_tool_choice``; the forced last
-    round uses ``"none"``. Streamed rounds always ask for usage, to sum it.
-    """
-    body = dict(job.body)
-    body["model"] = job.upstream_model
-    body["messages"] = messages
-    body["tools"] = tools
-    body["stream"] = stream
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    else:
-        body.pop("stream_options", None)
-    if final:
-        body["tool_choice"] = "none"
-    elif not first and "tool_choice" in body:
-        body["tool_choice"] = later_tool_choice(body["tool_choice"], job.client_tool_names)
-    return body
-
-
-def later_tool_choice(choice: Any, client_tools: frozenset[str]) -> Any:
-    """The client's ``tool_choice`` for the rounds after the first (DESIGN.md §6).
-
-    ``"required"``, or a named client tool, stays while the client has tools of its
-    own: the answer it sees must be the tool call it demanded, so hidden rounds go on
-    until the model makes it. Forcing a server tool, or ``"required"`` with server
-    tools only, was met by the first round: later rounds are ``"auto"``.
-    """
-    if choice in (None, "auto", "none"):
-        return choice
-    if choice == "required":
-        return choice if client_tools else "auto"
-    if isinstance(choice, dict):
-        kind = choice.get("type")
-        named = choice.get(kind) if isinstance(kind, str) else None
-        if isinstance(named, dict) and named.get("name") in client_tools:
-            return choice
-    return "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +70,7 @@ class ToolSet:
 
 
 class LoopSession:
-    """One request going round the loop."""
+    """One loop going round: its history, its runner, its deadline."""
 
     def __init__(
         self,
@@ -123,13 +78,11 @@ class LoopSession:
         registry: ToolRegistry,
         executor: ToolExecutor,
         toolset: ToolSet,
-        turns: TurnStore | None = None,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
         state: LoopState | None = None,
     ) -> None:
         self.job = job
-        self._turns = turns
         self._round_started = time.perf_counter()
         self._round: dict[str, Any] = {}  # this session's last round, in the trace
         self._rounds_made = 0
@@ -155,8 +108,8 @@ class LoopSession:
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.limits.request_timeout_s
         self._tools = [*toolset.definitions, *job.client_tools]
-        self._messages: list[dict[str, Any]] = list(job.body["messages"])
-        self._visible = len(self._messages)  # what the client sent; the rest is hidden
+        self.hidden: list[Hidden] = []  # the rounds the client does not see
+        self._messages: list[dict[str, Any]] = list(job.body["messages"])  # and in dialect
         self._final = False
 
     async def within_deadline(self, awaitable: Awaitable[T]) -> T:
@@ -171,14 +124,16 @@ class LoopSession:
             raise self.timeout_error() from exc
 
     def next_round(self, stream: bool) -> dict[str, Any]:
-        """The body of the next round, counted from now: the choices of a request run
-        at once, and none may start a round the request's caps do not allow."""
+        """The request of the next round, counted from now."""
         self._round_started = time.perf_counter()
-        self._final = last_round_due(self.state, self.job.limits)
-        self.state.iterations += 1
-        self._iteration = self.state.iterations
-        first = self._rounds_made == 0
-        return round_body(self.job, self._messages, self._tools, first, self._final, stream)
+        self._iteration, self._final = self.state.begin_round(self.job.limits)
+        job = self.job
+        choice = dialect.round_tool_choice(
+            job.body.get("tool_choice"), self._rounds_made == 0, self._final, job.client_tool_names
+        )
+        return dialect.round_body(
+            job.body, job.upstream_model, self._messages, self._tools, stream, choice
+        )
 
     def timeout_error(self) -> RequestTimeout:
         return RequestTimeout(
@@ -186,24 +141,22 @@ class LoopSession:
             f"({self.job.limits.request_timeout_s:g}s)."
         )
 
-    def count_round(self, usage: Any) -> None:
+    def decide(self, answer: Round) -> Step:
+        """Count the round's answer and decide what comes next."""
         self._rounds_made += 1
-        add_usage(self.state.usage, usage)
-        duration_ms = round((time.perf_counter() - self._round_started) * 1000, 3)
+        calls = answer.turn.calls
+        usage = answer.usage
         self._round = {
             "iteration": self._iteration,
             "upstream": self.job.upstream.name,
-            "duration_ms": duration_ms,
+            "duration_ms": round((time.perf_counter() - self._round_started) * 1000, 3),
             "usage": usage if isinstance(usage, dict) else None,
             "forced_final": self._final,
+            "tool_calls": [call.name for call in calls],
         }
         if self.job.choice:
             self._round["choice"] = self.job.choice
-        self.state.rounds.append(self._round)
-
-    def decide(self, calls: list[dict[str, Any]]) -> Step:
-        if self._round:
-            self._round["tool_calls"] = [call_name(call) for call in calls]
+        self.state.count_round(self._round, usage)
         step = decide(
             self.state,
             self.job.limits,
@@ -213,50 +166,42 @@ class LoopSession:
             self._final,
             self._deadline - self._clock.time(),
         )
-        # Held until the runner starts them: another choice deciding meanwhile sees
-        # the budget this one has taken.
-        self.state.reserved += step.runnable
+        self.state.take(step, self.job.limits)
         return step
 
-    async def run_tools(self, message: dict[str, Any], runnable: int) -> None:
-        """Run the message's calls and add the turn and its results to the history."""
-        results, timed_out = await self.runner.run(tool_calls_of(message), runnable, self._deadline)
+    def _extend(self, items: list[Hidden]) -> None:
+        self.hidden += items
+        self._messages += dialect.messages(items)
+
+    async def run_tools(self, turn: Turn, runnable: int) -> None:
+        """Run the turn's calls and add the turn and their outputs to the history."""
+        outputs, timed_out = await self.runner.run(turn.calls, runnable, self._deadline)
         if timed_out:
-            self.state.caps.append("time")
-            if self.job.limits.on_limit == "error":
-                raise cap_error("time", self.job.limits)
-            self.state.forced_final = True
-        self._messages.append(assistant_turn(message))
-        self._messages.extend(results)
+            self.state.time_ran_out(self.job.limits)
+        self._extend([turn, *outputs])
 
-    def handed(self, message: dict[str, Any], step: Step) -> list[dict[str, Any]]:
-        """The client calls to hand back. In the legacy ``functions`` shape a message
-        holds one call: the first is kept, under the id the client's return will be
-        given (``legacy.call_id``), and the others leave the message."""
-        if self.job.legacy_call_id is None:
-            return step.calls
-        kept, dropped = step.calls[0], {id(call) for call in step.calls[1:]}
-        kept["id"] = self.job.legacy_call_id
-        if dropped:
-            message["tool_calls"] = [c for c in tool_calls_of(message) if id(c) not in dropped]
-        return [kept]
+    def handed(self, turn: Turn, step: Step) -> tuple[Turn, tuple[ToolCall, ...]]:
+        """The turn as it is kept, and the client calls to hand back. With
+        ``single_call_id`` (the legacy ``functions`` shape holds one call) the first is
+        handed back under that id, and the others leave the turn."""
+        single = self.job.single_call_id
+        if single is None:
+            return turn, step.calls
+        first = step.calls[0]
+        kept = replace(first, id=single)
+        others = {id(call) for call in step.calls[1:]}
+        calls = tuple(kept if c is first else c for c in turn.calls if id(c) not in others)
+        return replace(turn, calls=calls), (kept,)
 
-    async def hand_back(
-        self, message: dict[str, Any], step: Step, handed: list[dict[str, Any]]
-    ) -> None:
-        """Before handing client calls back: run the server calls of the same message,
-        and save every hidden turn of the request — earlier rounds and this one — to be
-        put back when the client returns (``TurnStore``, DESIGN.md §6)."""
-        results: list[dict[str, Any]] = []
+    async def hand_back(self, turn: Turn, step: Step, handed: tuple[ToolCall, ...]) -> None:
+        """Before handing client calls back: run the server calls of the same turn, and
+        keep every hidden item of the loop — earlier rounds and this one — for when the
+        client returns (``LoopJob.keep``, DESIGN.md §6)."""
+        outputs: list[ToolOutput] = []
         if step.hidden:
-            results, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
-        before = self._messages[self._visible :]
-        if self._turns is None or not (step.hidden or before):
-            return
-        client_ids = [str(call.get("id")) for call in handed]
-        tenant = self.job.context.tenant_id
-        turn = assistant_turn(message)
-        await self._turns.save(tenant, self.job.conversation, before, turn, results, client_ids)
+            outputs, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
+        if self.job.keep is not None and (step.hidden or self.hidden):
+            await self.job.keep(self.hidden, turn, outputs, handed)
 
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""
@@ -275,21 +220,22 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group.exceptions[0]
 
 
+Outcome = HandBack | Final  # how a loop ended
+
+
 class ToolLoop:
-    """Runs requests that have server tools in play."""
+    """Runs loops for requests that have server tools in play."""
 
     def __init__(
         self,
-        upstream: UpstreamClient,
+        upstream: ModelServer,
         executor: ToolExecutor,
         registry: ToolRegistry,
         keepalive_s: float = 10.0,
-        turns: TurnStore | None = None,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.upstream = upstream
-        self._turns = turns
         self._cache = cache
         self._metrics = metrics
         self.keepalive_s = keepalive_s
@@ -306,14 +252,7 @@ class ToolLoop:
                 job.server_tools, self._registry
             )
         return LoopSession(
-            job,
-            self._registry,
-            self._executor,
-            toolset,
-            self._turns,
-            self._cache,
-            self._metrics,
-            state,
+            job, self._registry, self._executor, toolset, self._cache, self._metrics, state
         )
 
     def sessions(self, job: LoopJob, n: int) -> list[LoopSession]:
@@ -322,46 +261,28 @@ class ToolLoop:
         rest = [self.session(replace(job, choice=i), first.state) for i in range(1, n)]
         return [first, *rest]
 
-    async def run_all(self, sessions: list[LoopSession]) -> dict[str, Any]:
-        """The completion of every choice, run concurrently: one completion whose
-        choices are each loop's answer in order, usage summed over every round."""
+    async def run_all(self, sessions: list[LoopSession]) -> list[Outcome]:
+        """How every choice's loop ended, run concurrently; the first failure ends them all."""
         if len(sessions) == 1:
-            return await self.run(sessions[0])
+            return [await self.run(sessions[0])]
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [group.create_task(self.run(session)) for session in sessions]
         except BaseExceptionGroup as failed:
             raise _first_error(failed) from None
-        completions = [task.result() for task in tasks]
-        merged = completions[0]
-        merged["choices"] = [
-            {**completion["choices"][0], "index": index}
-            for index, completion in enumerate(completions)
-        ]
-        merged["usage"] = sessions[0].state.usage
-        return merged
+        return [task.result() for task in tasks]
 
-    async def run(self, session: LoopSession) -> dict[str, Any]:
-        """The final completion; what the loop did is in ``session.state``."""
+    async def run(self, session: LoopSession) -> Outcome:
+        """The non-streaming driver: runs the work, keeps the last event."""
         try:
-            return await self._loop(session)
+            last: Outcome | None = None
+            async for event in rounds(self.upstream, session, stream=False):
+                if isinstance(event, Working):
+                    await event.start()
+                elif isinstance(event, HandBack | Final):
+                    last = event
         except GatewayError as exc:
             session.mark_failure(exc)
             raise
-
-    async def _loop(self, session: LoopSession) -> dict[str, Any]:
-        """The non-streaming driver: runs the work, keeps the last event."""
-        last: HandBack | Final | None = None
-        async for event in rounds(self, session, stream=False):
-            if isinstance(event, Working):
-                await event.start()
-            elif isinstance(event, HandBack | Final):
-                last = event
         assert last is not None  # the engine ends every loop with one of them
-        response = last.response
-        assert response is not None  # a round not streamed has its completion
-        if isinstance(last, HandBack):
-            keep_calls(response, last.calls)
-        elif last.dropped:
-            keep_calls(response, [])
-        return finalize(response, session.job.client_model, session.state.usage)
+        return last

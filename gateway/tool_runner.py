@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +20,11 @@ from tool_registry import (
     ToolResult,
     error_result,
 )
-from tool_registry.jsonio import dumps_text
 
 from .caps import LoopState
-from .messages import tool_turn
 from .metrics import UNKNOWN, Metrics
-from .partition import call_name
 from .result_cache import ResultCache
+from .values import ToolCall, ToolOutput
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
@@ -43,14 +42,6 @@ class CallRecord:
     cached: bool = False  # answered from the tool-result cache
     arguments: dict[str, Any] | None = None  # as sent, bound values included
     result: str | None = None  # what the model read
-
-
-def _arguments(call: dict[str, Any]) -> str | None:
-    function = call.get("function")
-    arguments = function.get("arguments") if isinstance(function, dict) else None
-    if isinstance(arguments, dict):  # some servers send an object, not its JSON text
-        return dumps_text(arguments)
-    return arguments if isinstance(arguments, str) else None
 
 
 def _unavailable(available: list[str]) -> ToolResult:
@@ -96,40 +87,40 @@ class ToolRunner:
         self.records: list[CallRecord] = []
 
     async def run(
-        self, calls: list[dict[str, Any]], runnable: int, deadline: float
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """Tool messages for ``calls`` in their order, and whether time ran out.
+        self, calls: Sequence[ToolCall], runnable: int, deadline: float
+    ) -> tuple[list[ToolOutput], bool]:
+        """The outputs of ``calls`` in their order, and whether time ran out.
 
         At most ``runnable`` calls are executed; a call whose name and arguments were
         already run in this request gets that result again with a note.
         """
         slots, to_run, first_ids = self._plan(calls, runnable)
-        self._state.reserved = max(self._state.reserved - runnable, 0)  # counted from here
+        side_effects = any(p.tool.spec.http.method not in SAFE_METHODS for p in to_run.values())
+        self._state.start_tools(len(to_run), runnable, side_effects)
         timed_out = await self._execute(to_run, first_ids, deadline)
-        messages = []
+        outputs = []
         for call, slot in zip(calls, slots, strict=True):
-            call_id, name = str(call.get("id")), call_name(call) or ""
             if isinstance(slot, ToolResult):
-                self._record(call_id, name, slot, 0.0)
-                messages.append(tool_turn(call.get("id"), slot.content))
+                self._record(call.id, call.name or "", slot, 0.0)
+                outputs.append(ToolOutput(call.id, slot.content))
                 continue
             first_id, result = self._done[slot]
             content = result.content
-            if first_id != call_id:
+            if first_id != call.id:
                 content += f"\n[toolgate: same call as {first_id}; its result is reused]"
-                self._record(call_id, name, result, 0.0, reused=True)
-            messages.append(tool_turn(call.get("id"), content))
-        return messages, timed_out
+                self._record(call.id, call.name or "", result, 0.0, reused=True)
+            outputs.append(ToolOutput(call.id, content))
+        return outputs, timed_out
 
     def _plan(
-        self, calls: list[dict[str, Any]], runnable: int
+        self, calls: Sequence[ToolCall], runnable: int
     ) -> tuple[list[ToolResult | str], dict[str, PreparedCall], dict[str, str]]:
         """For each call, a result now or the key of the execution that answers it."""
         slots: list[ToolResult | str] = []
         to_run: dict[str, PreparedCall] = {}
         first_ids: dict[str, str] = {}
         for call in calls:
-            name = call_name(call)
+            name = call.name
             tool = self._registry.get(name) if name in self.server_tools else None
             if name is None or tool is None:
                 result = _unavailable(self._available)
@@ -137,7 +128,7 @@ class ToolRunner:
                 slots.append(ToolResult(result.content, outcome))
                 continue
             try:
-                prepared = tool.prepare(_arguments(call), self._context)
+                prepared = tool.prepare(call.arguments, self._context)
             except ToolArgumentsInvalid as exc:
                 slots.append(error_result(str(exc), "invalid_args"))
                 continue
@@ -147,7 +138,7 @@ class ToolRunner:
                     slots.append(_BUDGET_SPENT)
                     continue
                 to_run[key] = prepared
-                first_ids[key] = str(call.get("id"))
+                first_ids[key] = call.id
             slots.append(key)
         return slots, to_run, first_ids
 
@@ -156,9 +147,6 @@ class ToolRunner:
     ) -> bool:
         if not to_run:
             return False
-        self._state.tool_calls += len(to_run)
-        if any(p.tool.spec.http.method not in SAFE_METHODS for p in to_run.values()):
-            self._state.side_effects = True
         if len(to_run) == 1:
             return await self._execute_one(*next(iter(to_run.items())), first_ids, deadline)
         tasks = {

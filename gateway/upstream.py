@@ -1,23 +1,32 @@
-"""The client for upstream model servers: retries, key injection, error mapping."""
+"""The client for upstream model servers: retries, key injection, error mapping.
+
+Every I/O error of an upstream exchange becomes the gateway's error tree in one place,
+``upstream_errors``, as httpx's ``map_httpcore_exceptions`` does for its transports:
+what the client reads depends only on the stage the exchange was in.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Any, Literal
 
 import httpx
 
 from tool_registry.client import body_chunks, send
-from tool_registry.jsonio import dumps, loads
+from tool_registry.jsonio import dumps, loads, loads_object
 from tool_registry.logfields import FIELDS
 from tool_registry.retry import backoff_delay, retry_after_s, should_retry
 from tool_registry.transport import GatewayTransport
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from .event_stream import close_quietly
 from .metrics import Metrics, status_class
+from .sse import SSEParser
 
 logger = logging.getLogger("gateway.upstream")
 
@@ -25,6 +34,51 @@ _PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: pa
 _MESSAGE_CHARS = 1000
 _URLS_KEPT = 64
 RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itself
+CHAT_PATH = "/chat/completions"
+
+
+Stage = Literal["send", "read", "stream"]
+
+
+class _UpstreamErrors:
+    """The context manager of ``upstream_errors`` (a class: it runs on every exchange)."""
+
+    __slots__ = ("_name", "_stage")
+
+    def __init__(self, name: str, stage: Stage) -> None:
+        self._name = name
+        self._stage = stage
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, httpx.TransportError):
+            raise _mapped(self._name, self._stage, exc) from exc
+
+
+def _mapped(name: str, stage: Stage, exc: httpx.TransportError) -> UpstreamError:
+    server = f"The upstream model server {name!r}"
+    if stage == "send":
+        # Only a server that took the request and went quiet has timed out; a connect
+        # timeout, like a refusal, means it could not be reached (and is retried).
+        if isinstance(exc, httpx.ReadTimeout):
+            return UpstreamTimeout(f"{server} did not answer in time.")
+        return UpstreamError(f"{server} could not be reached.", code="upstream_unavailable")
+    if isinstance(exc, httpx.TimeoutException):
+        if stage == "read":
+            return UpstreamTimeout(f"{server} did not answer in time.")
+        return UpstreamTimeout(f"{server} stalled.")
+    return UpstreamError(f"{server} broke off its answer.")
+
+
+def upstream_errors(name: str, stage: Stage) -> _UpstreamErrors:
+    """Re-raise httpx's errors of an exchange with upstream ``name`` as ``UpstreamError``s:
+    ``send`` (until the status line), ``read`` (a whole body), ``stream`` (a stream's
+    events). Anything else passes untouched."""
+    return _UpstreamErrors(name, stage)
 
 
 def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTransport:
@@ -80,17 +134,25 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
 async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
     """The whole body of an upstream response, which is closed afterwards."""
     try:
-        return b"".join([chunk async for chunk in body_chunks(response)])
-    except httpx.TimeoutException as exc:
-        raise UpstreamTimeout(
-            f"The upstream model server {upstream.name!r} did not answer in time."
-        ) from exc
-    except httpx.TransportError as exc:
-        raise UpstreamError(
-            f"The upstream model server {upstream.name!r} broke off its answer."
-        ) from exc
+        with upstream_errors(upstream.name, "read"):
+            return b"".join([chunk async for chunk in body_chunks(response)])
     finally:
         await response.aclose()
+
+
+async def sse_data(upstream: UpstreamConfig, response: httpx.Response) -> AsyncGenerator[str, None]:
+    """The ``data`` of an upstream's event stream as it comes (``[DONE]`` included),
+    its errors mapped; the response is closed at the end, however it ends."""
+    parser = SSEParser()
+    try:
+        with upstream_errors(upstream.name, "stream"):
+            async for chunk in response.aiter_raw():
+                for data in parser.feed(chunk):
+                    yield data
+            for data in parser.close():
+                yield data
+    finally:
+        await close_quietly(response)
 
 
 class UpstreamClient:
@@ -156,25 +218,21 @@ class UpstreamClient:
             )
             started = time.perf_counter()
             try:
-                response = await send(self._transport, request)
-            except httpx.ReadTimeout as exc:
+                with upstream_errors(upstream.name, "send"):
+                    response = await send(self._transport, request)
+            except UpstreamTimeout:
                 self._observe(upstream, "timeout", started)
-                raise UpstreamTimeout(
-                    f"The upstream model server {upstream.name!r} did not answer in time."
-                ) from exc
-            except httpx.TransportError as exc:
+                raise
+            except UpstreamError as exc:
                 self._observe(upstream, "error", started)
                 if last:
                     logger.warning(
                         "upstream %s unreachable: %s",
                         upstream.name,
-                        type(exc).__name__,
+                        type(exc.__cause__).__name__,
                         extra={FIELDS: {"upstream": upstream.name, "status": "unreachable"}},
                     )
-                    raise UpstreamError(
-                        f"The upstream model server {upstream.name!r} could not be reached.",
-                        code="upstream_unavailable",
-                    ) from exc
+                    raise
                 await asyncio.sleep(backoff_delay(attempt, {}, self._backoff_base_s))
                 continue
             self._observe(upstream, status_class(response.status_code), started)
@@ -195,7 +253,7 @@ class UpstreamClient:
 
     async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
         """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
-        response = await self.send(upstream, "/chat/completions", dumps(body))
+        response = await self.send(upstream, CHAT_PATH, dumps(body))
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
@@ -210,3 +268,22 @@ class UpstreamClient:
                 f"The upstream model server {upstream.name!r} answered without choices."
             )
         return parsed
+
+    async def chat_stream(
+        self, upstream: UpstreamConfig, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """One streamed chat completion: its chunks, parsed, until ``[DONE]`` or the end."""
+        response = await self.send(upstream, CHAT_PATH, dumps(body), accept="text/event-stream")
+        if response.status_code >= 300:
+            raise map_status_error(upstream.name, response, await read_all(upstream, response))
+        events = sse_data(upstream, response)
+        try:
+            async for data in events:
+                if data == "[DONE]":
+                    break
+                chunk = loads_object(data)
+                if chunk is None:
+                    raise UpstreamError("The upstream model server sent an invalid stream event.")
+                yield chunk
+        finally:
+            await events.aclose()

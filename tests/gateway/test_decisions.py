@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from gateway.caps import CapDecision, LoopState, add_usage, check_caps, decide, last_round_due
+from gateway.caps import CapDecision, LoopState, check_caps, decide, last_round_due
 from gateway.chat_request import Narrowing, parse_chat_request, parse_narrowing
 from gateway.config import LimitsConfig
 from gateway.errors import BadRequest, PolicyDenied, ToolLimitExceeded
 from gateway.partition import partition_calls
 from gateway.policy import LoopLimits, effective_limits, effective_tools
+from gateway.values import ToolCall, Usage
 
 
 def limits(**changes: Any) -> LoopLimits:
@@ -57,10 +58,29 @@ def test_last_round_due(iterations: int, on_limit: str, forced: bool, due: bool)
     assert last_round_due(state, limits(on_limit=on_limit)) is due
 
 
-def test_add_usage_sums_nested_details() -> None:
-    total: dict[str, Any] = {}
-    add_usage(
-        total,
+def test_the_state_changes_only_as_the_loop_goes() -> None:
+    state, lim = LoopState(), limits(max_iterations=2)
+    assert state.begin_round(lim) == (1, False)
+    state.count_round({"iteration": 1}, {"total_tokens": 3})
+    assert state.begin_round(lim) == (2, True)  # the last of two, with final_answer
+    state.reserved = 3
+    state.start_tools(2, held=3, side_effects=False)
+    assert (state.reserved, state.tool_calls, state.side_effects) == (0, 2, False)
+    state.start_tools(1, held=0, side_effects=True)
+    state.start_tools(1, held=5, side_effects=False)  # never below zero, never un-side-effected
+    assert (state.reserved, state.tool_calls, state.side_effects) == (0, 4, True)
+    state.time_ran_out(lim)
+    assert state.forced_final
+    assert state.caps == ["time"]
+    assert state.rounds == [{"iteration": 1}]
+    assert state.usage.totals == {"total_tokens": 3}
+    with pytest.raises(ToolLimitExceeded, match="request_timeout_s"):
+        LoopState().time_ran_out(limits(on_limit="error"))
+
+
+def test_usage_sums_nested_details() -> None:
+    total = Usage()
+    total.add(
         {
             "prompt_tokens": 3,
             "completion_tokens": 2,
@@ -68,8 +88,7 @@ def test_add_usage_sums_nested_details() -> None:
             "prompt_tokens_details": {"cached_tokens": 1},
         },
     )
-    add_usage(
-        total,
+    total.add(
         {
             "prompt_tokens": 4,
             "completion_tokens": 1,
@@ -78,8 +97,11 @@ def test_add_usage_sums_nested_details() -> None:
             "note": "x",
         },
     )
-    add_usage(total, None)
-    assert total == {
+    total.add(None)
+    total.add({"completion_tokens": True, "prompt_tokens_details": 3})
+    assert total.tokens("prompt_tokens") == 7
+    assert total.tokens("prompt_tokens_details") == 0
+    assert total.totals == {
         "prompt_tokens": 7,
         "completion_tokens": 3,
         "total_tokens": 10,
@@ -87,10 +109,10 @@ def test_add_usage_sums_nested_details() -> None:
     }
 
 
-def call(name: str, kind: str = "function") -> dict[str, Any]:
+def call(name: str | None, kind: str = "function", call_id: str | None = None) -> ToolCall:
     if kind == "custom":
-        return {"id": name, "type": "custom", "custom": {"name": name, "input": ""}}
-    return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        return ToolCall(call_id or str(name), name, "", "custom")
+    return ToolCall(call_id or str(name), name, "{}")
 
 
 @pytest.mark.parametrize(
@@ -162,23 +184,24 @@ def test_decide(
         10.0,
     )
     assert step.kind == kind
-    assert [c["id"] for c in step.calls] == client
-    assert [c["id"] for c in step.hidden] == hidden
+    assert [c.id for c in step.calls] == client
+    assert [c.id for c in step.hidden] == hidden
     assert step.runnable == runnable
+    reserved = state.reserved
+    state.take(step, lim)
     assert state.forced_final is forced
+    assert state.reserved == reserved + runnable
 
 
-def test_decide_raises_at_a_cap_in_error_mode() -> None:
+def test_a_cap_taken_in_error_mode_is_a_422_and_is_recorded() -> None:
+    state, lim = LoopState(iterations=1, tool_calls=5), limits(on_limit="error")
+    step = decide(
+        state, lim, [call("s1"), call("c1")], frozenset({"s1"}), frozenset({"c1"}), False, 10.0
+    )
+    assert step.cap == "tool_calls"
     with pytest.raises(ToolLimitExceeded):
-        decide(
-            LoopState(iterations=1, tool_calls=5),
-            limits(on_limit="error"),
-            [call("s1"), call("c1")],
-            frozenset({"s1"}),
-            frozenset({"c1"}),
-            False,
-            10.0,
-        )
+        state.take(step, lim)
+    assert state.caps == ["tool_calls"]
     assert (
         decide(LoopState(), limits(), [call("s1")], frozenset({"s1"}), frozenset(), True, 10.0).kind
         == "answer"
@@ -186,11 +209,19 @@ def test_decide_raises_at_a_cap_in_error_mode() -> None:
 
 
 def test_partition_calls() -> None:
-    calls = [call("s1"), call("c1"), call("nope"), call("s2"), call("c2", "custom"), {"id": "x"}]
+    calls = [
+        call("s1"),
+        call("c1"),
+        call("nope"),
+        call("s2"),
+        call("c2", "custom"),
+        call("s1", "custom", "s1-custom"),  # a server tool is a function, never custom
+        call(None, call_id="x"),
+    ]
     part = partition_calls(calls, {"s1", "s2"}, {"c1", "c2"})
-    assert [c["id"] for c in part.server] == ["s1", "s2"]
-    assert [c["id"] for c in part.client] == ["c1", "c2"]
-    assert [c["id"] for c in part.unavailable] == ["nope", "x"]
+    assert [c.id for c in part.server] == ["s1", "s2"]
+    assert [c.id for c in part.client] == ["c1", "c2"]
+    assert [c.id for c in part.unavailable] == ["nope", "s1-custom", "x"]
 
 
 @pytest.mark.parametrize(

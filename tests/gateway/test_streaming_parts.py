@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from gateway.chunks import ChunkWriter
+from gateway.dialect import RoundAssembler
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.sse import SSEParser
-from gateway.stream_round import RoundAssembler
+from gateway.values import Round, ToolCall, Turn
 from tests.support.schema import assert_valid, assert_valid_error
 
 STREAM = (
@@ -83,16 +84,8 @@ def test_the_assembler_forwards_text_and_collects_calls() -> None:
     ]:
         forwarded += [piece.delta for piece in assembler.add(chunk)]
     assert forwarded == [{"content": "Checking "}]
-    assert assembler.finish_reason == "tool_calls"
-    assert assembler.usage == {"total_tokens": 9}
-    assert assembler.message() == {
-        "role": "assistant",
-        "content": "Checking ",
-        "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
-            {"id": "b", "type": "function", "function": {"name": "g", "arguments": ""}},
-        ],
-    }
+    calls = (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", ""))
+    assert assembler.round() == Round(Turn("Checking ", calls), {"total_tokens": 9}, "tool_calls")
 
 
 def test_the_assembler_turns_error_events_into_upstream_errors() -> None:
@@ -105,9 +98,7 @@ def test_chunk_writer_sends_one_role_and_valid_chunks() -> None:
     raw = [
         writer.delta({"content": "a"}),
         writer.delta({"content": "b"}),
-        writer.tool_calls(
-            [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
-        ),
+        writer.tool_calls([ToolCall("c", "f", "{}")]),
         writer.finish("tool_calls"),
         writer.usage({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}),
     ]

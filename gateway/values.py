@@ -1,0 +1,91 @@
+"""The loop engine's values (DESIGN.md §10): a tool call, an assistant turn, a tool's
+output, usage, one round's answer. Surfaces and the upstream dialect (``dialect``)
+turn wire dicts into these and back; the engine sees nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+CallKind = Literal["function", "custom"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model made. ``arguments`` is the JSON text (a custom tool's input) as
+    the model wrote it; ``name`` is None when the model named nothing usable."""
+
+    id: str
+    name: str | None
+    arguments: str = ""
+    kind: CallKind = "function"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """An assistant turn: its text, its tool calls, a refusal if it refused."""
+
+    content: str | None
+    calls: tuple[ToolCall, ...] = ()
+    refusal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a server tool answered (or the gateway in its place), for the model."""
+
+    call_id: str
+    content: str
+
+
+Hidden = Turn | ToolOutput  # an item of the rounds the client does not see
+
+
+class Usage:
+    """Token usage summed over rounds. Every number the upstream reports is summed,
+    nested details too, so fields the gateway does not know still add up."""
+
+    __slots__ = ("totals",)
+
+    def __init__(self) -> None:
+        self.totals: dict[str, Any] = {}
+
+    def add(self, usage: Any) -> None:
+        _add(self.totals, usage)
+
+    def __bool__(self) -> bool:
+        return bool(self.totals)
+
+    def tokens(self, key: str) -> int:
+        value = self.totals.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _add(total: dict[str, Any], usage: Any) -> dict[str, Any]:
+    """Add ``usage`` into ``total``. A value whose kind differs from what ``total``
+    holds under its key (a number for details, text, booleans) is left out."""
+    if not isinstance(usage, dict):
+        return total
+    for key, value in usage.items():
+        before = total.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            if before is None:
+                total[key] = value
+            elif isinstance(before, int | float):
+                total[key] = before + value
+        elif isinstance(value, dict) and (before is None or isinstance(before, dict)):
+            total[key] = _add(before if before is not None else {}, value)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One upstream round's answer. ``raw`` is the dialect's whole answer when it came
+    in one piece (a surface that speaks the same dialect keeps its extra fields)."""
+
+    turn: Turn
+    usage: Any = None
+    finish_reason: str | None = None
+    raw: dict[str, Any] | None = field(default=None, compare=False)

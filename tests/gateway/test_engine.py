@@ -1,0 +1,233 @@
+"""The loop engine's events, without HTTP: a scripted model server in-process, tools
+behind ``httpx.MockTransport``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.config import UpstreamConfig
+from gateway.engine import Delta, Event, Final, HandBack, Working, rounds
+from gateway.errors import ToolLimitExceeded, UpstreamError
+from gateway.policy import LoopLimits
+from gateway.tool_loop import LoopJob, LoopSession, ToolLoop
+from gateway.values import Hidden, ToolCall, ToolOutput, Turn
+from tool_registry import CallContext, ToolExecutor, ToolRegistry, ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM = UpstreamConfig(name="up", base_url="http://upstream.test/v1")
+TOOLS = [
+    ToolSpec.model_validate(
+        {
+            "name": "double",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            "http": {"url": "http://tools.test/double/{n}"},
+        }
+    )
+]
+
+
+def call(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def message(content: str | None = None, *calls: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        found["tool_calls"] = list(calls)
+    return found
+
+
+class Model:
+    """A model server that answers each round with the next scripted message and
+    records every request it was sent."""
+
+    def __init__(self, *answers: dict[str, Any], stall: bool = False) -> None:
+        self._answers = list(answers)
+        self.requests: list[dict[str, Any]] = []
+        self._stall = stall  # streams end without a finish_reason
+
+    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(json.loads(json.dumps(body)))
+        answer = self._answers.pop(0)
+        finish = "tool_calls" if answer.get("tool_calls") else "stop"
+        return {
+            "id": "c",
+            "choices": [{"index": 0, "message": answer, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
+            "system_fingerprint": "fp",
+        }
+
+    async def chat_stream(
+        self, upstream: UpstreamConfig, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        completion = await self.chat(upstream, body)
+        answer = completion["choices"][0]["message"]
+        for word in (answer.get("content") or "").split():
+            yield {"choices": [{"index": 0, "delta": {"content": word}}]}
+        for index, tool_call in enumerate(answer.get("tool_calls") or []):
+            yield {
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, **tool_call}]}}]
+            }
+        if not self._stall:
+            finish = completion["choices"][0]["finish_reason"]
+            yield {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+        yield {"choices": [], "usage": completion["usage"]}
+
+
+def doubling(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json=int(request.url.path.rsplit("/", 1)[-1]) * 2)
+
+
+class Kept:
+    def __init__(self) -> None:
+        self.turns: list[tuple[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]]] = []
+
+    async def __call__(
+        self,
+        before: list[Hidden],
+        turn: Turn,
+        outputs: list[ToolOutput],
+        handed: tuple[ToolCall, ...],
+    ) -> None:
+        self.turns.append((list(before), turn, outputs, handed))
+
+
+def session(model: Model, **changes: Any) -> LoopSession:
+    limits = LoopLimits(4, 8, 4, 30.0, "final_answer")
+    job = LoopJob(
+        upstream=UPSTREAM,
+        body={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        client_model="m",
+        upstream_model="target",
+        server_tools=("double",),
+        client_tools=[],
+        client_tool_names=frozenset(),
+        limits=limits,
+        context=CallContext("t", {}),
+    )
+    job = replace(job, **changes)
+    registry = ToolRegistry(TOOLS)
+    executor = ToolExecutor(httpx.MockTransport(doubling))
+    return ToolLoop(model, executor, registry).session(job)
+
+
+async def events(model: Model, loop: LoopSession, stream: bool) -> list[Event]:
+    """Every event of the loop, running the work as a driver does."""
+    seen: list[Event] = []
+    async for event in rounds(model, loop, stream):
+        seen.append(event)
+        if isinstance(event, Working):
+            await event.start()
+    return seen
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_server_tool_round_then_the_answer(stream: bool) -> None:
+    model = Model(message(None, call("t1", "double", '{"n": 21}')), message("it is 42"))
+    loop = session(model)
+    seen = await events(model, loop, stream)
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds == (
+        ["Working", "Delta", "Delta", "Delta", "Final"] if stream else ["Working", "Final"]
+    )
+    final = seen[-1]
+    assert isinstance(final, Final)
+    assert final.answer.turn == Turn("it is 42" if not stream else "itis42")
+    assert (final.finish_reason, final.dropped) == ("stop", False)
+    assert [d.piece.delta for d in seen if isinstance(d, Delta)] == (
+        [{"content": w} for w in ("it", "is", "42")] if stream else []
+    )
+    # What the model read in the second round: the hidden turn and the tool's answer.
+    assert model.requests[1]["messages"][1:] == [
+        {"role": "assistant", "content": None, "tool_calls": [call("t1", "double", '{"n": 21}')]},
+        {"role": "tool", "tool_call_id": "t1", "content": "42"},
+    ]
+    assert [r["model"] for r in model.requests] == ["target", "target"]
+    assert loop.state.iterations == 2
+    assert loop.state.tool_calls == 1
+    assert loop.state.usage.totals == {
+        "prompt_tokens": 4,
+        "completion_tokens": 2,
+        "total_tokens": 6,
+    }
+    assert loop.hidden == [
+        Turn(None, (ToolCall("t1", "double", '{"n": 21}'),)),
+        ToolOutput("t1", "42"),
+    ]
+
+
+async def test_a_mixed_turn_runs_the_server_call_and_hands_the_client_call_back() -> None:
+    kept = Kept()
+    model = Model(
+        message(None, call("s0", "double", '{"n": 1}')),
+        message("both", call("s1", "double", '{"n": 2}'), call("c1", "ask_user")),
+    )
+    loop = session(model, client_tool_names=frozenset({"ask_user"}), keep=kept)
+    seen = await events(model, loop, stream=False)
+    assert [type(e) for e in seen] == [Working, Working, HandBack]
+    hand_back = seen[-1]
+    assert isinstance(hand_back, HandBack)
+    assert hand_back.calls == (ToolCall("c1", "ask_user", "{}"),)
+    assert hand_back.answer.raw is not None  # the surface renders from the whole completion
+    [(before, turn, outputs, handed)] = kept.turns
+    assert before == [Turn(None, (ToolCall("s0", "double", '{"n": 1}'),)), ToolOutput("s0", "2")]
+    assert [c.id for c in turn.calls] == ["s1", "c1"]
+    assert outputs == [ToolOutput("s1", "4")]
+    assert handed == hand_back.calls
+
+
+async def test_a_single_call_surface_hands_back_one_call_under_its_id() -> None:
+    kept = Kept()
+    model = Model(message(None, call("s1", "double", '{"n": 2}'), call("a", "f"), call("b", "g")))
+    names = frozenset({"f", "g"})
+    loop = session(model, client_tool_names=names, keep=kept, single_call_id="call_legacy_1")
+    seen = await events(model, loop, stream=True)
+    hand_back = seen[-1]
+    assert isinstance(hand_back, HandBack)
+    assert hand_back.calls == (ToolCall("call_legacy_1", "f", "{}"),)
+    [(_, turn, _, _)] = kept.turns
+    assert [c.id for c in turn.calls] == ["s1", "call_legacy_1"]  # "b" left the turn
+
+
+async def test_the_last_round_drops_calls_and_says_stop() -> None:
+    model = Model(
+        message(None, call("t1", "double", '{"n": 1}')), message("x", call("t2", "double"))
+    )
+    loop = session(model, limits=LoopLimits(2, 8, 4, 30.0, "final_answer"))
+    seen = await events(model, loop, stream=False)
+    final = seen[-1]
+    assert isinstance(final, Final)
+    assert (final.finish_reason, final.dropped) == ("stop", True)
+    assert model.requests[1]["tool_choice"] == "none"
+
+
+async def test_a_cap_in_error_mode_ends_the_loop_with_a_422() -> None:
+    model = Model(message(None, call("t1", "double", '{"n": 1}'), call("t2", "double", '{"n": 2}')))
+    loop = session(model, limits=LoopLimits(4, 1, 4, 30.0, "error"))
+    with pytest.raises(ToolLimitExceeded):
+        await events(model, loop, stream=False)
+    assert loop.state.caps == ["tool_calls"]
+    assert loop.state.tool_calls == 0
+
+
+async def test_a_stream_without_a_finish_reason_is_the_upstreams_fault() -> None:
+    model = Model(message("half"), stall=True)
+    with pytest.raises(UpstreamError, match="ended the stream early"):
+        await events(model, session(model), stream=True)
+
+
+async def test_unknown_tools_are_answered_not_run() -> None:
+    model = Model(message(None, call("t1", "delete_all")), message("ok"))
+    loop = session(model)
+    await events(model, loop, stream=False)
+    [answer] = [m for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    error = json.loads(answer["content"])["error"]
+    assert error == "This tool is not available. Available tools: double."
+    assert loop.state.tool_calls == 0
