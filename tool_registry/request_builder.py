@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import httpx
+from httpx._urlparse import ParseResult
 
 from .errors import ToolArgumentsInvalid
 from .jsonio import dumps
@@ -15,6 +17,9 @@ from .templates import MissingValue, placeholders, render, stringify
 
 USER_AGENT = "toolgate"
 MAX_URL_CHARS = 8192  # what common servers and proxies take in a request line
+# A configured path that needs no encoding: RFC 3986 path characters, and the braces
+# of its placeholders (whose values are percent-encoded whole).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%{}]*")
 
 
 def encode_path_value(value: str) -> str:
@@ -34,13 +39,27 @@ class RequestTemplate:
     """A tool's HTTP request with everything that does not depend on the arguments
     worked out once: the origin, the path template, the fixed query, the templates."""
 
-    __slots__ = ("_body", "_fixed_query", "_headers", "_path", "_prefix", "_query", "_used", "spec")
+    __slots__ = (
+        "_body",
+        "_fixed_query",
+        "_headers",
+        "_origin",
+        "_path",
+        "_prefix",
+        "_query",
+        "_used",
+        "spec",
+    )
 
     def __init__(self, spec: HttpSpec) -> None:
         self.spec = spec
         parts = urlsplit(spec.url)
         self._prefix = f"{parts.scheme}://{parts.netloc}"
         self._path = parts.path or "/"
+        # The origin parsed once: a path that needs no encoding and a query that
+        # ``urlencode`` wrote are put beside it as they are, not parsed again per call.
+        origin = httpx.URL(self._prefix)._uri_reference
+        self._origin = origin if _PLAIN_PATH.fullmatch(self._path) else None
         # The configured URL's own query, whose values may be templates too.
         self._fixed_query = [
             (key, value, "{" in value)
@@ -70,19 +89,28 @@ class RequestTemplate:
                     query.extend(_pairs(key, _query_value(value)))
         # Path values are percent-encoded whole ("/", "?", "#", "@" included) and the
         # query is urlencoded, so nothing an argument holds can reach the origin.
-        text = self._prefix + path
-        if fixed or query:
-            text += "?" + urlencode([*fixed, *query])
-        if len(text) > MAX_URL_CHARS:
+        encoded_query = urlencode([*fixed, *query]) if fixed or query else None
+        size = len(self._prefix) + len(path) + (len(encoded_query) + 1 if encoded_query else 0)
+        if size > MAX_URL_CHARS:
             raise ToolArgumentsInvalid(
-                f"the request URL would be {len(text)} characters long, over the limit of "
+                f"the request URL would be {size} characters long, over the limit of "
                 f"{MAX_URL_CHARS}: send shorter arguments"
             )
-        url = httpx.URL(text)
+        url = self._url(path, encoded_query)
         if self._body:
             headers["content-type"] = "application/json"
             return httpx.Request(self.spec.method, url, headers=headers, content=dumps(rest))
         return httpx.Request(self.spec.method, url, headers=headers)
+
+    def _url(self, path: str, query: str | None) -> httpx.URL:
+        if self._origin is None:
+            return httpx.URL(self._prefix + path + (f"?{query}" if query is not None else ""))
+        url = httpx.URL.__new__(httpx.URL)
+        origin = self._origin
+        url._uri_reference = ParseResult(
+            origin.scheme, origin.userinfo, origin.host, origin.port, path, query, None
+        )
+        return url
 
     def _render_query(self, arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
         query: list[tuple[str, str]] = []

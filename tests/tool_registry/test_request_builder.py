@@ -3,7 +3,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tool_registry.errors import ToolArgumentsInvalid
 from tool_registry.request_builder import build_request, encode_path_value
@@ -130,3 +133,34 @@ def test_arguments_never_change_the_origin() -> None:
         request = build_request(spec, {"path": hostile})
         assert request.url.host == "t.example"
         assert request.url.scheme == "http"
+
+
+_TEXT = st.text(max_size=20)
+
+
+@given(
+    base=st.sampled_from(
+        [
+            "http://h.test/a/{x}",
+            "https://u:p@h.test:8443/a/{x}/b?fixed=1&t={y}",
+            "http://[::1]:9/{x}?k=v",
+            "http://127.0.0.1/p%20q/{x}",
+        ]
+    ),
+    x=_TEXT,
+    y=_TEXT,
+    extra=st.lists(_TEXT, max_size=3),
+)
+def test_the_url_built_is_the_url_httpx_parses(base: str, x: str, y: str, extra: list[str]) -> None:
+    """The URL is put together from the origin parsed once: it must be exactly what
+    parsing its text gives, whatever the arguments hold."""
+    url = build_request(HttpSpec.model_validate({"url": base}), {"x": x, "y": y, "z": extra}).url
+    parsed = httpx.URL(str(url))
+    assert (url.scheme, url.userinfo, url.host, url.port) == (
+        parsed.scheme,
+        parsed.userinfo,
+        parsed.host,
+        parsed.port,
+    )
+    assert url.raw_path == parsed.raw_path
+    assert str(url) == str(parsed)
