@@ -21,6 +21,7 @@ from .caps import CapKind
 from .config import GatewayConfig
 from .config_loader import check_references, load_config
 from .errors import ConfigError, GatewayError, NotFound
+from .gc_tuning import tune_gc
 from .http import error_response, new_request_id
 from .logs import configure_logging
 from .metrics import Labels, Metrics
@@ -161,4 +162,6 @@ def create_app_from_env() -> Starlette:
     JSON log lines at ``TOOLGATE_LOG_LEVEL`` in each worker process."""
     config = load_config(os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml"))
     configure_logging(os.environ.get("TOOLGATE_LOG_LEVEL", "info"), redactor_of(config))
-    return create_app(config)
+    app = create_app(config)
+    tune_gc()
+    return app

@@ -17,6 +17,7 @@ from .app import create_app
 from .config import GatewayConfig
 from .config_loader import load_config
 from .errors import ConfigError
+from .gc_tuning import tune_gc
 from .logs import configure_logging
 from .protocol import EnvelopeHttpToolsProtocol
 from .redaction import redactor_of
@@ -81,7 +82,9 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
         "http": EnvelopeHttpToolsProtocol,  # its 400s for unparseable HTTP are envelopes
     }
     if workers == 1:
-        uvicorn.run(create_app(config), **common)
+        app = create_app(config)
+        tune_gc()
+        uvicorn.run(app, **common)
         return 0
     # Each worker process builds its own app from the same file; metrics are merged
     # over the workers through prometheus_client's multiprocess directory.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -44,6 +45,28 @@ class Labels:
     cap_kinds: tuple[str, ...]
 
 
+M = TypeVar("M", Counter, Histogram)
+
+
+class Family(Generic[M]):
+    """A labelled metric whose children are kept by label values: ``labels`` is a dict
+    lookup, where prometheus_client's normalises the values and takes a lock on every
+    call (a tool round asks for about ten children). The label values are bounded as
+    the module docstring says, so the dict is too."""
+
+    __slots__ = ("_children", "metric")
+
+    def __init__(self, metric: M) -> None:
+        self.metric: M = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def labels(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+
 def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
@@ -61,25 +84,31 @@ class Metrics:
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
-            "toolgate_requests",
-            "Requests answered, by tenant, model and status class.",
-            ["tenant", "model", "status"],
-            registry=registry,
+        self.requests = Family(
+            Counter(
+                "toolgate_requests",
+                "Requests answered, by tenant, model and status class.",
+                ["tenant", "model", "status"],
+                registry=registry,
+            )
         )
-        self.request_seconds = Histogram(
-            "toolgate_request_duration_seconds",
-            "Time to answer a request, to its end.",
-            ["tenant", "model"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+        self.request_seconds = Family(
+            Histogram(
+                "toolgate_request_duration_seconds",
+                "Time to answer a request, to its end.",
+                ["tenant", "model"],
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            )
         )
-        self.first_byte_seconds = Histogram(
-            "toolgate_stream_first_byte_seconds",
-            "Time to the first event of a stream.",
-            ["tenant", "model"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+        self.first_byte_seconds = Family(
+            Histogram(
+                "toolgate_stream_first_byte_seconds",
+                "Time to the first event of a stream.",
+                ["tenant", "model"],
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            )
         )
         self.in_flight = Gauge(
             "toolgate_requests_in_flight",
@@ -87,56 +116,72 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
-        self.upstream_calls = Counter(
-            "toolgate_upstream_calls",
-            "Calls to upstream model servers, by status class.",
-            ["upstream", "status"],
-            registry=registry,
+        self.upstream_calls = Family(
+            Counter(
+                "toolgate_upstream_calls",
+                "Calls to upstream model servers, by status class.",
+                ["upstream", "status"],
+                registry=registry,
+            )
         )
-        self.upstream_seconds = Histogram(
-            "toolgate_upstream_duration_seconds",
-            "Time to an upstream's response headers.",
-            ["upstream"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+        self.upstream_seconds = Family(
+            Histogram(
+                "toolgate_upstream_duration_seconds",
+                "Time to an upstream's response headers.",
+                ["upstream"],
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            )
         )
-        self.tool_calls = Counter(
-            "toolgate_tool_calls",
-            "Tool calls, by tenant, tool and outcome.",
-            ["tenant", "tool", "outcome"],
-            registry=registry,
+        self.tool_calls = Family(
+            Counter(
+                "toolgate_tool_calls",
+                "Tool calls, by tenant, tool and outcome.",
+                ["tenant", "tool", "outcome"],
+                registry=registry,
+            )
         )
-        self.tool_seconds = Histogram(
-            "toolgate_tool_duration_seconds",
-            "Time a tool took to answer.",
-            ["tool"],
-            buckets=TOOL_BUCKETS,
-            registry=registry,
+        self.tool_seconds = Family(
+            Histogram(
+                "toolgate_tool_duration_seconds",
+                "Time a tool took to answer.",
+                ["tool"],
+                buckets=TOOL_BUCKETS,
+                registry=registry,
+            )
         )
-        self.iterations = Histogram(
-            "toolgate_loop_iterations",
-            "Upstream rounds per request with server tools.",
-            ["tenant"],
-            buckets=ITERATION_BUCKETS,
-            registry=registry,
+        self.iterations = Family(
+            Histogram(
+                "toolgate_loop_iterations",
+                "Upstream rounds per request with server tools.",
+                ["tenant"],
+                buckets=ITERATION_BUCKETS,
+                registry=registry,
+            )
         )
-        self.cap_hits = Counter(
-            "toolgate_cap_hits",
-            "Requests that reached a cap, by kind.",
-            ["tenant", "kind"],
-            registry=registry,
+        self.cap_hits = Family(
+            Counter(
+                "toolgate_cap_hits",
+                "Requests that reached a cap, by kind.",
+                ["tenant", "kind"],
+                registry=registry,
+            )
         )
-        self.tokens = Counter(
-            "toolgate_tokens",
-            "Tokens used, summed over every round.",
-            ["tenant", "model", "kind"],
-            registry=registry,
+        self.tokens = Family(
+            Counter(
+                "toolgate_tokens",
+                "Tokens used, summed over every round.",
+                ["tenant", "model", "kind"],
+                registry=registry,
+            )
         )
-        self.rate_limited = Counter(
-            "toolgate_rate_limited",
-            "Requests refused by a rate limit.",
-            ["tenant", "kind"],
-            registry=registry,
+        self.rate_limited = Family(
+            Counter(
+                "toolgate_rate_limited",
+                "Requests refused by a rate limit.",
+                ["tenant", "kind"],
+                registry=registry,
+            )
         )
         self.store_errors = Counter(
             "toolgate_store_errors",
@@ -148,11 +193,13 @@ class Metrics:
             "Hidden tool turns gone when the client came back.",
             registry=registry,
         )
-        self.cache_lookups = Counter(
-            "toolgate_tool_cache_lookups",
-            "Tool-result cache lookups, by result.",
-            ["result"],
-            registry=registry,
+        self.cache_lookups = Family(
+            Counter(
+                "toolgate_tool_cache_lookups",
+                "Tool-result cache lookups, by result.",
+                ["result"],
+                registry=registry,
+            )
         )
 
     def prime(self, labels: Labels) -> None:

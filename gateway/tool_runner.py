@@ -173,11 +173,11 @@ class ToolRunner:
     async def _execute_one(
         self, key: str, prepared: PreparedCall, first_ids: dict[str, str], deadline: float
     ) -> bool:
-        """A single call runs in the request's own task: no task to create or wait for."""
+        """A single call runs in the request's own task: no task to create or wait for,
+        and the request's deadline is the tool's own timer when it comes first."""
         call_id = first_ids[key]
         try:
-            async with asyncio.timeout_at(deadline):
-                result = await self._one(call_id, prepared)
+            result = await self._one(call_id, prepared, deadline)
         except TimeoutError:
             self._done[key] = (call_id, _TIME_SPENT)
             self._record(call_id, prepared.tool.name, _TIME_SPENT, 0.0)
@@ -185,7 +185,9 @@ class ToolRunner:
         self._done[key] = (call_id, result)
         return False
 
-    async def _one(self, call_id: str, prepared: PreparedCall) -> ToolResult:
+    async def _one(
+        self, call_id: str, prepared: PreparedCall, deadline: float | None = None
+    ) -> ToolResult:
         ttl = prepared.tool.spec.cache_ttl_s if self._cache is not None else None
         tenant = self._context.tenant_id
         async with self._semaphore:
@@ -203,7 +205,7 @@ class ToolRunner:
                         arguments=prepared.arguments,
                     )
                     return cached
-            result = await self._executor.execute(prepared)
+            result = await self._executor.execute(prepared, deadline)
             elapsed = time.perf_counter() - started
             self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
         if ttl is not None and self._cache is not None and result.ok:

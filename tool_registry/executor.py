@@ -23,6 +23,7 @@ logger = logging.getLogger("tool_registry.executor")
 _RETRY_CAP_S = 5.0
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_NO_HEADERS = httpx.Headers()  # of an attempt that got no response: read, never changed
 _FAILURES: dict[type[BaseException], str] = {
     httpx.RemoteProtocolError: "did not answer with valid HTTP",
     httpx.UnsupportedProtocol: "redirected to a location that is not an HTTP URL",
@@ -125,16 +126,20 @@ class ToolExecutor:
             request = redirect_request(request, response)
         raise httpx.TooManyRedirects("too many redirects", request=request)
 
-    async def execute(self, call: PreparedCall) -> ToolResult:
+    async def execute(self, call: PreparedCall, deadline: float | None = None) -> ToolResult:
         """Make the call, retrying idempotent methods as configured. Never raises for
         HTTP trouble: non-2xx, timeouts, refused and failed connections are results.
-        Configured secrets in what the tool answered are redacted before anyone reads it."""
-        result = await self._execute(call)
+        Configured secrets in what the tool answered are redacted before anyone reads it.
+
+        ``deadline`` (event-loop time) is the caller's: reaching it raises
+        ``TimeoutError``, where the tool's own ``timeout_s`` is a result. One timer
+        serves both, whichever comes first."""
+        result = await self._execute(call, deadline)
         if self._redactor:
             return replace(result, content=self._redactor.text(result.content))
         return result
 
-    async def _execute(self, call: PreparedCall) -> ToolResult:
+    async def _execute(self, call: PreparedCall, deadline: float | None) -> ToolResult:
         http = call.tool.spec.http
         try:
             request = call.tool.request.build(call.arguments)
@@ -144,26 +149,35 @@ class ToolExecutor:
             return error_result("the arguments do not make a valid request URL", "invalid_args")
         request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
         attempts = 1 + (http.retries if http.idempotent else 0)
+        clock = asyncio.get_running_loop()
         for attempt in range(attempts):
-            result, headers = await self._attempt(call, request)
+            result, headers = await self._attempt(call, request, clock, deadline)
             retryable = result.outcome == "timeout" or (
                 result.outcome == "http_error"
                 and (result.status is None or should_retry(result.status, headers))
             )
             if not retryable or attempt == attempts - 1:
                 return result
-            await asyncio.sleep(
-                backoff_delay(attempt, headers, self._backoff_base_s, cap_s=_RETRY_CAP_S)
-            )
+            delay = backoff_delay(attempt, headers, self._backoff_base_s, cap_s=_RETRY_CAP_S)
+            if deadline is not None and clock.time() + delay >= deadline:
+                raise TimeoutError  # the caller's time ends before the next attempt
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
-        self, call: PreparedCall, request: httpx.Request
+        self,
+        call: PreparedCall,
+        request: httpx.Request,
+        clock: asyncio.AbstractEventLoop,
+        deadline: float | None,
     ) -> tuple[ToolResult, httpx.Headers]:
         spec = call.tool.spec
-        no_headers = httpx.Headers()
+        no_headers = _NO_HEADERS
+        ends = clock.time() + spec.http.timeout_s
+        callers = deadline is not None and deadline <= ends  # the caller's time ends first
+        limit = ends if deadline is None else min(ends, deadline)
         try:
-            async with asyncio.timeout(spec.http.timeout_s):
+            async with asyncio.timeout_at(limit):
                 response = await self._send(request, spec.http.follow_redirects)
                 try:
                     body, truncated = await read_capped(response, spec.http.max_response_bytes)
@@ -172,6 +186,8 @@ class ToolExecutor:
         except EgressDenied as exc:
             return self._denied(call, exc), no_headers
         except (TimeoutError, httpx.HTTPError) as exc:
+            if callers and isinstance(exc, TimeoutError):
+                raise
             denial = egress_denial(exc)
             if denial is not None:
                 return self._denied(call, denial), no_headers

@@ -41,6 +41,7 @@ class RequestTemplate:
 
     __slots__ = (
         "_body",
+        "_fixed_encoded",
         "_fixed_query",
         "_headers",
         "_origin",
@@ -65,6 +66,11 @@ class RequestTemplate:
             (key, value, "{" in value)
             for key, value in parse_qsl(parts.query, keep_blank_values=True)
         ]
+        # The configured query without templates is the same for every call.
+        fixed_templates = any(t for _, _, t in self._fixed_query)
+        self._fixed_encoded = (
+            "" if fixed_templates else urlencode([(k, v) for k, v, _ in self._fixed_query])
+        )
         self._query = [
             (key, template, _whole_placeholder(template)) for key, template in spec.query.items()
         ]
@@ -76,7 +82,9 @@ class RequestTemplate:
         """The request for one call (see ``build_request``)."""
         try:
             path = render(self._path, arguments, encode=encode_path_value)
-            fixed = [(k, render(v, arguments) if t else v) for k, v, t in self._fixed_query]
+            fixed = self._fixed_encoded or urlencode(
+                [(k, render(v, arguments) if t else v) for k, v, t in self._fixed_query]
+            )
             query = self._render_query(arguments)
             headers = self._render_headers(arguments)
         except MissingValue as exc:
@@ -89,7 +97,7 @@ class RequestTemplate:
                     query.extend(_pairs(key, _query_value(value)))
         # Path values are percent-encoded whole ("/", "?", "#", "@" included) and the
         # query is urlencoded, so nothing an argument holds can reach the origin.
-        encoded_query = urlencode([*fixed, *query]) if fixed or query else None
+        encoded_query = "&".join(part for part in (fixed, urlencode(query)) if part) or None
         size = len(self._prefix) + len(path) + (len(encoded_query) + 1 if encoded_query else 0)
         if size > MAX_URL_CHARS:
             raise ToolArgumentsInvalid(

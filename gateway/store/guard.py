@@ -18,12 +18,13 @@ T = TypeVar("T")
 
 class GuardedStore:
     """Every call within ``timeout_s``; after a failure the store is skipped (calls fail
-    at once) for ``cooldown_s``, then tried again, so service resumes by itself."""
+    at once) for ``cooldown_s``, then tried again, so service resumes by itself.
+    ``timeout_s=None``: a store in the process, whose calls never wait, costs no timer."""
 
     def __init__(
         self,
         store: Store,
-        timeout_s: float = 0.1,
+        timeout_s: float | None = 0.1,
         cooldown_s: float = 1.0,
         on_error: Callable[[], None] | None = None,
     ) -> None:
@@ -41,6 +42,8 @@ class GuardedStore:
             self._failed()
             raise StoreUnavailable("The shared store is unavailable.")
         try:
+            if self._timeout_s is None:
+                return await operation
             async with asyncio.timeout(self._timeout_s):
                 return await operation
         except (TimeoutError, StoreUnavailable, OSError) as exc:

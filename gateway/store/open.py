@@ -14,8 +14,8 @@ def open_store(
     on_error: Callable[[], None] | None = None,
     memory_max_bytes: int = 8 * 1024 * 1024,
 ) -> GuardedStore:
-    if url.startswith("memory://"):
-        return GuardedStore(MemoryStore(memory_max_bytes), timeout_s, on_error=on_error)
+    if url.startswith("memory://"):  # in the process: nothing to wait for, no timer
+        return GuardedStore(MemoryStore(memory_max_bytes), None, on_error=on_error)
     from .redis import RedisStore, redis_client  # only needed, and imported, for Redis
 
     return GuardedStore(RedisStore(redis_client(url)), timeout_s, on_error=on_error)

@@ -156,3 +156,42 @@ async def test_metadata_addresses_are_refused_before_any_request(url: str) -> No
     result, seen = await run(spec(url=url), answer(httpx.Response(200)))
     assert result.outcome == "denied"
     assert seen == []
+
+
+async def _with_deadline(tool: ToolSpec, handler: Handler, in_s: float) -> Any:
+    async def handle(request: httpx.Request) -> httpx.Response:
+        return await handler(request)
+
+    async with httpx.MockTransport(handle) as transport:
+        executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0.2)
+        prepared = ToolRegistry([tool]).get("t").prepare('{"q": "x"}', CallContext("acme"))  # type: ignore[union-attr]
+        return await executor.execute(prepared, asyncio.get_running_loop().time() + in_s)
+
+
+async def slow(request: httpx.Request) -> httpx.Response:
+    await asyncio.sleep(5)
+    return httpx.Response(200)
+
+
+async def test_the_callers_deadline_first_is_a_timeout_error_not_a_result() -> None:
+    with pytest.raises(TimeoutError):
+        await _with_deadline(spec(timeout_s=5), slow, 0.05)
+
+
+async def test_the_tools_timeout_first_is_a_result_within_a_later_deadline() -> None:
+    result = await _with_deadline(spec(timeout_s=0.05), slow, 10)
+    assert result.outcome == "timeout"
+
+
+async def test_no_retry_starts_past_the_callers_deadline() -> None:
+    calls = 0
+
+    async def failing(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(503)
+
+    with pytest.raises(TimeoutError):
+        # The backoff (0.2 s and more) would end past the deadline: no second attempt.
+        await _with_deadline(spec(retries=3), failing, 0.1)
+    assert calls == 1
