@@ -29,6 +29,7 @@ from .models import ModelRouter
 from .observe import Observer
 from .rate_limit import RateLimiter
 from .redaction import RedactionMiddleware, redactor_of
+from .response_store import ResponseStore
 from .result_cache import ResultCache
 from .routes import build_routes
 from .store import Keys, open_store
@@ -87,6 +88,7 @@ class Gateway:
             self.store, self.keys, config.store.turn_ttl_s, metrics, self.registry.bound_headers
         )
         self.cache = ResultCache(self.store, self.keys, metrics)
+        self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.traces = (
             TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
             if config.traces.enabled

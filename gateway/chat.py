@@ -25,10 +25,10 @@ from .http import Exchange, json_response, read_body
 from .legacy import call_id, from_functions, to_function_call, uses_functions
 from .passthrough import Meter, forward_json
 from .policy import effective_limits, effective_tools
+from .sse import DONE
 from .stream_loop import stream_loop
 from .tenants import Tenant
-from .tool_loop import KeepTurn, LoopJob, LoopSession, Outcome
-from .values import Hidden, ToolCall, ToolOutput, Turn
+from .tool_loop import LoopJob, LoopSession, Outcome
 
 if TYPE_CHECKING:
     from .app import Gateway
@@ -69,7 +69,9 @@ class ChatCompletions:
         # A turn handed back in this request is bound to what the client sent.
         keep = None
         if server_tools and chat.client_tool_names:
-            keep = self._keeper(tenant, chat, request)
+            turns = gateway.turns
+            identity = turns.identity(tenant.id, request.headers)
+            keep = turns.keeper(tenant.id, chat.body["messages"], identity)
         changed = await self._restore(tenant, chat, request) or chat.changed
         if not server_tools:
             return await forward_json(
@@ -116,30 +118,6 @@ class ChatCompletions:
             response.background = BackgroundTask(meter, state.usage.totals)
         return response
 
-    def _keeper(self, tenant: Tenant, chat: ChatRequest, request: Request) -> KeepTurn:
-        """How a turn handed back in this request is kept: in the ``TurnStore``, bound
-        to what the client sent and to who sent it."""
-        turns = self._gateway.turns
-        identity = turns.identity(tenant.id, request.headers)
-        conversation = turns.conversation(chat.body["messages"], identity)
-
-        async def keep(
-            before: list[Hidden],
-            turn: Turn,
-            outputs: list[ToolOutput],
-            handed: tuple[ToolCall, ...],
-        ) -> None:
-            await turns.save(
-                tenant.id,
-                conversation,
-                dialect.messages(before),
-                dialect.turn_message(turn),
-                dialect.messages(outputs),
-                [call.id for call in handed],
-            )
-
-        return keep
-
     async def _restore(self, tenant: Tenant, chat: ChatRequest, request: Request) -> bool:
         """A client returning with tool results may be answering a mixed turn: put the
         server side of it back (from whichever replica saved it, for the same caller)."""
@@ -173,11 +151,16 @@ class ChatCompletions:
         ]
         state = sessions[0].state
 
+        def closing() -> list[bytes]:
+            if include_usage and state.usage:
+                return [writers[0].usage(state.usage.totals), DONE]
+            return [DONE]
+
         async def finished() -> None:
             if meter is not None:
                 await meter(state.usage.totals)
 
-        events = stream_loop(self._gateway.loop, sessions, writers, include_usage, finished)
+        events = stream_loop(self._gateway.loop, sessions, writers, closing, finished)
         return await start_event_stream(events, partial(first_byte, exchange))
 
 

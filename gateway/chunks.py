@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .dialect import call_dict
+from .dialect import Piece, call_dict
 from .errors import GatewayError
 from .legacy import LEGACY_FINISH, legacy_call
 from .sse import encode
@@ -70,6 +70,20 @@ class ChunkWriter:
             return self.delta({"function_call": legacy_call(call_dict(calls[0]))})
         pieces = [{"index": index, **call_dict(call)} for index, call in enumerate(calls)]
         return self.delta({"tool_calls": pieces})
+
+    # The writer protocol of ``stream_loop``.
+
+    def open(self) -> list[bytes]:
+        return []  # the role goes with the first delta
+
+    def piece(self, piece: Piece) -> list[bytes]:
+        return [self.delta(piece.delta, logprobs=piece.logprobs)]
+
+    def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
+        return [self.tool_calls(calls), self.finish("tool_calls")]
+
+    def final(self, finish_reason: str) -> list[bytes]:
+        return [self.finish(finish_reason)]
 
     def finish(self, reason: str) -> bytes:
         if self._legacy and reason == "tool_calls":

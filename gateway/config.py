@@ -64,6 +64,9 @@ class UpstreamConfig(_Frozen):
     connect_timeout_s: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
     headers: dict[str, str] = Field(default_factory=dict)
+    # The upstream serves POST /responses itself: requests with no server tools in
+    # play pass through to it untouched; otherwise the gateway speaks chat to it.
+    responses_api: bool = False
 
     @field_validator("base_url")
     @classmethod
@@ -130,6 +133,10 @@ class TracesConfig(_Frozen):
     result_chars: int = Field(default=2000, ge=0)  # of each tool result kept
 
 
+class ResponsesConfig(_Frozen):
+    ttl_s: float = Field(default=7 * 24 * 3600, gt=0)  # stored responses live this long
+
+
 class GatewayConfig(_Frozen):
     """The whole configuration. ``tools`` holds inline tools and those of ``tool_files``."""
 
@@ -141,6 +148,7 @@ class GatewayConfig(_Frozen):
     tool_files: list[str] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     tenants: list[TenantConfig] | None = None
 
     @property

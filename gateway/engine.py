@@ -18,7 +18,7 @@ encodes every event); a surface renders what they give in its own wire format.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,7 +54,7 @@ class Working:
 @dataclass(frozen=True, slots=True)
 class HandBack:
     calls: tuple[ToolCall, ...]  # the client's calls, as the client is to see them
-    answer: Round
+    answer: Round  # its turn as kept: the server calls of the same turn included
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +88,13 @@ async def rounds(model: ModelServer, session: LoopSession, stream: bool) -> Asyn
         if step.kind == "hand_back":
             turn, handed = session.handed(turn, step)
             yield Working(partial(session.hand_back, turn, step, handed))
-            yield HandBack(handed, answer)
+            session.outcome = HandBack(handed, replace(answer, turn=turn))
+            yield session.outcome
             return
         dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
-        yield Final(answer, "stop" if dropped else answer.finish_reason or "stop", bool(turn.calls))
+        finish = "stop" if dropped else answer.finish_reason or "stop"
+        session.outcome = Final(answer, finish, bool(turn.calls))
+        yield session.outcome
         return
 
 

@@ -17,6 +17,7 @@ from .chat import ChatCompletions
 from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
 from .passthrough import Meter, forward_json
+from .responses import Responses
 from .store import StoreUnavailable
 from .tenants import Tenant
 
@@ -31,7 +32,6 @@ FORWARDED_ROUTES = (
     "/moderations",
     "/images/generations",
     "/audio/speech",
-    "/responses",
 )
 
 
@@ -132,11 +132,20 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         return json_response({"status": "ready", "store": "ok"})
 
     observed = gateway.observer
+    responses = Responses(gateway, admit)
     return [
         Route(
             "/v1/chat/completions",
             endpoint(ChatCompletions(gateway, admit), observed),
             methods=["POST"],
+        ),
+        Route("/v1/responses", endpoint(responses.create, observed), methods=["POST"]),
+        Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
+        Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),
+        Route(
+            "/v1/responses/{response_id}/input_items",
+            endpoint(responses.input_items),
+            methods=["GET"],
         ),
         Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),

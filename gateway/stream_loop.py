@@ -6,16 +6,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 import anyio
 
-from .chunks import ChunkWriter
+from .dialect import Piece
 from .engine import Delta, HandBack, Working, rounds
 from .errors import GatewayError
-from .sse import DONE, KEEPALIVE
+from .sse import KEEPALIVE
 from .tool_loop import LoopSession, ToolLoop
+from .values import ToolCall
+
+
+class EventWriter(Protocol):
+    """How a surface encodes the engine's events for its clients (one per choice)."""
+
+    def open(self) -> list[bytes]: ...  # before the first event, once
+
+    def piece(self, piece: Piece) -> list[bytes]: ...
+
+    def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]: ...
+
+    def final(self, finish_reason: str) -> list[bytes]: ...
+
+    def error(self, exc: GatewayError) -> bytes: ...
+
 
 logger = logging.getLogger("gateway.stream")
 
@@ -23,15 +39,15 @@ logger = logging.getLogger("gateway.stream")
 async def stream_loop(
     loop: ToolLoop,
     sessions: list[LoopSession],
-    writers: list[ChunkWriter],
-    include_usage: bool,
+    writers: Sequence[EventWriter],
+    closing: Callable[[], list[bytes]],
     finished: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """The client's event stream: one loop per choice (``sessions[i]`` written by
-    ``writers[i]``), their events as they come, then the summed usage and ``[DONE]``.
-    Errors before the first event are raised (the caller answers them as HTTP
-    errors); after it, they are sent as an error event. ``finished`` runs at the end,
-    however the stream ends."""
+    ``writers[i]``), their events as they come, then what ``closing`` gives (the
+    surface's last events: summed usage, ``[DONE]``). Errors before the first event
+    are raised (the caller answers them as HTTP errors); after it, they are written
+    by the first writer. ``finished`` runs at the end, however the stream ends."""
     started = False
     session, writer = sessions[0], writers[0]
     try:
@@ -42,9 +58,8 @@ async def stream_loop(
         async for event in events:
             started = True
             yield event
-        if include_usage and session.state.usage:
-            yield writer.usage(session.state.usage.totals)
-        yield DONE
+        for event in closing():
+            yield event
     except GatewayError as exc:
         session.mark_failure(exc)
         if not started:
@@ -65,13 +80,13 @@ _END = object()
 
 
 async def _choices(
-    loop: ToolLoop, sessions: list[LoopSession], writers: list[ChunkWriter]
+    loop: ToolLoop, sessions: list[LoopSession], writers: Sequence[EventWriter]
 ) -> AsyncIterator[bytes]:
     """Every choice's loop at once, their events interleaved as they come; the first
     failure ends them all."""
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
 
-    async def pump(session: LoopSession, writer: ChunkWriter) -> None:
+    async def pump(session: LoopSession, writer: EventWriter) -> None:
         try:
             async for event in _rounds(loop, session, writer):
                 await queue.put(event)
@@ -98,20 +113,24 @@ async def _choices(
 
 
 async def _rounds(
-    loop: ToolLoop, session: LoopSession, writer: ChunkWriter
+    loop: ToolLoop, session: LoopSession, writer: EventWriter
 ) -> AsyncIterator[bytes]:
     """The streaming driver of one choice: every event of the engine, encoded."""
     async for event in rounds(loop.upstream, session, stream=True):
+        for chunk in writer.open():
+            yield chunk
         if isinstance(event, Delta):
-            yield writer.delta(event.piece.delta, logprobs=event.piece.logprobs)
+            chunks = writer.piece(event.piece)
         elif isinstance(event, Working):
             async for beat in _keeping_alive(event.start(), loop.keepalive_s):
                 yield beat
+            continue
         elif isinstance(event, HandBack):
-            yield writer.tool_calls(event.calls)
-            yield writer.finish("tool_calls")
+            chunks = writer.hand_back(event.calls)
         else:
-            yield writer.finish(event.finish_reason)
+            chunks = writer.final(event.finish_reason)
+        for chunk in chunks:
+            yield chunk
 
 
 async def _keeping_alive(

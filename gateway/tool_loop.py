@@ -109,6 +109,8 @@ class LoopSession:
         self._deadline = self._clock.time() + job.limits.request_timeout_s
         self._tools = [*toolset.definitions, *job.client_tools]
         self.hidden: list[Hidden] = []  # the rounds the client does not see
+        self.outcome: HandBack | Final | None = None  # how the loop ended, once it has
+        self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
         self._messages: list[dict[str, Any]] = list(job.body["messages"])  # and in dialect
         self._final = False
 
@@ -200,6 +202,7 @@ class LoopSession:
         outputs: list[ToolOutput] = []
         if step.hidden:
             outputs, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
+        self.handed_outputs = outputs
         if self.job.keep is not None and (step.hidden or self.hidden):
             await self.job.keep(self.hidden, turn, outputs, handed)
 

@@ -15,12 +15,17 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tool_registry.jsonio import canonical, dumps, loads_object
 
+from . import dialect
 from .metrics import Metrics
 from .store import GuardedStore, Keys, StoreUnavailable
+from .values import Hidden, ToolCall, ToolOutput, Turn
+
+if TYPE_CHECKING:
+    from .tool_loop import KeepTurn
 
 logger = logging.getLogger("gateway.turns")
 
@@ -85,6 +90,28 @@ class TurnStore:
     def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
         """The digest a turn saved after ``messages`` (as the client sent them) is bound to."""
         return prefix_digests(messages, identity)[-1]
+
+    def keeper(self, tenant: str, messages: list[dict[str, Any]], identity: str) -> KeepTurn:
+        """How a loop that hands calls back keeps its hidden turns here: bound to
+        ``messages`` (the visible history as the client sent it) and to who sent it."""
+        conversation = self.conversation(messages, identity)
+
+        async def keep(
+            before: list[Hidden],
+            turn: Turn,
+            outputs: list[ToolOutput],
+            handed: tuple[ToolCall, ...],
+        ) -> None:
+            await self.save(
+                tenant,
+                conversation,
+                dialect.messages(before),
+                dialect.turn_message(turn),
+                dialect.messages(outputs),
+                [call.id for call in handed],
+            )
+
+        return keep
 
     async def save(
         self,

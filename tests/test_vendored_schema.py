@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.schema import SHARED, VENDORED
+from tests.support.schema import SCHEMAS, SHARED, VENDORED
 
 
-def test_the_vendored_openai_schema_matches_the_shared_one() -> None:
-    """Tests validate against ``tests/spec``; it must be the contract's own copy."""
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_the_vendored_openai_schemas_match_the_shared_ones(schema: str) -> None:
+    """Tests validate against ``tests/spec``; each must be the contract's own copy."""
     if not SHARED.exists():
         pytest.skip(f"{SHARED} is not beside this checkout")
-    assert VENDORED.read_bytes() == SHARED.read_bytes()
+    assert (VENDORED / schema).read_bytes() == (SHARED / schema).read_bytes()

@@ -22,3 +22,6 @@ class Keys:
 
     def trace(self, tenant: str, request_id: str) -> str:
         return f"{self.prefix}t:{tenant}:trace:{request_id}"
+
+    def response(self, tenant: str, response_id: str) -> str:
+        return f"{self.prefix}t:{tenant}:response:{response_id}"

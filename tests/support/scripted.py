@@ -160,6 +160,11 @@ class Harness:
     def __init__(self) -> None:
         self._servers: list[ServerThread] = []
         self._clients: list[httpx.Client] = []
+        self._closers: list[Callable[[], object]] = []
+
+    def on_close(self, close: Callable[[], object]) -> None:
+        """Run ``close`` (an SDK client's, say) when the test ends, before the servers stop."""
+        self._closers.append(close)
 
     def serve(self, app: ASGIApp, host: str = "127.0.0.1") -> ServerThread:
         server = ServerThread(app, host).start()
@@ -177,6 +182,8 @@ class Harness:
         return client
 
     def close(self) -> None:
+        for close in self._closers:
+            close()
         for client in self._clients:
             client.close()
         stoppers = [threading.Thread(target=s.stop) for s in self._servers]

@@ -1,0 +1,235 @@
+"""The Responses API surface of the loop (DESIGN.md §10, §11): ``POST /v1/responses``
+over the same engine, caps and policy as chat completions, and the stored responses
+(``GET``/``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tool_registry import CallContext
+
+from . import dialect
+from .chat import SHADOWED_HEADER, first_byte
+from .engine import HandBack
+from .errors import NotFound
+from .event_stream import start_event_stream
+from .http import Exchange, json_response, read_body
+from .passthrough import forward_json
+from .policy import effective_limits, effective_tools
+from .response_store import StoredResponse
+from .responses_items import new_id, to_messages
+from .responses_render import ResponseEvents, ResponseShape, incomplete_reason, output_of
+from .responses_request import ResponsesRequest, parse_responses_request
+from .stream_loop import stream_loop
+from .tenants import Tenant
+from .tool_loop import LoopJob, LoopSession
+
+if TYPE_CHECKING:
+    from .app import Gateway
+    from .chat import Admit
+    from .passthrough import Meter
+
+
+def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Input items as ``input_items`` lists them: each with an id, messages with parts."""
+    stored = []
+    for item in items:
+        item = dict(item)
+        kind = item.setdefault("type", "message")
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, str):
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                text_part: dict[str, Any] = {"type": part, "text": content}
+                if part == "output_text":
+                    text_part |= {"annotations": [], "logprobs": []}
+                item["content"] = [text_part]
+            item.setdefault("status", "completed")
+            item.setdefault("id", new_id("msg"))
+        elif kind == "function_call":
+            item.setdefault("id", new_id("fc"))
+            item.setdefault("status", "completed")
+        elif kind == "function_call_output":
+            item.setdefault("id", new_id("fco"))
+            item.setdefault("status", "completed")
+        stored.append(item)
+    return stored
+
+
+class Responses:
+    """``POST /v1/responses`` and the stored responses' routes."""
+
+    def __init__(self, gateway: Gateway, admit: Admit) -> None:
+        self._gateway = gateway
+        self._admit = admit
+
+    async def create(self, request: Request, exchange: Exchange) -> Response:
+        gateway = self._gateway
+        server = gateway.config.server
+        tenant, meter = await self._admit(request, exchange)
+        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
+        asked = parse_responses_request(raw, request.headers)
+        route = gateway.models.resolve(asked.model, tenant)
+        exchange.model = asked.model
+        server_tools, shadowed = effective_tools(
+            tenant.tools, asked.narrowing, asked.client_tool_names
+        )
+        if shadowed:
+            exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
+        if not server_tools and route.upstream.responses_api:
+            return await forward_json(
+                gateway.upstream,
+                route,
+                "/responses",
+                raw,
+                asked.body,
+                "toolgate" in asked.body,
+                asked.model,
+                stream=asked.stream,
+                meter=meter,
+                on_usage=partial(setattr, exchange, "usage"),
+            )
+        history: list[dict[str, Any]] = []
+        if asked.previous_response_id is not None:
+            previous = await gateway.responses.load(tenant.id, asked.previous_response_id)
+            if previous is None:
+                raise NotFound(
+                    f"No response {asked.previous_response_id!r} is stored for this key.",
+                    param="previous_response_id",
+                )
+            history = previous.messages
+        visible = [*history, *to_messages(asked.items)]
+        turns = gateway.turns
+        identity = turns.identity(tenant.id, request.headers)
+        keep = None
+        if server_tools and asked.client_tool_names:
+            keep = turns.keeper(tenant.id, visible, identity)
+        if asked.previous_response_id is None and any(m.get("role") == "tool" for m in visible):
+            # A client replaying its whole input: put back the hidden rounds it never
+            # saw. A stored response's history has them already.
+            visible = await turns.restore(tenant.id, visible, identity) or visible
+        system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
+        job = LoopJob(
+            upstream=route.upstream,
+            body={**asked.params, "messages": [*system, *visible]},
+            client_model=asked.model,
+            upstream_model=route.model.target,
+            server_tools=server_tools,
+            client_tools=asked.client_tools,
+            client_tool_names=asked.client_tool_names,
+            limits=effective_limits(tenant.limits, asked.narrowing),
+            context=CallContext(tenant.id, request.headers),
+            keep=keep,
+        )
+        session = gateway.loop.session(job)
+        exchange.session = session
+        shape = ResponseShape(asked)
+        store = partial(self._store, tenant, asked, visible, session)
+        if asked.stream:
+            return await self._stream(asked, session, shape, exchange, meter, store)
+        outcome = await gateway.loop.run(session)
+        calls = outcome.calls if isinstance(outcome, HandBack) else ()
+        incomplete = None if calls else incomplete_reason(outcome.answer.finish_reason)
+        usage = session.state.usage.totals
+        body = shape.response(
+            "incomplete" if incomplete else "completed",
+            output_of(outcome.answer.turn, calls),
+            usage,
+            incomplete=incomplete,
+        )
+        await store(body)
+        exchange.headers["x-toolgate-iterations"] = str(session.state.iterations)
+        exchange.headers["x-toolgate-tool-calls"] = str(session.state.tool_calls)
+        response = json_response(body)
+        if meter is not None:
+            response.background = BackgroundTask(meter, usage)
+        return response
+
+    async def _store(
+        self,
+        tenant: Tenant,
+        asked: ResponsesRequest,
+        visible: list[dict[str, Any]],
+        session: LoopSession,
+        body: dict[str, Any],
+    ) -> None:
+        """Keep a finished response, with the whole conversation through it: the
+        visible history, the hidden rounds, and its last turn (with the server calls
+        of a hand-back turn answered, so the client's outputs complete it)."""
+        outcome = session.outcome
+        if not asked.store or outcome is None or body["status"] == "failed":
+            return
+        turn = outcome.answer.turn
+        if isinstance(outcome, HandBack):
+            last = [dialect.turn_message(turn), *dialect.messages(session.handed_outputs)]
+        else:
+            last = [{"role": "assistant", "content": turn.content or ""}]
+        messages = [*visible, *dialect.messages(session.hidden), *last]
+        stored = StoredResponse(body, stored_items(asked.items), messages)
+        await self._gateway.responses.save(tenant.id, stored)
+
+    async def _stream(
+        self,
+        asked: ResponsesRequest,
+        session: LoopSession,
+        shape: ResponseShape,
+        exchange: Exchange,
+        meter: Meter | None,
+        store: Any,
+    ) -> Response:
+        writer = ResponseEvents(shape)
+        state = session.state
+        done: list[dict[str, Any]] = []
+
+        def closing() -> list[bytes]:
+            events = writer.close(state.usage.totals)
+            done.append(writer.last_response)
+            return events
+
+        async def finished() -> None:
+            if done:
+                await store(done[0])
+            if meter is not None:
+                await meter(state.usage.totals)
+
+        events = stream_loop(self._gateway.loop, [session], [writer], closing, finished)
+        return await start_event_stream(events, partial(first_byte, exchange))
+
+    async def retrieve(self, request: Request, exchange: Exchange) -> Response:
+        stored = await self._load(request, exchange)
+        return json_response(stored.response)
+
+    async def input_items(self, request: Request, exchange: Exchange) -> Response:
+        items = (await self._load(request, exchange)).input_items
+        if request.query_params.get("order") != "asc":
+            items = items[::-1]  # newest first, as OpenAI lists them by default
+        page = {
+            "object": "list",
+            "data": items,
+            "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None,
+            "has_more": False,
+        }
+        return json_response(page)
+
+    async def delete(self, request: Request, exchange: Exchange) -> Response:
+        tenant = self._gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        response_id = request.path_params["response_id"]
+        if not await self._gateway.responses.delete(tenant.id, response_id):
+            raise NotFound(f"No response {response_id!r} is stored for this key.")
+        return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def _load(self, request: Request, exchange: Exchange) -> StoredResponse:
+        tenant = self._gateway.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        response_id = request.path_params["response_id"]
+        stored = await self._gateway.responses.load(tenant.id, response_id)
+        if stored is None:
+            raise NotFound(f"No response {response_id!r} is stored for this key.")
+        return stored

@@ -1,0 +1,208 @@
+"""Reading a Responses API request (DESIGN.md §11) into what the loop needs: the
+upstream dialect's parameters and the client's own tools. A parameter the gateway
+cannot honour is a 400 naming it, never dropped in silence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tool_registry.jsonio import loads
+
+from .chat_request import Narrowing, parse_narrowing
+from .errors import BadRequest
+from .responses_items import input_items
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRequest:
+    body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
+    model: str
+    stream: bool
+    items: list[dict[str, Any]]  # ``input`` as items
+    instructions: str | None
+    params: dict[str, Any]  # in the upstream dialect (chat completions)
+    client_tools: list[dict[str, Any]]  # in the upstream dialect
+    client_tool_names: frozenset[str]
+    narrowing: Narrowing
+    store: bool
+    previous_response_id: str | None
+
+
+# Honoured by a hosted model only, or not at all here: a 400, not a silent change.
+_REFUSED = {
+    "background": "background responses are not supported by this gateway",
+    "conversation": "conversations are not supported by this gateway yet: use previous_response_id",
+    "prompt": "prompt templates are not supported by this gateway",
+    "context_management": "context management is not supported by this gateway yet",
+    "top_logprobs": "top_logprobs is not supported by this gateway",
+}
+
+
+def _refuse(body: dict[str, Any]) -> None:
+    for name, reason in _REFUSED.items():
+        value = body.get(name)
+        if value is None or value is False or value == 0 or value == []:
+            continue
+        raise BadRequest(f"'{name}': {reason}.", param=name)
+    if body.get("truncation") not in (None, "disabled"):
+        raise BadRequest(
+            "'truncation': only 'disabled' is supported by this gateway yet.", param="truncation"
+        )
+
+
+def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """The client's function tools, as the dialect declares them."""
+    if value is None:
+        return [], frozenset()
+    if not isinstance(value, list):
+        raise BadRequest("'tools' must be an array.", param="tools")
+    tools, names = [], set()
+    for index, tool in enumerate(value):
+        at = f"tools[{index}]"
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise BadRequest(
+                f"'{at}.type': only 'function' tools are supported by this gateway, "
+                f"not {kind!r} (its own tools are the tenant's server tools).",
+                param=f"{at}.type",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
+        function: dict[str, Any] = {"name": name}
+        for key in ("description", "parameters", "strict"):
+            if tool.get(key) is not None:
+                function[key] = tool[key]
+        tools.append({"type": "function", "function": function})
+        names.add(name)
+    return tools, frozenset(names)
+
+
+def _tool_choice(value: Any) -> Any:
+    if value is None or value in ("auto", "none", "required"):
+        return value
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "function" and isinstance(value.get("name"), str):
+        return {"type": "function", "function": {"name": value["name"]}}
+    if kind == "allowed_tools" and isinstance(value.get("tools"), list):
+        names = [t.get("name") for t in value["tools"] if isinstance(t, dict)]
+        if all(isinstance(name, str) for name in names):
+            tools = [{"type": "function", "function": {"name": name}} for name in names]
+            return {
+                "type": "allowed_tools",
+                "allowed_tools": {"mode": value.get("mode", "auto"), "tools": tools},
+            }
+    raise BadRequest(
+        "'tool_choice' must be 'auto', 'none', 'required', a function or allowed function tools.",
+        param="tool_choice",
+    )
+
+
+def _response_format(text: Any) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(text, dict) or (fmt is not None and not isinstance(fmt, dict)):
+        raise BadRequest("'text' must be an object with an object 'format'.", param="text")
+    kind = fmt.get("type") if fmt else "text"
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema" and fmt is not None and isinstance(fmt.get("schema"), dict):
+        schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
+        schema.setdefault("name", "response")
+        return {"type": "json_schema", "json_schema": schema}
+    raise BadRequest(
+        "'text.format' must be text, json_object, or json_schema with a 'schema'.",
+        param="text.format",
+    )
+
+
+def _number(body: dict[str, Any], name: str) -> Any:
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise BadRequest(f"'{name}' must be a number.", param=name)
+    return value
+
+
+def _params(body: dict[str, Any]) -> dict[str, Any]:
+    """What the upstream dialect is asked for, from the request's own parameters."""
+    params: dict[str, Any] = {}
+    for name in ("temperature", "top_p"):
+        if (value := _number(body, name)) is not None:
+            params[name] = value
+    if (value := _number(body, "max_output_tokens")) is not None:
+        params["max_tokens"] = value  # the name every chat-completions server knows
+    if body.get("tool_choice") is not None:
+        params["tool_choice"] = _tool_choice(body["tool_choice"])
+    if isinstance(body.get("parallel_tool_calls"), bool):
+        params["parallel_tool_calls"] = body["parallel_tool_calls"]
+    if (fmt := _response_format(body.get("text"))) is not None:
+        params["response_format"] = fmt
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+        params["reasoning_effort"] = reasoning["effort"]
+    if isinstance(body.get("user"), str):
+        params["user"] = body["user"]
+    return params
+
+
+def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> ResponsesRequest:
+    try:
+        body = loads(raw)
+    except ValueError as exc:
+        raise BadRequest("The request body is not valid JSON.") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a non-empty string.", param="model")
+    if "input" not in body and body.get("previous_response_id") is None:
+        raise BadRequest("'input' is required.", param="input")
+    _refuse(body)
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean.", param="stream")
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise BadRequest("'instructions' must be a string.", param="instructions")
+    previous = body.get("previous_response_id")
+    if previous is not None and not isinstance(previous, str):
+        raise BadRequest("'previous_response_id' must be a string.", param="previous_response_id")
+    store = body.get("store", True)
+    if store is not None and not isinstance(store, bool):
+        raise BadRequest("'store' must be a boolean.", param="store")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise BadRequest("'metadata' must be an object.", param="metadata")
+    tools, names = _tools(body.get("tools"))
+    narrowing = parse_narrowing(body.pop("toolgate", None), headers)
+    max_tool_calls = body.get("max_tool_calls")
+    if max_tool_calls is not None:
+        if (
+            isinstance(max_tool_calls, bool)
+            or not isinstance(max_tool_calls, int)
+            or max_tool_calls < 0
+        ):
+            raise BadRequest(
+                "'max_tool_calls' must be a non-negative integer.", param="max_tool_calls"
+            )
+        current = narrowing.max_tool_calls
+        narrowed = max_tool_calls if current is None else min(current, max_tool_calls)
+        narrowing = replace(narrowing, max_tool_calls=narrowed)
+    return ResponsesRequest(
+        body=body,
+        model=model,
+        stream=bool(stream),
+        items=input_items(body.get("input", [])),
+        instructions=instructions,
+        params=_params(body),
+        client_tools=tools,
+        client_tool_names=names,
+        narrowing=narrowing,
+        store=store is not False,
+        previous_response_id=previous,
+    )
