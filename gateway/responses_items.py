@@ -82,7 +82,8 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
         at = f"{where}[{index}]"
         kind = item.get("type", "message")
         if kind == "message":
-            role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+            role = item.get("role")
+            role = _ROLES.get(role) if isinstance(role, str) else None
             if role is None:
                 raise BadRequest(
                     f"'{at}.role' must be one of user, assistant, system, developer.",

@@ -121,10 +121,16 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     )
 
 
+_RANGES = {"temperature": 2.0, "top_p": 1.0}
+
+
 def _number(body: dict[str, Any], name: str) -> Any:
     value = body.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise BadRequest(f"'{name}' must be a number.", param=name)
+    if value is None:
+        return None
+    top = _RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
+        raise BadRequest(f"'{name}' must be a number from 0 to {top:g}.", param=name)
     return value
 
 
@@ -134,8 +140,13 @@ def _params(body: dict[str, Any]) -> dict[str, Any]:
     for name in ("temperature", "top_p"):
         if (value := _number(body, name)) is not None:
             params[name] = value
-    if (value := _number(body, "max_output_tokens")) is not None:
-        params["max_tokens"] = value  # the name every chat-completions server knows
+    tokens = body.get("max_output_tokens")
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise BadRequest(
+                "'max_output_tokens' must be a positive integer.", param="max_output_tokens"
+            )
+        params["max_tokens"] = tokens  # the name every chat-completions server knows
     if body.get("tool_choice") is not None:
         params["tool_choice"] = _tool_choice(body["tool_choice"])
     if isinstance(body.get("parallel_tool_calls"), bool):
@@ -143,7 +154,9 @@ def _params(body: dict[str, Any]) -> dict[str, Any]:
     if (fmt := _response_format(body.get("text"))) is not None:
         params["response_format"] = fmt
     reasoning = body.get("reasoning")
-    if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+    if reasoning is not None and not isinstance(reasoning, dict):
+        raise BadRequest("'reasoning' must be an object.", param="reasoning")
+    if reasoning is not None and isinstance(reasoning.get("effort"), str):
         params["reasoning_effort"] = reasoning["effort"]
     if isinstance(body.get("user"), str):
         params["user"] = body["user"]
@@ -176,8 +189,14 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
     if store is not None and not isinstance(store, bool):
         raise BadRequest("'store' must be a boolean.", param="store")
     metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise BadRequest("'metadata' must be an object.", param="metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict)
+        or len(metadata) > 16
+        or not all(isinstance(v, str) and len(k) <= 64 for k, v in metadata.items())
+    ):
+        raise BadRequest(
+            "'metadata' must be an object of at most 16 string values.", param="metadata"
+        )
     tools, names = _tools(body.get("tools"))
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")

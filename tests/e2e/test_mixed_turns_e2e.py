@@ -171,7 +171,10 @@ def replicas(
     upstream, tools = FakeUpstream(_either), FakeTools()
     with ServerThread(upstream.app()) as up, ServerThread(tools.app()) as tl:
         config = gateway_config(up.url, tl.url)
-        config["store"] = {"url": redis_url, "prefix": f"{redis_prefix}{uuid.uuid4().hex[:8]}:"}
+        # timeout_s: a new replica's first call connects, which on a loaded machine can
+        # pass the 0.1 s default; this test is about the turn, not the store's timeout.
+        prefix = f"{redis_prefix}{uuid.uuid4().hex[:8]}:"
+        config["store"] = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
         apps = [create_app(GatewayConfig.model_validate(config)) for _ in range(2)]
         with ServerThread(apps[0]) as a, ServerThread(apps[1]) as b:
             yield upstream, tools, [f"{a.url}/v1", f"{b.url}/v1"]

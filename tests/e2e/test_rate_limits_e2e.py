@@ -124,7 +124,9 @@ def gateway_file(tmp_path: Path, upstream_url: str, store: dict[str, Any], port:
 @pytest.fixture
 def two_replicas(tmp_path: Path, redis_url: str, redis_prefix: str) -> Iterator[list[str]]:
     upstream = FakeUpstream(lambda body: say("ok"), delay_s=0.05)
-    store = {"url": redis_url, "prefix": f"{redis_prefix}{uuid.uuid4().hex[:8]}:"}
+    # timeout_s: a loaded machine can pass the 0.1 s default on a first connect.
+    prefix = f"{redis_prefix}{uuid.uuid4().hex[:8]}:"
+    store = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
     toolgate = str(Path(sys.executable).parent / "toolgate")
     processes = []
     with ServerThread(upstream.app()) as server:

@@ -255,7 +255,11 @@ def test_previous_response_id_continues_on_another_replica(
         {"s": {"type": "string"}},
         result={"pick": "length"},
     )
-    data = config(upstream.url, [definition], store={"url": redis_url, "prefix": redis_prefix})
+    data = config(
+        upstream.url,
+        [definition],
+        store={"url": redis_url, "prefix": redis_prefix, "timeout_s": 2.0},
+    )
     one, two = harness.gateway(data), harness.gateway(data)
     first = create(sdk(harness, one), model=MODEL, input="Weather?", tools=[WEATHER])
     [handed] = [item for item in first.output if item.type == "function_call"]
