@@ -20,6 +20,7 @@ from tool_registry.results import Outcome
 from .caps import CapKind
 from .config import GatewayConfig
 from .config_loader import check_references, load_config
+from .conversations import ConversationStore
 from .errors import ConfigError, GatewayError, NotFound
 from .gc_tuning import tune_gc
 from .http import error_response, new_request_id
@@ -89,6 +90,7 @@ class Gateway:
         )
         self.cache = ResultCache(self.store, self.keys, metrics)
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
+        self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.traces = (
             TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
             if config.traces.enabled

@@ -4,6 +4,7 @@ over the same engine, caps and policy as chat completions, and the stored respon
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from tool_registry import CallContext
 
 from . import dialect
 from .chat import SHADOWED_HEADER, first_byte
+from .conversations import Conversation, Entry, visible_entries
 from .engine import HandBack
 from .errors import NotFound
 from .event_stream import start_event_stream
@@ -22,43 +24,20 @@ from .http import Exchange, json_response, read_body
 from .passthrough import forward_json
 from .policy import effective_limits, effective_tools
 from .response_store import StoredResponse
-from .responses_items import new_id, to_messages
+from .responses_items import stored_items, to_messages
 from .responses_render import ResponseEvents, ResponseShape, incomplete_reason, output_of
 from .responses_request import ResponsesRequest, parse_responses_request
+from .store import StoreUnavailable
 from .stream_loop import stream_loop
 from .tenants import Tenant
 from .tool_loop import LoopJob, LoopSession
+
+logger = logging.getLogger("gateway.responses")
 
 if TYPE_CHECKING:
     from .app import Gateway
     from .chat import Admit
     from .passthrough import Meter
-
-
-def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Input items as ``input_items`` lists them: each with an id, messages with parts."""
-    stored = []
-    for item in items:
-        item = dict(item)
-        kind = item.setdefault("type", "message")
-        if kind == "message":
-            content = item.get("content")
-            if isinstance(content, str):
-                part = "output_text" if item.get("role") == "assistant" else "input_text"
-                text_part: dict[str, Any] = {"type": part, "text": content}
-                if part == "output_text":
-                    text_part |= {"annotations": [], "logprobs": []}
-                item["content"] = [text_part]
-            item.setdefault("status", "completed")
-            item.setdefault("id", new_id("msg"))
-        elif kind == "function_call":
-            item.setdefault("id", new_id("fc"))
-            item.setdefault("status", "completed")
-        elif kind == "function_call_output":
-            item.setdefault("id", new_id("fco"))
-            item.setdefault("status", "completed")
-        stored.append(item)
-    return stored
 
 
 class Responses:
@@ -103,13 +82,21 @@ class Responses:
                     param="previous_response_id",
                 )
             history = previous.messages
+        conversation = None
+        if asked.conversation is not None:
+            conversation = await gateway.conversations.load(tenant.id, asked.conversation)
+            if conversation is None:
+                raise NotFound(
+                    f"No conversation {asked.conversation!r} for this key.", param="conversation"
+                )
+            history = conversation.messages
         visible = [*history, *to_messages(asked.items)]
         turns = gateway.turns
         identity = turns.identity(tenant.id, request.headers)
         keep = None
         if server_tools and asked.client_tool_names:
             keep = turns.keeper(tenant.id, visible, identity)
-        if asked.previous_response_id is None and any(m.get("role") == "tool" for m in visible):
+        if history == [] and any(m.get("role") == "tool" for m in visible):
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await turns.restore(tenant.id, visible, identity) or visible
@@ -129,7 +116,7 @@ class Responses:
         session = gateway.loop.session(job)
         exchange.session = session
         shape = ResponseShape(asked)
-        store = partial(self._store, tenant, asked, visible, session)
+        store = partial(self._keep, tenant, asked, visible, session, conversation)
         if asked.stream:
             return await self._stream(asked, session, shape, exchange, meter, store)
         outcome = await gateway.loop.run(session)
@@ -150,28 +137,46 @@ class Responses:
             response.background = BackgroundTask(meter, usage)
         return response
 
-    async def _store(
+    async def _keep(
         self,
         tenant: Tenant,
         asked: ResponsesRequest,
         visible: list[dict[str, Any]],
         session: LoopSession,
+        conversation: Conversation | None,
         body: dict[str, Any],
     ) -> None:
         """Keep a finished response, with the whole conversation through it: the
         visible history, the hidden rounds, and its last turn (with the server calls
-        of a hand-back turn answered, so the client's outputs complete it)."""
+        of a hand-back turn answered, so the client's outputs complete it); and add
+        its input, hidden rounds and output to its conversation, if it has one."""
         outcome = session.outcome
-        if not asked.store or outcome is None or body["status"] == "failed":
+        if outcome is None or body["status"] == "failed":
             return
         turn = outcome.answer.turn
         if isinstance(outcome, HandBack):
             last = [dialect.turn_message(turn), *dialect.messages(session.handed_outputs)]
         else:
             last = [{"role": "assistant", "content": turn.content or ""}]
-        messages = [*visible, *dialect.messages(session.hidden), *last]
-        stored = StoredResponse(body, stored_items(asked.items), messages)
-        await self._gateway.responses.save(tenant.id, stored)
+        hidden = dialect.messages(session.hidden)
+        items = stored_items(asked.items)
+        if asked.store:
+            stored = StoredResponse(body, items, [*visible, *hidden, *last])
+            await self._gateway.responses.save(tenant.id, stored)
+        if conversation is not None:
+            # The turn's messages go with the first output item; the rest stand for
+            # nothing the turn message does not already carry.
+            output = body["output"] or [None]
+            conversation.entries += [
+                *visible_entries(items),
+                Entry(None, hidden),
+                Entry(output[0], last),
+                *(Entry(item, []) for item in output[1:]),
+            ]
+            try:
+                await self._gateway.conversations.save(tenant.id, conversation)
+            except StoreUnavailable:
+                logger.warning("conversation %s not updated: store unavailable", conversation.id)
 
     async def _stream(
         self,

@@ -182,3 +182,29 @@ def usage_of(totals: dict[str, Any]) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": _int(totals.get("total_tokens")) or input_tokens + output_tokens,
     }
+
+
+def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Input items as ``input_items`` lists them: each with an id, messages with parts."""
+    stored = []
+    for item in items:
+        item = dict(item)
+        kind = item.setdefault("type", "message")
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, str):
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                text_part: dict[str, Any] = {"type": part, "text": content}
+                if part == "output_text":
+                    text_part |= {"annotations": [], "logprobs": []}
+                item["content"] = [text_part]
+            item.setdefault("status", "completed")
+            item.setdefault("id", new_id("msg"))
+        elif kind == "function_call":
+            item.setdefault("id", new_id("fc"))
+            item.setdefault("status", "completed")
+        elif kind == "function_call_output":
+            item.setdefault("id", new_id("fco"))
+            item.setdefault("status", "completed")
+        stored.append(item)
+    return stored

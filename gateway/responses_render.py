@@ -45,6 +45,8 @@ class ResponseShape:
         }
         if isinstance(body.get("user"), str):
             self._fixed["user"] = body["user"]
+        if request.conversation is not None:
+            self._fixed["conversation"] = {"id": request.conversation}
 
     def response(
         self,

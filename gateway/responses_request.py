@@ -28,12 +28,12 @@ class ResponsesRequest:
     narrowing: Narrowing
     store: bool
     previous_response_id: str | None
+    conversation: str | None = None
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.
 _REFUSED = {
     "background": "background responses are not supported by this gateway",
-    "conversation": "conversations are not supported by this gateway yet: use previous_response_id",
     "prompt": "prompt templates are not supported by this gateway",
     "context_management": "context management is not supported by this gateway yet",
     "top_logprobs": "top_logprobs is not supported by this gateway",
@@ -185,6 +185,19 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
     previous = body.get("previous_response_id")
     if previous is not None and not isinstance(previous, str):
         raise BadRequest("'previous_response_id' must be a string.", param="previous_response_id")
+    conversation = body.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if conversation is not None and not isinstance(conversation, str):
+        raise BadRequest(
+            "'conversation' must be a conversation id or an object with an 'id'.",
+            param="conversation",
+        )
+    if conversation is not None and previous is not None:
+        raise BadRequest(
+            "'conversation' and 'previous_response_id' cannot both be given.",
+            param="conversation",
+        )
     store = body.get("store", True)
     if store is not None and not isinstance(store, bool):
         raise BadRequest("'store' must be a boolean.", param="store")
@@ -224,4 +237,5 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         narrowing=narrowing,
         store=store is not False,
         previous_response_id=previous,
+        conversation=conversation,
     )

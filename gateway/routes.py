@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from tool_registry.jsonio import loads
 
 from .chat import ChatCompletions
+from .conversations import Conversations
 from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
 from .passthrough import Meter, forward_json
@@ -133,6 +134,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
 
     observed = gateway.observer
     responses = Responses(gateway, admit)
+    conversations = Conversations(gateway)
     return [
         Route(
             "/v1/chat/completions",
@@ -146,6 +148,19 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             "/v1/responses/{response_id}/input_items",
             endpoint(responses.input_items),
             methods=["GET"],
+        ),
+        Route("/v1/conversations", endpoint(conversations.create), methods=["POST"]),
+        *(
+            Route(f"/v1/conversations/{{conversation_id}}{path}", endpoint(handler), methods=[m])
+            for path, m, handler in (
+                ("", "GET", conversations.retrieve),
+                ("", "POST", conversations.update),
+                ("", "DELETE", conversations.delete),
+                ("/items", "GET", conversations.list_items),
+                ("/items", "POST", conversations.add_items),
+                ("/items/{item_id}", "GET", conversations.get_item),
+                ("/items/{item_id}", "DELETE", conversations.delete_item),
+            )
         ),
         Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),

@@ -25,3 +25,6 @@ class Keys:
 
     def response(self, tenant: str, response_id: str) -> str:
         return f"{self.prefix}t:{tenant}:response:{response_id}"
+
+    def conversation(self, tenant: str, conversation_id: str) -> str:
+        return f"{self.prefix}t:{tenant}:conversation:{conversation_id}"

@@ -327,3 +327,38 @@ def test_a_failure_after_the_first_event_is_an_error_then_response_failed(
     assert events[-1]["response"]["status"] == "failed"
     assert events[-1]["response"]["error"]["code"] == "server_error"
     assert len(tools.hits) == 1
+
+
+def test_a_conversation_keeps_the_thread_and_its_hidden_rounds(harness: Harness) -> None:
+    model = Model(server_round, says("It was 5."))
+    gateway, tools = stack(harness, model)
+    client = sdk(harness, gateway)
+    conversation = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "Remember: count letters."}],
+        metadata={"topic": "lengths"},
+    )
+    first = create(client, model=MODEL, input="How long is 'hello'?", conversation=conversation.id)
+    assert first.conversation is not None
+    assert first.conversation.id == conversation.id
+    second = create(client, model=MODEL, input="What was it?", conversation=conversation.id)
+    assert second.output_text == "It was 5."
+    # The second request read the whole thread, the hidden tool round included.
+    roles = [m["role"] for m in model.requests[-1]["messages"]]
+    assert roles == ["user", "user", "assistant", "tool", "assistant", "user"]
+    listed = client.conversations.items.list(conversation.id, order="asc")
+    kinds = [(item.type, getattr(item, "role", None)) for item in listed.data]
+    roles_listed = ["user", "user", "assistant", "user", "assistant"]
+    assert kinds == [("message", role) for role in roles_listed]
+    # Deleting an item takes it out of what the model reads.
+    first_item = listed.data[0].id
+    assert first_item is not None
+    client.conversations.items.delete(first_item, conversation_id=conversation.id)
+    create(client, model=MODEL, input="Again?", conversation=conversation.id)
+    assert "Remember: count letters." not in json.dumps(model.requests[-1]["messages"])
+    assert client.conversations.retrieve(conversation.id).metadata == {"topic": "lengths"}
+    with pytest.raises(openai.NotFoundError):
+        sdk(harness, gateway, OTHER_KEY).conversations.retrieve(conversation.id)
+    client.conversations.delete(conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        create(client, model=MODEL, input="gone?", conversation=conversation.id)
+    assert len(tools.hits) == 1
