@@ -18,7 +18,13 @@ from typing import Any
 
 import aiohttp
 
-FIRST_TOKEN = b'"content":"t'  # the fake upstream's tokens are "t0 ", "t1 ", …
+# The fake upstream's tokens are "t0 ", "t1 ", …: a chat chunk carries them as content,
+# a Responses event as an output_text delta.
+TOKEN_MARKERS = (b'"content":"t', b'"delta":"t')
+
+
+def _token(chunk: bytes) -> bool:
+    return any(marker in chunk for marker in TOKEN_MARKERS)
 
 
 @dataclass
@@ -58,10 +64,10 @@ async def _one(
                 async for chunk in response.content.iter_any():
                     now = time.perf_counter()
                     if first is None:
-                        if FIRST_TOKEN in chunk:
+                        if _token(chunk):
                             first = last = now
                             stats.ttfts.append(now - started)
-                    elif FIRST_TOKEN[:-1] in chunk and last is not None:
+                    elif _token(chunk) and last is not None:
                         stats.gaps.append(now - last)
                         last = now
             else:

@@ -53,11 +53,15 @@ tenants:
 """
 
 
-def body(model: str, stream: bool = False) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": "What is the answer?"}],
-    }
+RESPONSES = "/v1/responses"
+
+
+def body(model: str, stream: bool = False, api: str = "chat") -> dict[str, Any]:
+    payload: dict[str, Any] = {"model": model}
+    if api == "responses":
+        payload["input"] = "What is the answer?"
+    else:
+        payload["messages"] = [{"role": "user", "content": "What is the answer?"}]
     if stream:
         payload["stream"] = True
     return payload
@@ -105,16 +109,18 @@ class Bench:
         )
         self.pids["toolgate"] = self.gateway.pid
 
-    def url(self, target: str) -> str:
+    def url(self, target: str, api: str = "chat") -> str:
         port = {"direct": "upstream", "baseline": "base", "toolgate": "gw"}[target]
-        return f"http://127.0.0.1:{self.ports[port]}{CHAT}"
+        return f"http://127.0.0.1:{self.ports[port]}{RESPONSES if api == 'responses' else CHAT}"
 
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
+        """``api="responses"``: the same request through ``POST /v1/responses``."""
         headers = {"authorization": f"Bearer {key}"} if target == "toolgate" else {}
         stream = options.pop("stream", False)
+        api = options.pop("api", "chat")
         return Load(
-            self.url(target),
-            body(model, stream),
+            self.url(target, api),
+            body(model, stream, api),
             stream=stream,
             headers=headers,
             pid=self.pids[target],
@@ -173,6 +179,14 @@ def _scenarios(
             "d_tool_round": L(
                 "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
             ),
+            "i_tool_round_responses": L(
+                "toolgate",
+                "bench-tool1",
+                TOOLS_KEY,
+                concurrency=32,
+                seconds=seconds,
+                api="responses",
+            ),
         },
         rounds,
     )
@@ -199,6 +213,15 @@ def _scenarios(
             ),
             "f_stream_toolgate_passthrough": L(
                 "toolgate", "bench-plain", concurrency=4, seconds=seconds, stream=True
+            ),
+            "i_stream_toolgate_loop_responses": L(
+                "toolgate",
+                "bench-plain",
+                TOOLS_KEY,
+                concurrency=4,
+                seconds=seconds,
+                stream=True,
+                api="responses",
             ),
         },
         1,
@@ -283,6 +306,19 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "max_ms",
         ),
         ("(g) no errors at concurrency 256", r["g_slow_upstream_c256"]["errors"], 0, "max"),
+        (
+            "(i) Responses tool round rps ≥ 90% of chat's (d)",
+            r["i_tool_round_responses"]["rps"] / r["d_tool_round"]["rps"],
+            0.90,
+            "ratio",
+        ),
+        (
+            "(i) Responses time to first token ≤ 110% of chat's (loop, p50)",
+            r["i_stream_toolgate_loop_responses"]["ttft_ms"]["p50"]
+            / r["f_stream_toolgate_loop"]["ttft_ms"]["p50"],
+            1.10,
+            "max",
+        ),
         (
             "(g) no collapse: rps at c=256 ≥ rps at c=32",
             r["g_slow_upstream_c256"]["rps"] / r["g_slow_upstream_c32"]["rps"],

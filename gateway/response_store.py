@@ -29,14 +29,19 @@ class ResponseStore:
         self._keys = keys
         self._ttl_s = ttl_s
 
-    async def save(self, tenant: str, stored: StoredResponse) -> bool:
-        """Keep a response; False (and a log line) when the store is unavailable."""
-        value = dumps(
-            {
-                "response": stored.response,
-                "input_items": stored.input_items,
-                "messages": stored.messages,
-            }
+    async def save(self, tenant: str, stored: StoredResponse, encoded: bytes | None = None) -> bool:
+        """Keep a response (``encoded``: its JSON, when it was written already); False
+        (and a log line) when the store is unavailable."""
+        value = b"".join(
+            (
+                b'{"response":',
+                encoded if encoded is not None else dumps(stored.response),
+                b',"input_items":',
+                dumps(stored.input_items),
+                b',"messages":',
+                dumps(stored.messages),
+                b"}",
+            )
         )
         key = self._keys.response(tenant, stored.response["id"])
         try:

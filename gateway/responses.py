@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tool_registry import CallContext
+from tool_registry.jsonio import dumps
 
 from . import dialect
 from .chat import SHADOWED_HEADER, first_byte
@@ -92,11 +93,11 @@ class Responses:
             history = conversation.messages
         visible = [*history, *to_messages(asked.items)]
         turns = gateway.turns
-        identity = turns.identity(tenant.id, request.headers)
         keep = None
         if server_tools and asked.client_tool_names:
-            keep = turns.keeper(tenant.id, visible, identity)
+            keep = turns.keeper(tenant.id, visible, turns.identity(tenant.id, request.headers))
         if history == [] and any(m.get("role") == "tool" for m in visible):
+            identity = turns.identity(tenant.id, request.headers)
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await turns.restore(tenant.id, visible, identity) or visible
@@ -129,10 +130,11 @@ class Responses:
             usage,
             incomplete=incomplete,
         )
-        await store(body)
+        encoded = dumps(body)
+        await store(body, encoded)
         exchange.headers["x-toolgate-iterations"] = str(session.state.iterations)
         exchange.headers["x-toolgate-tool-calls"] = str(session.state.tool_calls)
-        response = json_response(body)
+        response = Response(encoded, media_type="application/json")
         if meter is not None:
             response.background = BackgroundTask(meter, usage)
         return response
@@ -145,6 +147,7 @@ class Responses:
         session: LoopSession,
         conversation: Conversation | None,
         body: dict[str, Any],
+        encoded: bytes | None = None,
     ) -> None:
         """Keep a finished response, with the whole conversation through it: the
         visible history, the hidden rounds, and its last turn (with the server calls
@@ -162,7 +165,7 @@ class Responses:
         items = stored_items(asked.items)
         if asked.store:
             stored = StoredResponse(body, items, [*visible, *hidden, *last])
-            await self._gateway.responses.save(tenant.id, stored)
+            await self._gateway.responses.save(tenant.id, stored, encoded)
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
             # nothing the turn message does not already carry.
