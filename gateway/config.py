@@ -80,6 +80,7 @@ class ModelConfig(_Frozen):
     name: str = Field(min_length=1)
     upstream: str
     upstream_model: str | None = None
+    context_tokens: int | None = Field(default=None, gt=0)  # for truncation: "auto"
 
     @property
     def target(self) -> str:

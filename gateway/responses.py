@@ -17,6 +17,7 @@ from tool_registry.jsonio import dumps
 
 from . import dialect
 from .chat import SHADOWED_HEADER, first_byte
+from .context_fit import compact, compaction_threshold, estimate_tokens, truncate
 from .conversations import Conversation, Entry, visible_entries
 from .engine import HandBack
 from .errors import NotFound
@@ -38,6 +39,7 @@ logger = logging.getLogger("gateway.responses")
 if TYPE_CHECKING:
     from .app import Gateway
     from .chat import Admit
+    from .models import Route
     from .passthrough import Meter
 
 
@@ -101,6 +103,8 @@ class Responses:
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await turns.restore(tenant.id, visible, identity) or visible
+        summary_usage: list[Any] = []
+        visible = await self._fit(asked, route, visible, summary_usage)
         system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
         job = LoopJob(
             upstream=route.upstream,
@@ -115,6 +119,8 @@ class Responses:
             keep=keep,
         )
         session = gateway.loop.session(job)
+        for usage in summary_usage:
+            session.state.usage.add(usage)  # the compaction's tokens are the request's
         exchange.session = session
         shape = ResponseShape(asked)
         store = partial(self._keep, tenant, asked, visible, session, conversation)
@@ -138,6 +144,42 @@ class Responses:
         if meter is not None:
             response.background = BackgroundTask(meter, usage)
         return response
+
+    async def _fit(
+        self,
+        asked: ResponsesRequest,
+        route: Route,
+        visible: list[dict[str, Any]],
+        usage: list[Any],
+    ) -> list[dict[str, Any]]:
+        """A long conversation made to fit: compacted into a summary the same model
+        writes (its usage added to ``usage``), or truncated to the model's
+        ``context_tokens``, as the request asks. The fitted conversation is what is
+        stored, so later turns start from it."""
+        threshold = compaction_threshold(asked.body.get("context_management"))
+        if threshold is not None:
+            limit = threshold or route.model.context_tokens
+            if limit:
+                summarise = partial(self._summarise, route, usage)
+                visible = await compact(visible, limit, summarise) or visible
+        context = route.model.context_tokens
+        if asked.body.get("truncation") == "auto" and context is not None:
+            reserve = asked.params.get("max_tokens") or 0
+            budget = (
+                context
+                - reserve
+                - estimate_tokens([{"role": "system", "content": asked.instructions or ""}])
+            )
+            visible = truncate(visible, budget)
+        return visible
+
+    async def _summarise(
+        self, route: Route, usage: list[Any], messages: list[dict[str, Any]]
+    ) -> str:
+        body = {"model": route.model.target, "messages": messages}
+        answer = dialect.parse_completion(await self._gateway.upstream.chat(route.upstream, body))
+        usage.append(answer.usage)
+        return answer.turn.content or ""
 
     async def _keep(
         self,

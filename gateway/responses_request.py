@@ -35,7 +35,6 @@ class ResponsesRequest:
 _REFUSED = {
     "background": "background responses are not supported by this gateway",
     "prompt": "prompt templates are not supported by this gateway",
-    "context_management": "context management is not supported by this gateway yet",
     "top_logprobs": "top_logprobs is not supported by this gateway",
 }
 
@@ -46,10 +45,22 @@ def _refuse(body: dict[str, Any]) -> None:
         if value is None or value is False or value == 0 or value == []:
             continue
         raise BadRequest(f"'{name}': {reason}.", param=name)
-    if body.get("truncation") not in (None, "disabled"):
-        raise BadRequest(
-            "'truncation': only 'disabled' is supported by this gateway yet.", param="truncation"
-        )
+    if body.get("truncation") not in (None, "disabled", "auto"):
+        raise BadRequest("'truncation' must be 'auto' or 'disabled'.", param="truncation")
+    management = body.get("context_management")
+    if management is not None:
+        entries = management if isinstance(management, list) else [None]
+        for index, entry in enumerate(entries):
+            kind = entry.get("type") if isinstance(entry, dict) else None
+            threshold = entry.get("compact_threshold") if isinstance(entry, dict) else None
+            if kind != "compaction" or not (
+                threshold is None or (isinstance(threshold, int) and threshold > 0)
+            ):
+                param = f"context_management[{index}]"
+                raise BadRequest(
+                    f"'{param}' must be {{type: compaction, compact_threshold: <tokens>}}.",
+                    param=param,
+                )
 
 
 def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:

@@ -223,7 +223,8 @@ def test_stored_responses_are_the_tenants_own(harness: Harness) -> None:
     [
         ({"background": True}, "background"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
-        ({"truncation": "auto"}, "truncation"),
+        ({"truncation": "middle"}, "truncation"),
+        ({"context_management": [{"type": "other"}]}, "context_management[0]"),
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type"),
         ({"tool_choice": {"type": "mcp", "server_label": "x"}}, "tool_choice"),
     ],
@@ -362,3 +363,85 @@ def test_a_conversation_keeps_the_thread_and_its_hidden_rounds(harness: Harness)
     with pytest.raises(openai.NotFoundError):
         create(client, model=MODEL, input="gone?", conversation=conversation.id)
     assert len(tools.hits) == 1
+
+
+def test_the_surface_is_traced_metered_and_logged_like_chat(harness: Harness) -> None:
+    gateway, _ = stack(harness, Model(server_round))
+    client = harness.client(gateway)
+    answer = client.post("/v1/responses", json={"model": MODEL, "input": "hi", "store": False})
+    assert answer.status_code == 200
+    assert answer.headers["x-toolgate-tool-calls"] == "1"
+    trace = client.get(f"/v1/toolgate/traces/{answer.headers['x-request-id']}").json()
+    assert [call["name"] for call in trace["tool_calls"]] == ["string_length"]
+    assert trace["iterations"] == 2
+    metrics = client.get("/metrics").text
+    assert f'toolgate_requests_total{{model="{MODEL}",status="2xx",tenant="acme"}} 1.0' in metrics
+    assert (
+        'toolgate_tool_calls_total{outcome="ok",tenant="acme",tool="string_length"} 1.0' in metrics
+    )
+
+
+def remembering(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that summarises when asked to (keeping every fact it read), and answers
+    "what was fact 1?" from whatever its context holds."""
+    messages = body["messages"]
+    text = "\n".join(str(m.get("content")) for m in messages)
+    last = str(messages[-1]["content"])
+    if last.startswith("Summarise the conversation above"):
+        facts = [line for line in text.splitlines() if "fact " in line and "=" in line]
+        return says("\n".join(sorted(set(facts))))
+    if last.startswith("What was fact 1?"):
+        found = [line for line in text.splitlines() if line.strip().startswith("fact 1 =")]
+        return says(found[0].split("=")[1].split()[0] if found else "I do not know.")
+    return says("Noted.")
+
+
+def test_fifty_turns_compacted_still_know_the_first_fact(harness: Harness) -> None:
+    model = Model(remembering)
+    upstream = harness.serve(model.recorder)
+    gateway = harness.gateway(config(upstream.url, []))
+    client = sdk(harness, gateway)
+    management: Any = [{"type": "compaction", "compact_threshold": 400}]
+    previous = None
+    for turn in range(1, 51):
+        response = create(
+            client,
+            model=MODEL,
+            input=f"fact {turn} = value-{turn} " + "padding " * 20,
+            previous_response_id=previous,
+            context_management=management,
+        )
+        previous = response.id
+    final = create(
+        client,
+        model=MODEL,
+        input="What was fact 1?",
+        previous_response_id=previous,
+        context_management=management,
+    )
+    assert final.output_text == "value-1"
+    summaries = [r for r in model.requests if "Summarise the conversation" in json.dumps(r)]
+    assert len(summaries) >= 5  # compacted again and again, as the thread grew
+    # The stored state stays bounded: the last request read a summary and a few turns.
+    assert len(model.requests[-1]["messages"]) <= 10
+    assert final.usage is not None
+    assert final.usage.total_tokens > 5  # the summary's round counted with the answer's
+
+
+def test_truncation_auto_fits_the_models_context(harness: Harness) -> None:
+    model = Model(says("ok"))
+    upstream = harness.serve(model.recorder)
+    data = config(upstream.url, [])
+    data["models"][0]["context_tokens"] = 300
+    gateway = harness.gateway(data)
+    long_history: Any = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 200}
+        for i in range(20)
+    ]
+    long_history.append({"role": "user", "content": "the question"})
+    create(sdk(harness, gateway), model=MODEL, input=long_history, truncation="auto", store=False)
+    sent = model.requests[-1]["messages"]
+    assert sent[-1] == {"role": "user", "content": "the question"}
+    assert 1 <= len(sent) < len(long_history)
+    create(sdk(harness, gateway), model=MODEL, input=long_history, store=False)
+    assert len(model.requests[-1]["messages"]) == len(long_history)  # disabled: all of it
