@@ -32,12 +32,18 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-test: lint typecheck
+# The openai Node SDK for the end-to-end tier, pinned by its lock file.
+tests/node/node_modules/.installed: tests/node/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tests/node --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the Node SDK test will say what to install"; fi
+
+test: lint typecheck tests/node/node_modules/.installed
 	@scripts/ensure-redis.sh
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.run
