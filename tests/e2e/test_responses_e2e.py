@@ -445,3 +445,22 @@ def test_truncation_auto_fits_the_models_context(harness: Harness) -> None:
     assert 1 <= len(sent) < len(long_history)
     create(sdk(harness, gateway), model=MODEL, input=long_history, store=False)
     assert len(model.requests[-1]["messages"]) == len(long_history)  # disabled: all of it
+
+
+def test_with_no_server_tools_a_native_upstream_gets_the_request_untouched(
+    harness: Harness,
+) -> None:
+    native = Recorder(
+        lambda hit: Answer(body=json.dumps({"id": "resp_up", "model": "up"}).encode())
+    )
+    upstream = harness.serve(native)
+    data = config(upstream.url, [])
+    data["upstreams"][0]["responses_api"] = True
+    gateway = harness.gateway(data)
+    body = {"model": MODEL, "input": "hi", "include": ["reasoning.encrypted_content"]}
+    plain = harness.client(gateway, OTHER_KEY).post("/v1/responses", json=body)
+    assert plain.status_code == 200
+    assert plain.json() == {"id": "resp_up", "model": "up"}
+    [hit] = native.hits
+    assert hit.raw_path == "/v1/responses"
+    assert json.loads(hit.body) == body
