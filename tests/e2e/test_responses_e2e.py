@@ -6,6 +6,7 @@ responses are kept per tenant, and everything sent validates against OpenAI's sc
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -464,3 +465,32 @@ def test_with_no_server_tools_a_native_upstream_gets_the_request_untouched(
     [hit] = native.hits
     assert hit.raw_path == "/v1/responses"
     assert json.loads(hit.body) == body
+
+
+def test_keep_alive_comments_cover_slow_tools_in_a_stream(harness: Harness) -> None:
+    def slow(hit: Any) -> Answer:
+        time.sleep(0.3)
+        return Answer(body=b'{"length": 5}')
+
+    tools = Recorder(slow)
+    model = Model(server_round)
+    tools_server, upstream = harness.serve(tools), harness.serve(model.recorder)
+    definition = tool(
+        "string_length",
+        f"{tools_server.url}/len",
+        {"s": {"type": "string"}},
+        result={"pick": "length"},
+    )
+    data = config(upstream.url, [definition], server={"stream_keepalive_s": 0.05})
+    gateway = harness.gateway(data)
+    headers = {"authorization": f"Bearer {TENANT_KEY}"}
+    body = {"model": MODEL, "input": "hi", "stream": True}
+    with (
+        httpx.Client(base_url=gateway.url, headers=headers, timeout=10) as client,
+        client.stream("POST", "/v1/responses", json=body) as r,
+    ):
+        lines = list(r.iter_lines())
+    comments = [line for line in lines if line.startswith(":")]
+    assert len(comments) >= 2  # every 50 ms of the tool's 300
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    assert events[-1]["type"] == "response.completed"
