@@ -26,8 +26,6 @@ from .metrics import UNKNOWN, Metrics
 from .result_cache import ResultCache
 from .values import ToolCall, ToolOutput
 
-SAFE_METHODS = frozenset({"GET", "HEAD"})
-
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
@@ -95,7 +93,7 @@ class ToolRunner:
         already run in this request gets that result again with a note.
         """
         slots, to_run, first_ids = self._plan(calls, runnable)
-        side_effects = any(p.tool.spec.http.method not in SAFE_METHODS for p in to_run.values())
+        side_effects = any(p.tool.side_effects for p in to_run.values())
         self._state.start_tools(len(to_run), runnable, side_effects)
         timed_out = await self._execute(to_run, first_ids, deadline)
         outputs = []
@@ -188,7 +186,7 @@ class ToolRunner:
     async def _one(
         self, call_id: str, prepared: PreparedCall, deadline: float | None = None
     ) -> ToolResult:
-        ttl = prepared.tool.spec.cache_ttl_s if self._cache is not None else None
+        ttl = prepared.tool.cache_ttl_s if self._cache is not None else None
         tenant = self._context.tenant_id
         async with self._semaphore:
             started = time.perf_counter()

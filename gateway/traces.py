@@ -25,7 +25,7 @@ def redacted_arguments(registry: ToolRegistry, record: CallRecord) -> dict[str, 
     tool = registry.get(record.name)
     if tool is None:
         return record.arguments
-    hidden = {key for key, template in tool.spec.bind.items() if "{header." in template}
+    hidden = tool.header_bound
     return {k: REDACTED if k in hidden else v for k, v in record.arguments.items()}
 
 

@@ -13,6 +13,8 @@ from .request_builder import RequestTemplate
 from .spec import ToolSpec
 from .templates import MissingValue, placeholders, render
 
+SAFE_METHODS = frozenset({"GET", "HEAD"})  # methods that change nothing
+
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
@@ -68,6 +70,23 @@ class Tool:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    # What the gateway asks of a tool, whatever its source: never its HTTP spec.
+
+    @property
+    def side_effects(self) -> bool:
+        """Whether calling it may change something (a replayed request must not)."""
+        return self.spec.http.method not in SAFE_METHODS
+
+    @property
+    def cache_ttl_s(self) -> float | None:
+        """How long a successful result may be reused, if at all."""
+        return self.spec.cache_ttl_s
+
+    @property
+    def header_bound(self) -> frozenset[str]:
+        """Arguments whose values come from request headers: never shown in traces."""
+        return frozenset(k for k, t in self.spec.bind.items() if "{header." in t)
 
     def prepare(self, raw_arguments: str | None, context: CallContext) -> PreparedCall:
         """Parse, bind and validate the model's arguments; raise ``ToolArgumentsInvalid``."""

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tool_registry import ToolRegistry
 from tool_registry.spec import ToolSpec
 
 VALID: dict[str, Any] = {
@@ -65,3 +66,25 @@ def test_methods_are_case_insensitive_and_bind_counts_as_known() -> None:
     )
     assert spec.http.method == "POST"
     assert not spec.http.idempotent
+
+
+def test_what_the_gateway_asks_of_a_tool() -> None:
+    get = ToolSpec.model_validate(
+        {
+            "name": "lookup",
+            "http": {"url": "http://t.example/{id}"},
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+            "bind": {"user": "{header.x-user}", "tenant": "{tenant.id}"},
+            "cache_ttl_s": 30,
+        }
+    )
+    post = ToolSpec.model_validate(
+        {"name": "create", "http": {"url": "http://t.example/", "method": "POST"}}
+    )
+    registry = ToolRegistry([get, post])
+    lookup, create = registry.get("lookup"), registry.get("create")
+    assert lookup is not None
+    assert create is not None
+    assert (lookup.side_effects, create.side_effects) == (False, True)
+    assert (lookup.cache_ttl_s, create.cache_ttl_s) == (30, None)
+    assert lookup.header_bound == frozenset({"user"})  # the tenant id is not a secret
