@@ -129,8 +129,8 @@ def client_tool_name(tool: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
-    """Check the fields the gateway relies on; everything else passes through untouched."""
+def model_request(raw: bytes) -> tuple[dict[str, Any], str]:
+    """A request body that is a JSON object naming a model (any API surface's first check)."""
     try:
         body = loads(raw)
     except ValueError as exc:
@@ -140,6 +140,12 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string.", param="model")
+    return body, model
+
+
+def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+    """Check the fields the gateway relies on; everything else passes through untouched."""
+    body, model = model_request(raw)
     _check_messages(body.get("messages"))
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tool_registry.jsonio import loads
-
-from .chat_request import Narrowing, parse_narrowing
+from .chat_request import Narrowing, model_request, parse_narrowing
 from .errors import BadRequest
 from .responses_items import input_items
 
@@ -175,15 +173,7 @@ def _params(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> ResponsesRequest:
-    try:
-        body = loads(raw)
-    except ValueError as exc:
-        raise BadRequest("The request body is not valid JSON.") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("'model' is required and must be a non-empty string.", param="model")
+    body, model = model_request(raw)
     if "input" not in body and body.get("previous_response_id") is None:
         raise BadRequest("'input' is required.", param="input")
     _refuse(body)

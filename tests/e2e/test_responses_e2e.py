@@ -39,22 +39,17 @@ def lengths() -> Recorder:
     return Recorder(answer)
 
 
+def length_tool(tools_url: str) -> dict[str, Any]:
+    return tool(
+        "string_length", f"{tools_url}/len", {"s": {"type": "string"}}, result={"pick": "length"}
+    )
+
+
 def stack(harness: Harness, model: Model) -> tuple[ServerThread, Recorder]:
     tools = lengths()
     tools_server = harness.serve(tools)
     upstream = harness.serve(model.recorder)
-    data = config(
-        upstream.url,
-        [
-            tool(
-                "string_length",
-                f"{tools_server.url}/len",
-                {"s": {"type": "string"}},
-                result={"pick": "length"},
-            )
-        ],
-    )
-    return harness.gateway(data), tools
+    return harness.gateway(config(upstream.url, [length_tool(tools_server.url)])), tools
 
 
 def sdk(harness: Harness, gateway: ServerThread, key: str = TENANT_KEY) -> openai.OpenAI:
@@ -251,12 +246,7 @@ def test_previous_response_id_continues_on_another_replica(
     model = Model(client_call)
     tools = lengths()
     tools_server, upstream = harness.serve(tools), harness.serve(model.recorder)
-    definition = tool(
-        "string_length",
-        f"{tools_server.url}/len",
-        {"s": {"type": "string"}},
-        result={"pick": "length"},
-    )
+    definition = length_tool(tools_server.url)
     data = config(
         upstream.url,
         [definition],
@@ -475,12 +465,7 @@ def test_keep_alive_comments_cover_slow_tools_in_a_stream(harness: Harness) -> N
     tools = Recorder(slow)
     model = Model(server_round)
     tools_server, upstream = harness.serve(tools), harness.serve(model.recorder)
-    definition = tool(
-        "string_length",
-        f"{tools_server.url}/len",
-        {"s": {"type": "string"}},
-        result={"pick": "length"},
-    )
+    definition = length_tool(tools_server.url)
     data = config(upstream.url, [definition], server={"stream_keepalive_s": 0.05})
     gateway = harness.gateway(data)
     headers = {"authorization": f"Bearer {TENANT_KEY}"}
