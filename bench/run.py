@@ -54,6 +54,7 @@ tenants:
 
 
 RESPONSES = "/v1/responses"
+FLOOR = "/v1/floor/tool-round"  # the baseline proxy's hand-made tool round
 
 
 def body(model: str, stream: bool = False, api: str = "chat") -> dict[str, Any]:
@@ -96,7 +97,10 @@ class Bench:
                 "--no-access-log",
             ],
             p["base"],
-            env={"UPSTREAM": f"http://127.0.0.1:{p['upstream']}"},
+            env={
+                "UPSTREAM": f"http://127.0.0.1:{p['upstream']}",
+                "TOOLS": f"http://127.0.0.1:{p['tools']}",
+            },
         )
         config = self.work / "gateway.yaml"
         config.write_text(gateway_config(p["upstream"], p["slow"], p["tools"], p["gw"]))
@@ -111,7 +115,8 @@ class Bench:
 
     def url(self, target: str, api: str = "chat") -> str:
         port = {"direct": "upstream", "baseline": "base", "toolgate": "gw"}[target]
-        return f"http://127.0.0.1:{self.ports[port]}{RESPONSES if api == 'responses' else CHAT}"
+        path = {"chat": CHAT, "responses": RESPONSES, "floor": FLOOR}[api]
+        return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
         """``api="responses"``: the same request through ``POST /v1/responses``."""
@@ -178,6 +183,9 @@ def _scenarios(
             "c_passthrough": L("toolgate", "bench-plain", concurrency=32, seconds=seconds),
             "d_tool_round": L(
                 "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
+            ),
+            "b_baseline_tool_round": L(
+                "baseline", "bench-tool1", concurrency=32, seconds=seconds, api="floor"
             ),
             "i_tool_round_responses": L(
                 "toolgate",
@@ -279,6 +287,13 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             r["d_tool_round"]["rps"] / r["c_passthrough"]["rps"],
             0.45,
             "ratio",
+        ),
+        (
+            "(d) tool round CPU/request ≤ the baseline proxy's hand-made tool round's",
+            r["d_tool_round"]["server_cpu_us_per_request"]
+            / r["b_baseline_tool_round"]["server_cpu_us_per_request"],
+            1.0,
+            "max",
         ),
         (
             "(d) one tool round's server CPU/request ≤ 2.3 times (c)'s",
