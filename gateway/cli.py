@@ -1,4 +1,4 @@
-"""``toolgate serve`` and ``toolgate check``."""
+"""``toolgate serve``, ``toolgate check`` and ``toolgate tools``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from . import tools_cli
 from .app import create_app
 from .config import GatewayConfig
 from .config_loader import load_config
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     check = commands.add_parser("check", help="validate a config file and exit")
     check.add_argument("--config", default=default, help=f"config file (default {default})")
+    tools_cli.add_commands(commands, default)
     return parser
 
 
@@ -117,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(config.tools)} tools, {tenants})"
         )
         return 0
+    if args.command == "tools":
+        return tools_cli.run(config, args)
     return _serve(config, args.config, args)
 
 
