@@ -98,7 +98,7 @@ class Responses:
         keep = None
         if server_tools and asked.client_tool_names:
             keep = turns.keeper(tenant.id, visible, turns.identity(tenant.id, request.headers))
-        if history == [] and any(m.get("role") == "tool" for m in visible):
+        if not history and any(m.get("role") == "tool" for m in visible):
             identity = turns.identity(tenant.id, request.headers)
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.

@@ -184,27 +184,26 @@ def usage_of(totals: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
+
+
 def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Input items as ``input_items`` lists them: each with an id, messages with parts."""
+    """Input items as ``input_items`` lists them: each with an id (a list is paged by
+    ids, whatever kind of item the client sent), messages with parts."""
     stored = []
     for item in items:
         item = dict(item)
         kind = item.setdefault("type", "message")
-        if kind == "message":
-            content = item.get("content")
-            if isinstance(content, str):
-                part = "output_text" if item.get("role") == "assistant" else "input_text"
-                text_part: dict[str, Any] = {"type": part, "text": content}
-                if part == "output_text":
-                    text_part |= {"annotations": [], "logprobs": []}
-                item["content"] = [text_part]
-            item.setdefault("status", "completed")
-            item.setdefault("id", new_id("msg"))
-        elif kind == "function_call":
-            item.setdefault("id", new_id("fc"))
-            item.setdefault("status", "completed")
-        elif kind == "function_call_output":
-            item.setdefault("id", new_id("fco"))
+        content = item.get("content")
+        if kind == "message" and isinstance(content, str):
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            text_part: dict[str, Any] = {"type": part, "text": content}
+            if part == "output_text":
+                text_part |= {"annotations": [], "logprobs": []}
+            item["content"] = [text_part]
+        if not isinstance(item.get("id"), str):
+            item["id"] = new_id(_ID_PREFIXES.get(kind, "item"))
+        if kind in _ID_PREFIXES:
             item.setdefault("status", "completed")
         stored.append(item)
     return stored

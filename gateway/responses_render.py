@@ -284,10 +284,6 @@ class ResponseEvents:
         self._finish = finish_reason
         return self._close_message(always=True)
 
-    @property
-    def output(self) -> list[dict[str, Any]]:
-        return self._output
-
     def close(self, usage: dict[str, Any]) -> list[bytes]:
         """The last event: the whole response, its usage summed over every round."""
         incomplete = incomplete_reason(self._finish)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.dialect import Piece
 from gateway.errors import BadRequest, UpstreamError
-from gateway.responses_items import to_messages, usage_of
+from gateway.responses_items import stored_items, to_messages, usage_of
 from gateway.responses_render import ResponseEvents, ResponseShape, output_of
 from gateway.responses_request import parse_responses_request
 from gateway.values import ToolCall, Turn
@@ -226,3 +226,15 @@ def test_any_request_is_runnable_or_a_400_and_renders_valid(
     turn = Turn("answer")
     response = shape.response("completed", output_of(turn, [ToolCall("c", "f", "{}")]), {})
     assert_valid_response(response)
+
+
+def test_every_stored_item_has_an_id_to_page_by() -> None:
+    items: list[dict[str, Any]] = [
+        {"type": "reasoning", "summary": []},
+        {"role": "user", "content": "hi", "id": 5},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "id": "fc_1"},
+    ]
+    stored = stored_items(items)
+    assert all(isinstance(item["id"], str) for item in stored)
+    assert stored[2]["id"] == "fc_1"  # the client's own id is kept
+    assert stored[1]["content"] == [{"type": "input_text", "text": "hi"}]
