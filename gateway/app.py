@@ -19,9 +19,9 @@ from tool_registry.results import Outcome
 
 from .caps import CapKind
 from .config import GatewayConfig
-from .config_loader import check_references, load_config
+from .config_loader import load_config
 from .conversations import ConversationStore
-from .errors import ConfigError, GatewayError, NotFound
+from .errors import GatewayError, NotFound
 from .gc_tuning import tune_gc
 from .http import error_response, new_request_id
 from .logs import configure_logging
@@ -33,9 +33,11 @@ from .redaction import RedactionMiddleware, redactor_of
 from .response_store import ResponseStore
 from .result_cache import ResultCache
 from .routes import build_routes
+from .runtime import Runtime
 from .store import Keys, open_store
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
+from .tool_sources import static_tools
 from .traces import TraceStore
 from .turns import TurnStore
 from .upstream import UpstreamClient, create_upstream_transport
@@ -51,21 +53,11 @@ class Gateway:
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         tool_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.config = config
-        self.registry = ToolRegistry(config.tools)
-        self.tenants = TenantDirectory(config)
-        self.models = ModelRouter(config)
+        static = static_tools(config)
+        self.runtime = Runtime.build(config, static.tools, warnings=static.warnings)
         self.metrics = Metrics()
-        self.metrics.prime(
-            Labels(
-                tenants={t.id: (sorted(t.models), list(t.tools)) for t in self.tenants.all()},
-                upstreams=[u.name for u in config.upstreams],
-                tools=[t.name for t in config.tools],
-                outcomes=get_args(Outcome),
-                cap_kinds=get_args(CapKind),
-            )
-        )
-        self.observer = Observer(self.metrics, self.registry)
+        self._prime(self.runtime)
+        self.observer = Observer(self.metrics)
         self.egress = EgressPolicy(
             deny_private=config.egress.deny_private,
             allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
@@ -74,7 +66,38 @@ class Gateway:
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
+        # One for the process: a reload extends it (see ``Redactor``).
         self.redactor = redactor_of(config)
+
+    # The current snapshot's parts. A request reads ``runtime`` once instead.
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self.runtime.config
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self.runtime.registry
+
+    @property
+    def tenants(self) -> TenantDirectory:
+        return self.runtime.tenants
+
+    @property
+    def models(self) -> ModelRouter:
+        return self.runtime.models
+
+    def _prime(self, runtime: Runtime) -> None:
+        tenants = runtime.tenants.all()
+        self.metrics.prime(
+            Labels(
+                tenants={t.id: (sorted(t.models), list(t.tools)) for t in tenants},
+                upstreams=[u.name for u in runtime.config.upstreams],
+                tools=list(runtime.registry.names),
+                outcomes=get_args(Outcome),
+                cap_kinds=get_args(CapKind),
+            )
+        )
 
     async def __aenter__(self) -> Gateway:
         config, metrics = self.config, self.metrics
@@ -85,9 +108,7 @@ class Gateway:
             memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
         )
         self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
-        self.turns = TurnStore(
-            self.store, self.keys, config.store.turn_ttl_s, metrics, self.registry.bound_headers
-        )
+        self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
         self.cache = ResultCache(self.store, self.keys, metrics)
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
@@ -105,7 +126,6 @@ class Gateway:
         self.loop = ToolLoop(
             self.upstream,
             self.executor,
-            self.registry,
             keepalive_s=config.server.stream_keepalive_s,
             cache=self.cache,
             metrics=metrics,
@@ -125,9 +145,6 @@ def create_app(
     tool_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
     """Build the ASGI app. Transports may be given to run without a network (tests)."""
-    problems = check_references(config)
-    if problems:
-        raise ConfigError("; ".join(problems))
     gateway = Gateway(config, upstream_transport=upstream_transport, tool_transport=tool_transport)
 
     @asynccontextmanager
@@ -148,9 +165,7 @@ def create_app(
             )
         return error_response(error, new_request_id())
 
-    middleware = []
-    if gateway.redactor:
-        middleware.append(Middleware(RedactionMiddleware, redactor=gateway.redactor))
+    middleware = [Middleware(RedactionMiddleware, redactor=gateway.redactor)]
     app = Starlette(
         routes=build_routes(gateway),
         lifespan=lifespan,

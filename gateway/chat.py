@@ -32,10 +32,11 @@ from .tool_loop import LoopJob, LoopSession, Outcome
 
 if TYPE_CHECKING:
     from .app import Gateway
+    from .runtime import Runtime
 
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 
-Admit = Callable[[Request, Exchange], Awaitable[tuple[Tenant, Meter | None]]]
+Admit = Callable[[Request, Exchange], Awaitable[tuple["Runtime", Tenant, Meter | None]]]
 
 
 class ChatCompletions:
@@ -47,11 +48,12 @@ class ChatCompletions:
 
     async def __call__(self, request: Request, exchange: Exchange) -> Response:
         gateway = self._gateway
-        server = gateway.config.server
-        tenant, meter = await self._admit(request, exchange)
+        runtime, tenant, meter = await self._admit(request, exchange)
+        server = runtime.config.server
         raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
         chat = parse_chat_request(raw, request.headers)
-        route = gateway.models.resolve(chat.model, tenant)
+        route = runtime.models.resolve(chat.model, tenant)
+        bound_headers = runtime.registry.bound_headers
         exchange.model = chat.model
         single_call_id = None
         if tenant.tools and uses_functions(chat.body):
@@ -70,9 +72,9 @@ class ChatCompletions:
         keep = None
         if server_tools and chat.client_tool_names:
             turns = gateway.turns
-            identity = turns.identity(tenant.id, request.headers)
+            identity = turns.identity(tenant.id, request.headers, bound_headers)
             keep = turns.keeper(tenant.id, chat.body["messages"], identity)
-        changed = await self._restore(tenant, chat, request) or chat.changed
+        changed = await self._restore(tenant, chat, request, bound_headers) or chat.changed
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -99,6 +101,7 @@ class ChatCompletions:
             client_tool_names=chat.client_tool_names,
             limits=limits,
             context=context,
+            registry=runtime.registry,
             keep=keep,
             single_call_id=single_call_id,
         )
@@ -118,7 +121,9 @@ class ChatCompletions:
             response.background = BackgroundTask(meter, state.usage.totals)
         return response
 
-    async def _restore(self, tenant: Tenant, chat: ChatRequest, request: Request) -> bool:
+    async def _restore(
+        self, tenant: Tenant, chat: ChatRequest, request: Request, bound_headers: tuple[str, ...]
+    ) -> bool:
         """A client returning with tool results may be answering a mixed turn: put the
         server side of it back (from whichever replica saved it, for the same caller)."""
         messages = chat.body["messages"]
@@ -126,7 +131,7 @@ class ChatCompletions:
             return False
         turns = self._gateway.turns
         restored = await turns.restore(
-            tenant.id, messages, turns.identity(tenant.id, request.headers)
+            tenant.id, messages, turns.identity(tenant.id, request.headers, bound_headers)
         )
         if restored is None:
             return False

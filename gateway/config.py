@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
-from tool_registry import ToolSpec
+from tool_registry import OpenApiSource, ToolSpec
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
@@ -28,6 +28,7 @@ class ServerConfig(_Frozen):
     allow_open: bool = False
     stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
+    admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
 
 
 class StoreConfig(_Frozen):
@@ -147,10 +148,18 @@ class GatewayConfig(_Frozen):
     models: list[ModelConfig] = Field(min_length=1)
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_files: list[str] = Field(default_factory=list)
+    openapi: list[OpenApiSource] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     tenants: list[TenantConfig] | None = None
+    # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
+    _tool_origins: list[str] = PrivateAttr(default_factory=list)
+
+    def tool_origin(self, index: int) -> str:
+        if index < len(self._tool_origins):
+            return self._tool_origins[index]
+        return f"tools[{index}]"
 
     @property
     def open_mode(self) -> bool:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from tool_registry import ToolConfigError, ToolSpec, load_tool_file
+from tool_registry import OpenApiSource, ToolConfigError, ToolRegistry, ToolSpec, load_tool_file
 from tool_registry.loader import describe_validation_error, read_yaml
 
 from .config import GatewayConfig
 from .errors import ConfigError
+from .tool_sources import could_match_later, deferred_prefixes, static_tools
 
 
 def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -44,24 +46,38 @@ def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Gatew
                 raise ConfigError(str(exc)) from exc
             origins += [f"{file}: [{i}]" for i in range(len(specs))]
             extra += specs
+    update: dict[str, Any] = {}
     if extra:
-        config = config.model_copy(update={"tools": [*config.tools, *extra]})
+        update["tools"] = [*config.tools, *extra]
+    if config.openapi:
+        update["openapi"] = [_located(path, i, s) for i, s in enumerate(config.openapi)]
+    if update:
+        config = config.model_copy(update=update)
+    config._tool_origins = origins
 
-    problems = _duplicate_tools(config.tools, origins) + check_references(config)
+    try:
+        registry = ToolRegistry(static_tools(config).tools)
+    except ToolConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    problems = check_references(config, registry.names)
     if problems:
         raise ConfigError(f"{path}: " + "; ".join(problems))
     return config
 
 
-def _duplicate_tools(tools: list[ToolSpec], origins: list[str]) -> list[str]:
-    first: dict[str, str] = {}
-    problems = []
-    for spec, origin in zip(tools, origins, strict=True):
-        if spec.name in first:
-            problems.append(f"duplicate tool name {spec.name!r} ({first[spec.name]} and {origin})")
-        else:
-            first[spec.name] = origin
-    return problems
+def _located(path: Path, index: int, source: OpenApiSource) -> OpenApiSource:
+    """An OpenAPI source with its file found: beside the configuration file, else from
+    the working directory."""
+    if source.is_url:
+        return source
+    spec = Path(source.spec)
+    for candidate in (path.parent / spec, spec):
+        if candidate.is_file():
+            return source.model_copy(update={"spec": str(candidate.resolve())})
+    raise ConfigError(
+        f"{path}: openapi[{index}].spec: no file {source.spec!r} "
+        f"(looked beside the configuration file and in {Path.cwd()})"
+    )
 
 
 def _duplicates(names: list[str]) -> list[str]:
@@ -72,8 +88,11 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def check_references(config: GatewayConfig) -> list[str]:
-    """Every cross-reference problem of a configuration (pure: no I/O)."""
+def check_references(config: GatewayConfig, tool_names: Sequence[str] | None = None) -> list[str]:
+    """Every cross-reference problem of a configuration (pure: no I/O). ``tool_names``:
+    the tools the sources read so far (default: the inline ones); an allowlist pattern
+    that only a source read at start-up (an OpenAPI URL, an MCP server) can match is
+    not a problem here."""
     problems = [
         f"upstreams: duplicate name {n!r}" for n in _duplicates([u.name for u in config.upstreams])
     ]
@@ -86,7 +105,9 @@ def check_references(config: GatewayConfig) -> list[str]:
             problems.append(f"models[{i}].upstream: unknown upstream {model.upstream!r}")
 
     model_names = [m.name for m in config.models]
-    tool_names = [t.name for t in config.tools]
+    if tool_names is None:
+        tool_names = [t.name for t in config.tools]
+    later = deferred_prefixes(config)
     holders: dict[str, list[str]] = defaultdict(list)
     for i, tenant in enumerate(config.tenants or []):
         where = f"tenants[{i}]"
@@ -99,7 +120,7 @@ def check_references(config: GatewayConfig) -> list[str]:
             if not fnmatch.filter(model_names, pattern):
                 problems.append(f"{where}.models[{j}]: {pattern!r} matches no model")
         for j, pattern in enumerate(tenant.tools):
-            if not fnmatch.filter(tool_names, pattern):
+            if not fnmatch.filter(tool_names, pattern) and not could_match_later(pattern, later):
                 problems.append(f"{where}.tools[{j}]: {pattern!r} matches no tool")
     problems += [
         f"tenants: one key is configured more than once (tenants {', '.join(sorted(set(ids)))})"

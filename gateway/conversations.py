@@ -135,7 +135,7 @@ class Conversations:
         self._gateway = gateway
 
     def _tenant(self, request: Request, exchange: Exchange) -> str:
-        tenant = self._gateway.tenants.authenticate(request.headers.get("authorization"))
+        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         return tenant.id
 

@@ -6,8 +6,6 @@ import logging
 import time
 from typing import Any
 
-from tool_registry import ToolRegistry
-
 from .http import Exchange
 from .logs import FIELDS
 from .metrics import Metrics, status_class
@@ -18,11 +16,8 @@ access = logging.getLogger("gateway.access")
 
 
 class Observer:
-    def __init__(
-        self, metrics: Metrics, registry: ToolRegistry, traces: TraceStore | None = None
-    ) -> None:
+    def __init__(self, metrics: Metrics, traces: TraceStore | None = None) -> None:
         self.metrics = metrics
-        self._registry = registry
         self.traces = traces
 
     def begin(self) -> None:
@@ -83,7 +78,9 @@ class Observer:
             **line,
             "started_at": exchange.wall_start,
             "rounds": session.state.rounds,
-            "tool_calls": [traces.tool_call(self._registry, r) for r in session.runner.records],
+            "tool_calls": [
+                traces.tool_call(session.job.registry, r) for r in session.runner.records
+            ],
             "usage": session.state.usage.totals,
         }
 

@@ -11,11 +11,13 @@ executor), and log lines before they are written (``JsonFormatter``).
 
 from __future__ import annotations
 
+import base64
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tool_registry.redact import Redactor
+from tool_registry.spec import PUBLIC_HEADERS
 
 from .config import GatewayConfig
 
@@ -42,6 +44,11 @@ def secrets_of(config: GatewayConfig) -> list[str]:
     found += _password(config.store.url)
     for tool in config.tools:
         found += tool.http.secrets()
+    for source in config.openapi:
+        for secret in source.auth.values():
+            value = secret.get_secret_value()
+            found += [value, base64.b64encode(value.encode()).decode()]  # as HTTP Basic
+        found += [v for k, v in source.headers.items() if k.lower() not in PUBLIC_HEADERS]
     return [secret for secret in found if secret]
 
 
@@ -70,10 +77,10 @@ class RedactionMiddleware:
         self.redactor = redactor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        redactor = self.redactor
+        if scope["type"] != "http" or not redactor:  # no secrets (yet: a reload may add some)
             await self.app(scope, receive, send)
             return
-        redactor = self.redactor
         start: Message | None = None
         stream = None
 

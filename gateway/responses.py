@@ -52,11 +52,11 @@ class Responses:
 
     async def create(self, request: Request, exchange: Exchange) -> Response:
         gateway = self._gateway
-        server = gateway.config.server
-        tenant, meter = await self._admit(request, exchange)
+        runtime, tenant, meter = await self._admit(request, exchange)
+        server = runtime.config.server
         raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
         asked = parse_responses_request(raw, request.headers)
-        route = gateway.models.resolve(asked.model, tenant)
+        route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
         server_tools, shadowed = effective_tools(
             tenant.tools, asked.narrowing, asked.client_tool_names
@@ -95,11 +95,11 @@ class Responses:
             history = conversation.messages
         visible = [*history, *to_messages(asked.items)]
         turns = gateway.turns
+        identity = turns.identity(tenant.id, request.headers, runtime.registry.bound_headers)
         keep = None
         if server_tools and asked.client_tool_names:
-            keep = turns.keeper(tenant.id, visible, turns.identity(tenant.id, request.headers))
+            keep = turns.keeper(tenant.id, visible, identity)
         if not history and any(m.get("role") == "tool" for m in visible):
-            identity = turns.identity(tenant.id, request.headers)
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await turns.restore(tenant.id, visible, identity) or visible
@@ -116,6 +116,7 @@ class Responses:
             client_tool_names=asked.client_tool_names,
             limits=effective_limits(tenant.limits, asked.narrowing),
             context=CallContext(tenant.id, request.headers),
+            registry=runtime.registry,
             keep=keep,
         )
         session = gateway.loop.session(job)
@@ -268,7 +269,7 @@ class Responses:
         return json_response(page)
 
     async def delete(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._gateway.tenants.authenticate(request.headers.get("authorization"))
+        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         response_id = request.path_params["response_id"]
         if not await self._gateway.responses.delete(tenant.id, response_id):
@@ -276,7 +277,7 @@ class Responses:
         return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def _load(self, request: Request, exchange: Exchange) -> StoredResponse:
-        tenant = self._gateway.tenants.authenticate(request.headers.get("authorization"))
+        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         response_id = request.path_params["response_id"]
         stored = await self._gateway.responses.load(tenant.id, response_id)

@@ -19,6 +19,7 @@ from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
 from .passthrough import Meter, forward_json
 from .responses import Responses
+from .runtime import Runtime
 from .store import StoreUnavailable
 from .tenants import Tenant
 
@@ -41,38 +42,42 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
     max_body = config.server.max_body_bytes
     body_timeout = config.server.body_timeout_s
 
-    async def admit(request: Request, exchange: Exchange) -> tuple[Tenant, Meter | None]:
-        """Who is asking, and whether the rate limits let them: the limit headers go on
-        whatever the answer is; a tenant with a token limit has its usage charged."""
-        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+    async def admit(request: Request, exchange: Exchange) -> tuple[Runtime, Tenant, Meter | None]:
+        """The runtime snapshot this request uses to its end, who is asking, and whether
+        the rate limits let them: the limit headers go on whatever the answer is; a
+        tenant with a token limit has its usage charged."""
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         admission = await gateway.limiter.admit(tenant)
         exchange.headers |= admission.headers
         if not admission.metered:
-            return tenant, None
+            return runtime, tenant, None
 
         async def meter(usage: Any) -> None:
             await gateway.limiter.charge(tenant, usage)
 
-        return tenant, meter
+        return runtime, tenant, meter
 
     async def list_models(request: Request, exchange: Exchange) -> Response:
-        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
-        return json_response(gateway.models.listing(tenant))
+        return json_response(runtime.models.listing(tenant))
 
     async def get_model(request: Request, exchange: Exchange) -> Response:
-        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         name = request.path_params["model"]
-        gateway.models.resolve(name, tenant)
-        return json_response(gateway.models.describe(name))
+        runtime.models.resolve(name, tenant)
+        return json_response(runtime.models.describe(name))
 
     async def forward(path: str, request: Request, exchange: Exchange) -> Response:
         """The other OpenAI routes with a JSON body naming a model go to its upstream, at
         ``path`` under its base URL: a fixed path from ``FORWARDED_ROUTES``, never one
         read from the request, so nothing a client writes leaves the base path."""
-        tenant, meter = await admit(request, exchange)
+        runtime, tenant, meter = await admit(request, exchange)
         raw = await read_body(request, exchange, max_body, body_timeout)
         try:
             body = loads(raw)
@@ -83,7 +88,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             raise NotFound(
                 f"{request.url.path} is forwarded only with a JSON body naming a 'model'."
             )
-        route = gateway.models.resolve(model, tenant)
+        route = runtime.models.resolve(model, tenant)
         exchange.model = model
         stream = body.get("stream") is True
         return await forward_json(
@@ -102,7 +107,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
 
     async def trace(request: Request, exchange: Exchange) -> Response:
         """A request's hidden rounds, for the tenant that made it (404 for any other)."""
-        tenant = gateway.tenants.authenticate(request.headers.get("authorization"))
+        tenant = gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
         request_id = request.path_params["request_id"]
         found = None

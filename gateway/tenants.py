@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import GatewayConfig, LimitsConfig, TenantConfig
@@ -24,7 +25,7 @@ class Tenant:
     limits: LimitsConfig
 
     @classmethod
-    def resolve(cls, config: TenantConfig, models: list[str], tools: list[str]) -> Tenant:
+    def resolve(cls, config: TenantConfig, models: Sequence[str], tools: Sequence[str]) -> Tenant:
         return cls(
             id=config.id,
             models=frozenset(_matching(models, config.models)),
@@ -33,7 +34,7 @@ class Tenant:
         )
 
 
-def _matching(names: list[str], patterns: list[str]) -> list[str]:
+def _matching(names: Sequence[str], patterns: list[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
@@ -45,9 +46,11 @@ class TenantDirectory:
     taken says nothing about which key, if any, matched.
     """
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, tools: Sequence[str] | None = None) -> None:
+        """``tools``: every tool name, in registry order (default: the inline tools)."""
         models = [m.name for m in config.models]
-        tools = [t.name for t in config.tools]
+        if tools is None:
+            tools = [t.name for t in config.tools]
         self._open: Tenant | None = None
         self._keys: list[tuple[bytes, Tenant]] = []
         if config.tenants is None:

@@ -29,8 +29,6 @@ from .values import Hidden, Round, ToolCall, ToolOutput, Turn
 
 T = TypeVar("T")
 
-_TOOLSETS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
-
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):
 # the items before the hand-back, its whole turn, the outputs of the server calls of
 # that turn, and the calls handed back.
@@ -50,23 +48,10 @@ class LoopJob:
     client_tool_names: frozenset[str]
     limits: LoopLimits
     context: CallContext
+    registry: ToolRegistry  # of the runtime snapshot the request read
     keep: KeepTurn | None = None
     single_call_id: str | None = None  # hand back one call only, under this id
     choice: int = 0  # which of the request's ``n`` choices this loop answers
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSet:
-    """The server tools in play, worked out once per distinct set (per tenant, mostly)."""
-
-    server: frozenset[str]
-    names: list[str]
-    definitions: list[dict[str, Any]]
-
-    @classmethod
-    def of(cls, names: tuple[str, ...], registry: ToolRegistry) -> ToolSet:
-        definitions = [t.definition for n in names if (t := registry.get(n)) is not None]
-        return cls(frozenset(names), list(names), definitions)
 
 
 class LoopSession:
@@ -75,9 +60,7 @@ class LoopSession:
     def __init__(
         self,
         job: LoopJob,
-        registry: ToolRegistry,
         executor: ToolExecutor,
-        toolset: ToolSet,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
         state: LoopState | None = None,
@@ -91,14 +74,14 @@ class LoopSession:
         # The choices of one request (``n``) share one state: the caps, the usage and
         # the trace are the request's.
         self.state = state if state is not None else LoopState()
-        available = toolset.names
+        available = list(job.server_tools)
         if job.client_tool_names:
-            available = [*available, *sorted(job.client_tool_names)]
+            available += sorted(job.client_tool_names)
         self.runner = ToolRunner(
-            registry,
+            job.registry,
             executor,
             job.context,
-            toolset.server,
+            frozenset(job.server_tools),
             available,
             job.limits.max_parallel_tools,
             self.state,
@@ -107,7 +90,7 @@ class LoopSession:
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.limits.request_timeout_s
-        self._tools = [*toolset.definitions, *job.client_tools]
+        self._tools = [*job.registry.definitions(job.server_tools), *job.client_tools]
         self.hidden: list[Hidden] = []  # the rounds the client does not see
         self.outcome: HandBack | Final | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
@@ -233,7 +216,6 @@ class ToolLoop:
         self,
         upstream: ModelServer,
         executor: ToolExecutor,
-        registry: ToolRegistry,
         keepalive_s: float = 10.0,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
@@ -243,20 +225,9 @@ class ToolLoop:
         self._metrics = metrics
         self.keepalive_s = keepalive_s
         self._executor = executor
-        self._registry = registry
-        self._toolsets: dict[tuple[str, ...], ToolSet] = {}
 
     def session(self, job: LoopJob, state: LoopState | None = None) -> LoopSession:
-        toolset = self._toolsets.get(job.server_tools)
-        if toolset is None:
-            if len(self._toolsets) >= _TOOLSETS_KEPT:
-                self._toolsets.clear()
-            toolset = self._toolsets[job.server_tools] = ToolSet.of(
-                job.server_tools, self._registry
-            )
-        return LoopSession(
-            job, self._registry, self._executor, toolset, self._cache, self._metrics, state
-        )
+        return LoopSession(job, self._executor, self._cache, self._metrics, state)
 
     def sessions(self, job: LoopJob, n: int) -> list[LoopSession]:
         """One session per choice of the request, sharing its state and caps."""

@@ -71,20 +71,20 @@ class TurnStore:
         keys: Keys,
         ttl_s: float,
         metrics: Metrics | None = None,
-        bound_headers: Iterable[str] = (),
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._keys = keys
         self._ttl_s = ttl_s
-        self._bound_headers = sorted({h.lower() for h in bound_headers})
         self.saved = 0
         self.restored = 0
         self.misses = 0  # hidden turns that were gone (expired, or the store was down)
 
-    def identity(self, tenant: str, headers: Mapping[str, str]) -> str:
-        """Who is asking: the tenant and every request header a tool binds."""
-        values = [f"{name}={headers.get(name, '')}" for name in self._bound_headers]
+    @staticmethod
+    def identity(tenant: str, headers: Mapping[str, str], bound_headers: Iterable[str]) -> str:
+        """Who is asking: the tenant and every request header a tool binds
+        (``ToolRegistry.bound_headers``: lower-case, sorted)."""
+        values = [f"{name}={headers.get(name, '')}" for name in bound_headers]
         return "\0".join([tenant, *values])
 
     def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:

@@ -168,26 +168,32 @@ class UpstreamClient:
         self._transport = transport
         self._metrics = metrics
         self._backoff_base_s = backoff_base_s
-        self._prepared: dict[str, tuple[dict[str, str], dict[str, float | None]]] = {}
-        self._urls: dict[tuple[str, str], httpx.URL] = {}
+        # By upstream name, for the configuration object they were made from: a reload
+        # brings new objects, so rotated keys and moved base URLs take effect.
+        self._prepared: dict[
+            str, tuple[UpstreamConfig, dict[str, str], dict[str, float | None]]
+        ] = {}
+        self._urls: dict[tuple[str, str], tuple[UpstreamConfig, httpx.URL]] = {}
 
     def _prepare(self, upstream: UpstreamConfig) -> tuple[dict[str, str], dict[str, float | None]]:
         """Headers and timeouts of an upstream, worked out once."""
         prepared = self._prepared.get(upstream.name)
-        if prepared is None:
+        if prepared is None or prepared[0] is not upstream:
             headers = {"content-type": "application/json", **upstream.headers}
             if upstream.api_key is not None and upstream.api_key.get_secret_value():
                 headers["authorization"] = f"Bearer {upstream.api_key.get_secret_value()}"
             timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
-            prepared = self._prepared[upstream.name] = (headers, timeout.as_dict())
-        return prepared
+            prepared = self._prepared[upstream.name] = (upstream, headers, timeout.as_dict())
+        return prepared[1], prepared[2]
 
     def _url(self, upstream: UpstreamConfig, path: str) -> httpx.URL:
-        url = self._urls.get((upstream.name, path))
-        if url is None:
-            if len(self._urls) >= _URLS_KEPT:
-                self._urls.clear()
-            url = self._urls[(upstream.name, path)] = httpx.URL(upstream.base_url + path)
+        known = self._urls.get((upstream.name, path))
+        if known is not None and known[0] is upstream:
+            return known[1]
+        if len(self._urls) >= _URLS_KEPT:
+            self._urls.clear()
+        url = httpx.URL(upstream.base_url + path)
+        self._urls[(upstream.name, path)] = (upstream, url)
         return url
 
     async def send(

@@ -1,7 +1,8 @@
 """Toolgate's registry of HTTP tools, usable as a library on its own.
 
-Define tools (``ToolSpec``), compile them into a ``ToolRegistry``, prepare a model's
-call (``Tool.prepare``) and run it (``ToolExecutor.execute``), which always returns a
+Define tools (``ToolSpec`` for one HTTP request, ``OpenApiSource`` for a document's
+operations), gather them in a ``ToolRegistry``, prepare a model's call
+(``Tool.prepare``) and run it (``ToolExecutor.execute``), which always returns a
 ``ToolResult`` for the model, whatever happened on the wire.
 """
 
@@ -18,15 +19,19 @@ from .errors import (
 )
 from .executor import ToolExecutor
 from .loader import load_tool_file
-from .registry import CallContext, PreparedCall, Tool, ToolRegistry
+from .openapi import OpenApiSource, openapi_tools
+from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .spec import HttpSpec, ResultSpec, ToolSpec
+from .tool import CallContext, HttpTool, PreparedCall, Tool
 
 __all__ = [
     "CallContext",
     "EgressDenied",
     "EgressPolicy",
     "HttpSpec",
+    "HttpTool",
+    "OpenApiSource",
     "Outcome",
     "PreparedCall",
     "ResultSpec",
@@ -44,4 +49,6 @@ __all__ = [
     "create_tool_transport",
     "error_result",
     "load_tool_file",
+    "openapi_tools",
+    "tool_name",
 ]

@@ -13,10 +13,10 @@ from .egress import EgressPolicy, egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
 from .redact import Redactor
-from .registry import PreparedCall
 from .request_builder import USER_AGENT
 from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
+from .tool import HttpTool, PreparedCall
 
 logger = logging.getLogger("tool_registry.executor")
 
@@ -134,15 +134,18 @@ class ToolExecutor:
         ``deadline`` (event-loop time) is the caller's: reaching it raises
         ``TimeoutError``, where the tool's own ``timeout_s`` is a result. One timer
         serves both, whichever comes first."""
-        result = await self._execute(call, deadline)
+        result = await call.tool.run(call, deadline, self)
         if self._redactor:
             return replace(result, content=self._redactor.text(result.content))
         return result
 
-    async def _execute(self, call: PreparedCall, deadline: float | None) -> ToolResult:
-        http = call.tool.spec.http
+    async def run_http(
+        self, tool: HttpTool, call: PreparedCall, deadline: float | None
+    ) -> ToolResult:
+        """An HTTP tool's call (``HttpTool.run``): build the request and send it."""
+        http = tool.spec.http
         try:
-            request = call.tool.request.build(call.arguments)
+            request = tool.request.build(call.arguments)
         except ToolArgumentsInvalid as exc:
             return error_result(str(exc), "invalid_args")
         except (httpx.InvalidURL, ValueError):
@@ -151,7 +154,7 @@ class ToolExecutor:
         attempts = 1 + (http.retries if http.idempotent else 0)
         clock = asyncio.get_running_loop()
         for attempt in range(attempts):
-            result, headers = await self._attempt(call, request, clock, deadline)
+            result, headers = await self._attempt(tool, request, clock, deadline)
             retryable = result.outcome == "timeout" or (
                 result.outcome == "http_error"
                 and (result.status is None or should_retry(result.status, headers))
@@ -166,12 +169,12 @@ class ToolExecutor:
 
     async def _attempt(
         self,
-        call: PreparedCall,
+        tool: HttpTool,
         request: httpx.Request,
         clock: asyncio.AbstractEventLoop,
         deadline: float | None,
     ) -> tuple[ToolResult, httpx.Headers]:
-        spec = call.tool.spec
+        spec = tool.spec
         no_headers = _NO_HEADERS
         ends = clock.time() + spec.http.timeout_s
         callers = deadline is not None and deadline <= ends  # the caller's time ends first
@@ -184,29 +187,29 @@ class ToolExecutor:
                 finally:
                     await response.aclose()
         except EgressDenied as exc:
-            return self._denied(call, exc), no_headers
+            return self._denied(tool, exc), no_headers
         except (TimeoutError, httpx.HTTPError) as exc:
             if callers and isinstance(exc, TimeoutError):
                 raise
             denial = egress_denial(exc)
             if denial is not None:
-                return self._denied(call, denial), no_headers
+                return self._denied(tool, denial), no_headers
             where = origin(request.url)
             if is_timeout(exc):
                 logger.warning(
                     "tool %s timed out after %ss",
-                    call.tool.name,
+                    tool.name,
                     spec.http.timeout_s,
-                    extra={FIELDS: {"tool": call.tool.name, "origin": where, "outcome": "timeout"}},
+                    extra={FIELDS: {"tool": tool.name, "origin": where, "outcome": "timeout"}},
                 )
                 message = f"the tool timed out after {spec.http.timeout_s:g}s"
                 return error_result(message, "timeout"), no_headers
             reason = _FAILURES.get(type(exc), "could not be reached")
             logger.warning(
                 "tool %s failed: %s",
-                call.tool.name,
+                tool.name,
                 type(exc).__name__,
-                extra={FIELDS: {"tool": call.tool.name, "origin": where, "outcome": "http_error"}},
+                extra={FIELDS: {"tool": tool.name, "origin": where, "outcome": "http_error"}},
             )
             return error_result(f"the tool {reason}", "http_error"), no_headers
 
@@ -220,11 +223,11 @@ class ToolExecutor:
         return error_result(message, "http_error", response.status_code, text), response.headers
 
     @staticmethod
-    def _denied(call: PreparedCall, exc: EgressDenied) -> ToolResult:
+    def _denied(tool: HttpTool, exc: EgressDenied) -> ToolResult:
         logger.warning(
             "tool %s refused by the egress guard: %s",
-            call.tool.name,
+            tool.name,
             exc,
-            extra={FIELDS: {"tool": call.tool.name, "outcome": "denied"}},
+            extra={FIELDS: {"tool": tool.name, "outcome": "denied"}},
         )
         return error_result("the egress guard refused this tool's destination", "denied")

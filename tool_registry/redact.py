@@ -33,12 +33,27 @@ def _proper_prefixes(secret: bytes) -> bytes:
 
 
 class Redactor:
-    """Replaces every configured secret with ``[redacted]``; falsy when it has none."""
+    """Replaces every configured secret with ``[redacted]``; falsy when it has none.
 
-    __slots__ = ("_bytes", "_encoded", "_longest", "_partial", "_text", "secrets")
+    One redactor serves the whole process (responses, tool results, log lines): a
+    reload ``extend``s it with the new configuration's secrets and keeps the old ones,
+    which stay secret after a key is rotated."""
+
+    __slots__ = ("_bytes", "_encoded", "_longest", "_partial", "_raw", "_text", "secrets")
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = {form for s in secrets if len(s) >= MIN_CHARS for form in _forms(s)}
+        self._compile(frozenset(s for s in secrets if len(s) >= MIN_CHARS))
+
+    def extend(self, secrets: Iterable[str]) -> None:
+        """Redact ``secrets`` too, from now on (every attribute is replaced in one step
+        of the event loop)."""
+        raw = self._raw | {s for s in secrets if len(s) >= MIN_CHARS}
+        if raw != self._raw:
+            self._compile(raw)
+
+    def _compile(self, raw: frozenset[str]) -> None:
+        self._raw = raw
+        forms = {form for s in raw for form in _forms(s)}
         self.secrets: tuple[str, ...] = tuple(sorted(forms, key=lambda s: (-len(s), s)))
         encoded = [s.encode() for s in self.secrets]
         self._encoded = tuple(encoded)

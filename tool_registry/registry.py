@@ -1,120 +1,104 @@
-"""The registry: tool definitions compiled for use, looked up by name."""
+"""The registry: every source's tools under one namespace, with one validation.
+
+It owns naming (``tool_name``: imported names made valid and shortened to 64
+characters with a stable hash), duplicate detection naming both origins, and the
+check that every model-visible schema is valid JSON Schema.
+"""
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
-from .errors import ToolArgumentsInvalid, ToolConfigError
-from .request_builder import RequestTemplate
-from .spec import ToolSpec
-from .templates import MissingValue, placeholders, render
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
-SAFE_METHODS = frozenset({"GET", "HEAD"})  # methods that change nothing
+from .errors import ToolConfigError
+from .tool import Tool
 
-
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What the gateway knows about the request a call belongs to, for ``bind``."""
-
-    tenant_id: str
-    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
-
-    def values(self, names: Iterable[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for name in names:
-            if name == "tenant.id":
-                found[name] = self.tenant_id
-            elif name.startswith("header."):
-                value = self.headers.get(name[len("header.") :].lower())
-                if value is not None:
-                    found[name] = value
-        return found
+MAX_NAME = 64
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
+_VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_HASH_CHARS = 8
+_DEFINITIONS_KEPT = 1024  # distinct tool sets (tenants by narrowings) remembered
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedCall:
-    """A call whose arguments are parsed, validated and bound: ready to execute."""
+def tool_name(prefix: str, name: str) -> str:
+    """The registry name of an imported tool: ``prefix`` + ``name`` with every run of
+    characters OpenAI refuses turned into ``_``; over 64 characters, cut and ended with
+    ``_`` and a hash of the whole imported name, so the same name always maps the same
+    way and two long names that share a beginning stay apart."""
+    wanted = _INVALID.sub("_", prefix + name) or "_"
+    if len(wanted) <= MAX_NAME:
+        return wanted
+    digest = hashlib.sha256((prefix + name).encode()).hexdigest()[:_HASH_CHARS]
+    return f"{wanted[: MAX_NAME - _HASH_CHARS - 1]}_{digest}"
 
-    tool: Tool
-    arguments: dict[str, Any]
 
-    @property
-    def key(self) -> str:
-        """Identifies the same call made twice: the name and canonical arguments."""
-        return f"{self.tool.name}:{canonical_arguments(self.arguments)}"
-
-
-class Tool:
-    """A tool ready for use: its OpenAI definition and its argument handling."""
-
-    __slots__ = ("_bound", "_validator", "bind_sources", "definition", "request", "spec")
-
-    def __init__(self, spec: ToolSpec) -> None:
-        self.spec = spec
-        self.request = RequestTemplate(spec.http)
-        self._validator = ArgumentValidator(spec.parameters)
-        self.bind_sources = {key: placeholders(t) for key, t in spec.bind.items()}
-        self._bound = frozenset(spec.bind)
-        function: dict[str, Any] = {
-            "name": spec.name,
-            "parameters": visible_parameters(spec.parameters, set(spec.bind)),
-        }
-        if spec.description:
-            function["description"] = spec.description
-        self.definition: dict[str, Any] = {"type": "function", "function": function}
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    # What the gateway asks of a tool, whatever its source: never its HTTP spec.
-
-    @property
-    def side_effects(self) -> bool:
-        """Whether calling it may change something (a replayed request must not)."""
-        return self.spec.http.method not in SAFE_METHODS
-
-    @property
-    def cache_ttl_s(self) -> float | None:
-        """How long a successful result may be reused, if at all."""
-        return self.spec.cache_ttl_s
-
-    @property
-    def header_bound(self) -> frozenset[str]:
-        """Arguments whose values come from request headers: never shown in traces."""
-        return frozenset(k for k, t in self.spec.bind.items() if "{header." in t)
-
-    def prepare(self, raw_arguments: str | None, context: CallContext) -> PreparedCall:
-        """Parse, bind and validate the model's arguments; raise ``ToolArgumentsInvalid``."""
-        arguments = parse_arguments(raw_arguments)
-        for key in self.spec.bind:
-            arguments.pop(key, None)  # bound values win over anything the model sends
-        for key, template in self.spec.bind.items():
-            values = context.values(self.bind_sources[key])
-            try:
-                arguments[key] = render(template, values)
-            except MissingValue as exc:
-                raise ToolArgumentsInvalid(
-                    f"this tool needs the request header {exc.name[len('header.') :]!r}, "
-                    "which the client did not send"
-                ) from exc
-        return PreparedCall(self, self._validator.validate(arguments, self._bound))
+def schema_problem(schema: Any) -> str | None:
+    """Why a tool's parameters cannot be shown to a model, or None."""
+    if not isinstance(schema, dict):
+        return "the parameters schema is not an object"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"invalid JSON Schema at {where}: {exc.message}"
+    if schema.get("type", "object") != "object":
+        return 'the parameters schema must have "type": "object"'
+    return None
 
 
 class ToolRegistry:
-    """Every configured tool, by name."""
+    """Every tool, by name. Immutable: a changed tool list is a new registry."""
 
-    def __init__(self, specs: Iterable[ToolSpec]) -> None:
-        tools: dict[str, Tool] = {}
-        for spec in specs:
-            if spec.name in tools:
-                raise ToolConfigError(f"duplicate tool name {spec.name!r}")
-            tools[spec.name] = Tool(spec)
-        self._tools = tools
+    def __init__(self, tools: Iterable[Tool], *, discovered: Iterable[Tool] = ()) -> None:
+        """A duplicate name or invalid schema among ``tools`` raises ``ToolConfigError``
+        naming every problem. Among ``discovered`` tools (found at run time, from a
+        server's list) the first of a name is kept and the rest are in ``problems``."""
+        found: dict[str, Tool] = {}
+        problems: list[str] = []
+        for tool in tools:
+            problem = self._problem(tool, found)
+            if problem is None:
+                found[tool.name] = tool
+            else:
+                problems.append(problem)
+        if problems:
+            raise ToolConfigError("; ".join(problems))
+        for tool in discovered:
+            problem = self._problem(tool, found)
+            if problem is None:
+                found[tool.name] = tool
+            else:
+                problems.append(f"left out: {problem}")
+        self._tools = found
+        self.problems = problems
+        self._definitions: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self.bound_headers = tuple(
+            sorted(
+                {
+                    source[len("header.") :].lower()
+                    for tool in found.values()
+                    for sources in tool.bind_sources.values()
+                    for source in sources
+                    if source.startswith("header.")
+                }
+            )
+        )  # every request header some tool binds (lower-case, sorted): the caller's identity
+
+    @staticmethod
+    def _problem(tool: Tool, found: dict[str, Tool]) -> str | None:
+        if not _VALID_NAME.match(tool.name):
+            return f"{tool.origin}: tool name {tool.name!r} is not valid"
+        first = found.get(tool.name)
+        if first is not None:
+            return f"duplicate tool name {tool.name!r} ({first.origin} and {tool.origin})"
+        problem = schema_problem(tool.parameters)
+        return f"{tool.origin}: {problem}" if problem is not None else None
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -122,19 +106,11 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
-
-    @property
-    def bound_headers(self) -> frozenset[str]:
-        """Every request header some tool binds (lower-case): the caller's identity."""
-        return frozenset(
-            source[len("header.") :].lower()
-            for tool in self._tools.values()
-            for sources in tool.bind_sources.values()
-            for source in sources
-            if source.startswith("header.")
-        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -143,3 +119,13 @@ class ToolRegistry:
     def match(self, pattern: str) -> list[str]:
         """Names matching a glob pattern (``*``, ``?``, ``[…]``), in registry order."""
         return [name for name in self._tools if fnmatch.fnmatchcase(name, pattern)]
+
+    def definitions(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The model-visible definitions of ``names``, worked out once per distinct set."""
+        found = self._definitions.get(names)
+        if found is None:
+            if len(self._definitions) >= _DEFINITIONS_KEPT:
+                self._definitions.clear()
+            found = [t.definition for n in names if (t := self._tools.get(n)) is not None]
+            self._definitions[names] = found
+        return found

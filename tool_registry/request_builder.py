@@ -41,6 +41,8 @@ class RequestTemplate:
 
     __slots__ = (
         "_body",
+        "_body_argument",
+        "_content_type",
         "_fixed_encoded",
         "_fixed_query",
         "_headers",
@@ -74,7 +76,10 @@ class RequestTemplate:
         self._query = [
             (key, template, _whole_placeholder(template)) for key, template in spec.query.items()
         ]
-        self._headers = list(spec.headers.items())
+        self._headers = [(k, t, _whole_placeholder(t)) for k, t in spec.headers.items()]
+        self._body_argument = spec.body
+        # A configured Content-Type (an OpenAPI body's media type) wins over the default.
+        self._content_type = not any(k.lower() == "content-type" for k in spec.headers)
         self._used = spec.template_names()
         self._body = spec.method in BODY_METHODS
 
@@ -105,8 +110,16 @@ class RequestTemplate:
                 f"{MAX_URL_CHARS}: send shorter arguments"
             )
         url = self._url(path, encoded_query)
+        if self._body_argument is not None:
+            if self._body_argument not in arguments:  # an optional body left out
+                return httpx.Request(self.spec.method, url, headers=headers)
+            if self._content_type:
+                headers["content-type"] = "application/json"
+            content = dumps(arguments[self._body_argument])
+            return httpx.Request(self.spec.method, url, headers=headers, content=content)
         if self._body:
-            headers["content-type"] = "application/json"
+            if self._content_type:
+                headers["content-type"] = "application/json"
             return httpx.Request(self.spec.method, url, headers=headers, content=dumps(rest))
         return httpx.Request(self.spec.method, url, headers=headers)
 
@@ -134,7 +147,9 @@ class RequestTemplate:
 
     def _render_headers(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         headers = {"user-agent": USER_AGENT}
-        for key, template in self._headers:
+        for key, template, whole in self._headers:
+            if whole is not None and whole not in arguments:
+                continue  # an optional argument the model left out: no header
             value = render(template, arguments)
             if not is_header_text(value):
                 # The value is not quoted back: it may hold a bound value.

@@ -22,7 +22,7 @@ _BIND_SOURCE = re.compile(r"^(tenant\.id|header\.[A-Za-z0-9!#$%&'*+.^_`|~-]+)$")
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _PLACEHOLDER_RE = re.compile(r"\{[^{}]+\}")
-_PUBLIC_HEADERS = frozenset(
+PUBLIC_HEADERS = frozenset(
     {"accept", "accept-encoding", "accept-language", "cache-control", "content-type", "user-agent"}
 )
 _HEADER_TEXT = re.compile(r"^[\x20-\x7e\t]*$")
@@ -53,6 +53,9 @@ class HttpSpec(_Frozen):
     retries: int = Field(default=0, ge=0, le=5)
     follow_redirects: bool = False
     max_response_bytes: int = Field(default=1024 * 1024, gt=0)
+    # The argument whose value is the whole JSON body (POST, PUT, PATCH); unset, the
+    # arguments no template uses make the body's object.
+    body: str | None = None
 
     @field_validator("method", mode="before")
     @classmethod
@@ -87,6 +90,12 @@ class HttpSpec(_Frozen):
                 raise ValueError(f"header {name}: only printable ASCII is allowed")
         return headers
 
+    @model_validator(mode="after")
+    def _body_methods(self) -> HttpSpec:
+        if self.body is not None and self.method not in BODY_METHODS:
+            raise ValueError("body is for POST, PUT and PATCH tools only")
+        return self
+
     @property
     def idempotent(self) -> bool:
         return self.method in IDEMPOTENT_METHODS
@@ -96,7 +105,7 @@ class HttpSpec(_Frozen):
         header values (but for a few descriptive headers), the URL's password and its
         query values, the query templates' fixed parts."""
         texts = [
-            value for name, value in self.headers.items() if name.lower() not in _PUBLIC_HEADERS
+            value for name, value in self.headers.items() if name.lower() not in PUBLIC_HEADERS
         ]
         parts = urlsplit(self.url)
         texts += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
@@ -116,6 +125,8 @@ class HttpSpec(_Frozen):
         names = set(placeholders(self.url))
         for template in (*self.query.values(), *self.headers.values()):
             names.update(placeholders(template))
+        if self.body is not None:
+            names.add(self.body)
         return names
 
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from gateway import ConfigError, load_config
+from gateway.app import Gateway
 from gateway.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +163,71 @@ def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     bad = write(tmp_path, BASE.replace("upstream: up}", "upstream: x}"), "bad.yaml")
     assert main(["check", "--config", str(bad)]) == 2
     assert "unknown upstream 'x'" in capsys.readouterr().err
+
+
+PETS = ROOT / "tests" / "fixtures" / "openapi" / "pets-3.0.json"
+
+
+def test_openapi_files_are_found_beside_the_config_and_their_tools_are_allowlisted(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "pets.json").write_bytes(PETS.read_bytes())
+    path = write(
+        tmp_path,
+        BASE
+        + """
+openapi:
+  - spec: specs/pets.json
+    base_url: http://pets.internal/v1
+    prefix: pets_
+    include: [getPetById, findPetsByStatus]
+    auth: {queryKey: "${PETS_KEY}"}
+tenants:
+  - {id: acme, keys: [k1], tools: ["pets_*"]}
+""",
+    )
+    config = load_config(path, env={"PETS_KEY": "pets-key-123"})
+    assert config.openapi[0].spec == str(tmp_path / "specs" / "pets.json")
+    gateway = Gateway(config)
+    assert gateway.tenants.all()[0].tools == ("pets_getPetById", "pets_findPetsByStatus")
+    assert gateway.registry.get("pets_getPetById") is not None
+    assert "pets-key-123" in gateway.redactor.secrets  # the configured secret is redacted
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragment"),
+    [
+        ("{spec: nowhere.json}", "openapi[0].spec: no file 'nowhere.json'"),
+        (f"{{spec: {PETS}, include: [nope]}}", "include 'nope' matches no operation"),
+    ],
+)
+def test_openapi_problems_name_the_source(tmp_path: Path, entry: str, fragment: str) -> None:
+    path = write(tmp_path, BASE + f"openapi:\n  - {entry}\n")
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_config(path, env={})
+
+
+def test_an_openapi_tool_clashing_with_an_inline_one_names_both(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        BASE.replace("name: t1", "name: getPetById")
+        + f"openapi:\n  - {{spec: {PETS}, base_url: 'http://x/'}}\n",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    message = str(caught.value)
+    assert "duplicate tool name 'getPetById'" in message
+    assert "gateway.yaml: tools[0]" in message
+    assert f"{PETS}: GET /pets/{{petId}}" in message
+
+
+def test_an_allowlist_pattern_for_an_openapi_url_is_checked_once_fetched(tmp_path: Path) -> None:
+    text = BASE + (
+        "openapi:\n  - {spec: 'http://specs.internal/pets.json', prefix: pets_}\n"
+        "tenants:\n  - {id: acme, keys: [k1], tools: [t1, 'pets_*']}\n"
+    )
+    assert load_config(write(tmp_path, text), env={}).openapi[0].is_url
+    wrong = text.replace("'pets_*'", "'cats_*'")
+    with pytest.raises(ConfigError, match="'cats_\\*' matches no tool"):
+        load_config(write(tmp_path, wrong), env={})

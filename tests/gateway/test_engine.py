@@ -17,7 +17,7 @@ from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy import LoopLimits
 from gateway.tool_loop import LoopJob, LoopSession, ToolLoop
 from gateway.values import Hidden, ToolCall, ToolOutput, Turn
-from tool_registry import CallContext, ToolExecutor, ToolRegistry, ToolSpec
+from tool_registry import CallContext, HttpTool, ToolExecutor, ToolRegistry, ToolSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -111,11 +111,11 @@ def session(model: Model, **changes: Any) -> LoopSession:
         client_tool_names=frozenset(),
         limits=limits,
         context=CallContext("t", {}),
+        registry=ToolRegistry(HttpTool(spec) for spec in TOOLS),
     )
     job = replace(job, **changes)
-    registry = ToolRegistry(TOOLS)
     executor = ToolExecutor(httpx.MockTransport(doubling))
-    return ToolLoop(model, executor, registry).session(job)
+    return ToolLoop(model, executor).session(job)
 
 
 async def events(model: Model, loop: LoopSession, stream: bool) -> list[Event]:

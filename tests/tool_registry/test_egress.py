@@ -13,8 +13,8 @@ from tool_registry import (
     CallContext,
     EgressDenied,
     EgressPolicy,
+    HttpTool,
     ToolExecutor,
-    ToolRegistry,
     ToolSpec,
     create_tool_transport,
 )
@@ -149,7 +149,7 @@ async def test_the_real_client_refuses_private_names(allow: bool, outcome: str, 
         allowed = frozenset({"localhost"}) if allow else frozenset()
         policy = EgressPolicy(True, allowed)
         async with create_tool_transport(policy) as transport:
-            call = ToolRegistry([spec]).get("len").prepare('{"s": "abc"}', CallContext("t"))  # type: ignore[union-attr]
+            call = HttpTool(spec).prepare('{"s": "abc"}', CallContext("t"))
             result = await ToolExecutor(transport, policy).execute(call)
     assert result.outcome == outcome
     assert len(tools.hits) == hits
@@ -162,7 +162,7 @@ async def test_a_refused_connection_is_not_a_timeout() -> None:
         port = probe.getsockname()[1]  # closed again before the call: nothing listens
     spec = ToolSpec.model_validate({"name": "gone", "http": {"url": f"http://127.0.0.1:{port}/"}})
     async with create_tool_transport(EgressPolicy()) as transport:
-        call = ToolRegistry([spec]).get("gone").prepare("{}", CallContext("t"))  # type: ignore[union-attr]
+        call = HttpTool(spec).prepare("{}", CallContext("t"))
         result = await ToolExecutor(transport).execute(call)
     assert result.outcome == "http_error"
     assert "could not be reached" in result.content

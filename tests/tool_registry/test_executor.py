@@ -13,8 +13,8 @@ import pytest
 from tool_registry import (
     CallContext,
     EgressPolicy,
+    HttpTool,
     ToolExecutor,
-    ToolRegistry,
     ToolSpec,
 )
 
@@ -43,7 +43,7 @@ async def run(tool: ToolSpec, handler: Handler, arguments: str = '{"q": "x"}') -
 
     async with httpx.MockTransport(recording) as transport:
         executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0)
-        prepared = ToolRegistry([tool]).get("t").prepare(arguments, CallContext("acme"))  # type: ignore[union-attr]
+        prepared = HttpTool(tool).prepare(arguments, CallContext("acme"))
         return await executor.execute(prepared), seen
 
 
@@ -164,7 +164,7 @@ async def _with_deadline(tool: ToolSpec, handler: Handler, in_s: float) -> Any:
 
     async with httpx.MockTransport(handle) as transport:
         executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0.2)
-        prepared = ToolRegistry([tool]).get("t").prepare('{"q": "x"}', CallContext("acme"))  # type: ignore[union-attr]
+        prepared = HttpTool(tool).prepare('{"q": "x"}', CallContext("acme"))
         return await executor.execute(prepared, asyncio.get_running_loop().time() + in_s)
 
 

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tool_registry import ToolRegistry
+from tool_registry import HttpTool, ToolRegistry
 from tool_registry.spec import ToolSpec
 
 VALID: dict[str, Any] = {
@@ -81,7 +81,7 @@ def test_what_the_gateway_asks_of_a_tool() -> None:
     post = ToolSpec.model_validate(
         {"name": "create", "http": {"url": "http://t.example/", "method": "POST"}}
     )
-    registry = ToolRegistry([get, post])
+    registry = ToolRegistry([HttpTool(get), HttpTool(post)])
     lookup, create = registry.get("lookup"), registry.get("create")
     assert lookup is not None
     assert create is not None

@@ -1,0 +1,80 @@
+"""Fetching a tool source's document (an OpenAPI document at a URL) under the egress
+policy: every hop of a redirect is checked, the body is capped, and the answer is
+parsed as JSON or YAML."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import yaml
+
+from .client import send
+from .egress import EgressPolicy, egress_denial
+from .errors import ToolConfigError
+from .executor import MAX_REDIRECTS, read_capped, redirect_request
+from .jsonio import loads
+from .request_builder import USER_AGENT
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+
+def parse_document(text: bytes | str, where: str) -> Any:
+    """A JSON or YAML document; ``ToolConfigError`` naming ``where`` if it is neither."""
+    try:
+        return loads(text)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ToolConfigError(f"{where}: neither JSON nor YAML: {exc}") from exc
+
+
+async def fetch_document(
+    url: str,
+    transport: httpx.AsyncBaseTransport,
+    policy: EgressPolicy,
+    *,
+    timeout_s: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """GET ``url`` and parse it; raise ``ToolConfigError`` saying what went wrong."""
+    try:
+        request = httpx.Request(
+            "GET",
+            url,
+            headers={"user-agent": USER_AGENT, "accept": "application/json, application/yaml"}
+            | (headers or {}),
+        )
+    except httpx.InvalidURL as exc:
+        raise ToolConfigError(f"{url}: not a valid URL") from exc
+    request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
+    try:
+        async with asyncio.timeout(timeout_s):
+            for _ in range(MAX_REDIRECTS + 1):
+                policy.check_url(request.url)
+                response = await send(transport, request)
+                try:
+                    if response.status_code in (301, 302, 303, 307, 308):
+                        request = redirect_request(request, response)
+                        continue
+                    body, cut = await read_capped(response, MAX_DOCUMENT_BYTES)
+                finally:
+                    await response.aclose()
+                break
+            else:
+                raise ToolConfigError(f"{url}: redirected too many times")
+    except TimeoutError as exc:
+        raise ToolConfigError(f"{url}: no answer within {timeout_s:g}s") from exc
+    except (httpx.HTTPError, OSError) as exc:
+        denial = egress_denial(exc)
+        if denial is not None:
+            raise ToolConfigError(f"{url}: refused by the egress policy: {denial}") from exc
+        raise ToolConfigError(f"{url}: cannot be fetched ({type(exc).__name__})") from exc
+    if not 200 <= response.status_code < 300:
+        raise ToolConfigError(f"{url}: answered HTTP {response.status_code}")
+    if cut:
+        raise ToolConfigError(f"{url}: larger than {MAX_DOCUMENT_BYTES} bytes")
+    return parse_document(body, url)

@@ -1,0 +1,383 @@
+"""The OpenAPI source: every selected operation of an OpenAPI 3.0 or 3.1 document
+becomes an HTTP tool (DESIGN.md §3, §12).
+
+- Name: ``operationId`` (else method and path) with the source's ``prefix``, made
+  valid and shortened by ``tool_name``.
+- Arguments: path, query and header parameters and a JSON request body make one
+  schema. An object body's properties sit beside the parameters when no name clashes;
+  any other body is the argument ``body``.
+- Destination: the source's ``base_url``, else the operation's or document's first
+  ``servers`` entry (variables at their defaults; a relative one against the
+  document's URL).
+- Security: the first requirement whose schemes all have a configured secret in
+  ``auth`` is filled from it (a header, query value or cookie). The model never sees
+  or sets these.
+
+Operations that cannot be a tool (no JSON body type, cookie parameters the source
+cannot fill, an unusable path) are left out and named in ``OpenApiTools.skipped``.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from .errors import ToolConfigError
+from .loader import describe_validation_error
+from .openapi_schema import RefError, SchemaResolver
+from .registry import tool_name
+from .spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
+from .tool import HttpTool
+
+METHODS = ("get", "put", "post", "delete", "patch", "head")
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # per OpenAPI
+_MAX_DESCRIPTION = 1024
+
+
+class OpenApiSource(BaseModel):
+    """One ``openapi:`` entry of the configuration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    spec: str = Field(min_length=1)  # a file (relative to the config file) or http(s) URL
+    base_url: str | None = None
+    prefix: str = ""
+    include: list[str] = Field(default_factory=list)  # globs; empty: every operation
+    exclude: list[str] = Field(default_factory=list)
+    auth: dict[str, SecretStr] = Field(default_factory=dict)  # security scheme → secret
+    headers: dict[str, str] = Field(default_factory=dict)  # sent with every call
+    timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    retries: int = Field(default=0, ge=0, le=5)
+    result: ResultSpec = Field(default_factory=ResultSpec)
+
+    @property
+    def is_url(self) -> bool:
+        return self.spec.startswith(("http://", "https://"))
+
+
+@dataclass
+class OpenApiTools:
+    """What one document gave: its tools and the operations left out, with why."""
+
+    tools: list[HttpTool] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def openapi_tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
+    """The tools of a parsed document; ``where`` names it in messages (a path or URL).
+    Raises ``ToolConfigError`` when the document as a whole cannot be used."""
+    try:
+        return _tools(document, source, where)
+    except RecursionError as exc:
+        raise ToolConfigError(f"{where}: the document nests too deep") from exc
+
+
+def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
+    if not isinstance(document, dict):
+        raise ToolConfigError(f"{where}: not an OpenAPI document (expected a mapping)")
+    version = str(document.get("openapi", ""))
+    if not version.startswith(("3.0", "3.1")):
+        found = f"swagger {document['swagger']}" if "swagger" in document else repr(version)
+        raise ToolConfigError(f"{where}: OpenAPI 3.0 or 3.1 is supported, this is {found}")
+    resolver = SchemaResolver(document, oas30=version.startswith("3.0"))
+    paths = document.get("paths")
+    if not isinstance(paths, dict):
+        raise ToolConfigError(f"{where}: the document has no 'paths'")
+    found_tools = OpenApiTools()
+    matched: set[str] = set()
+    for path, item in paths.items():
+        try:
+            item = resolver.follow(item)
+        except RefError as exc:
+            found_tools.skipped.append(f"{path}: {exc}")
+            continue
+        if not isinstance(item, dict):
+            continue
+        for method in METHODS:
+            operation = item.get(method)
+            if not isinstance(operation, dict):
+                continue
+            label = f"{method.upper()} {path}"
+            selectors = [label, operation.get("operationId") or ""]
+            name = tool_name(
+                source.prefix, operation.get("operationId") or _path_name(method, path)
+            )
+            selectors.append(name)
+            include = _matches(source.include, selectors, matched) if source.include else True
+            if not include or _matches(source.exclude, selectors, set()):
+                continue
+            try:
+                spec = _operation_spec(
+                    document, resolver, source, where, path, item, method, operation, name
+                )
+            except _Skip as exc:
+                found_tools.skipped.append(f"{label}: {exc}")
+                continue
+            found_tools.tools.append(HttpTool(spec, source="openapi", origin=f"{where}: {label}"))
+    unmatched = [p for p in source.include if p not in matched]
+    if unmatched:
+        patterns = ", ".join(map(repr, unmatched))
+        raise ToolConfigError(f"{where}: include {patterns} matches no operation")
+    return found_tools
+
+
+def _path_name(method: str, path: str) -> str:
+    """The name of an operation without ``operationId``: ``GET /pets/{id}`` → ``get_pets_id``."""
+    words = [w.strip("{}") for w in path.split("/") if w.strip("{}")]
+    return "_".join([method, *words])
+
+
+class _Skip(Exception):
+    """This operation cannot be a tool; the message says why."""
+
+
+def _matches(patterns: list[str], selectors: list[str], matched: set[str]) -> bool:
+    hit = False
+    for pattern in patterns:
+        if any(s and fnmatch.fnmatchcase(s, pattern) for s in selectors):
+            matched.add(pattern)
+            hit = True
+    return hit
+
+
+def _operation_spec(
+    document: dict[str, Any],
+    resolver: SchemaResolver,
+    source: OpenApiSource,
+    where: str,
+    path: str,
+    item: dict[str, Any],
+    method: str,
+    operation: dict[str, Any],
+    name: str,
+) -> ToolSpec:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    query: dict[str, str] = {}
+    headers: dict[str, str] = dict(source.headers)
+    url_path = path
+    for parameter in _parameters(resolver, item, operation):
+        location, raw = parameter["in"], parameter["name"]
+        if location == "header" and raw.lower() in _IGNORED_HEADERS:
+            continue
+        if location == "cookie":
+            if parameter.get("required"):
+                raise _Skip(f"needs the cookie parameter {raw!r}, which tools cannot send")
+            continue
+        argument = raw if raw not in properties else f"{location}_{raw}"
+        if argument in properties:
+            raise _Skip(f"two parameters are both named {raw!r}")
+        schema = _parameter_schema(resolver, parameter)
+        description = parameter.get("description")
+        if isinstance(description, str) and description and "description" not in schema:
+            schema = {**schema, "description": description}
+        properties[argument] = schema
+        if location == "path" or parameter.get("required"):
+            required.append(argument)
+        placeholder = "{" + argument + "}"
+        if location == "path":
+            if "{" + raw + "}" not in url_path:
+                raise _Skip(f"the path parameter {raw!r} is not in the path")
+            url_path = url_path.replace("{" + raw + "}", placeholder)
+        elif location == "query":
+            query[raw] = placeholder
+        elif location == "header":
+            headers[raw] = placeholder
+    body_argument, extra = None, False
+    if method.upper() in BODY_METHODS:
+        body_argument, extra = _body(resolver, operation, properties, required, headers)
+    _apply_security(document, source, operation, query, headers)
+    # Parameters are all declared: anything else the model writes is refused, not
+    # sent; an object body's own rule on extra properties decides for the body.
+    arguments: dict[str, Any] = {"type": "object", "properties": properties}
+    if extra is not True:
+        arguments["additionalProperties"] = extra
+    if required:
+        arguments["required"] = required
+    try:
+        return ToolSpec.model_validate(
+            {
+                "name": name,
+                "description": _description(operation),
+                "parameters": arguments,
+                "http": {
+                    "method": method.upper(),
+                    "url": _base_url(document, source, where, item, operation) + url_path,
+                    "query": query,
+                    "headers": headers,
+                    "timeout_s": source.timeout_s,
+                    "retries": source.retries,
+                    "body": body_argument,
+                },
+                "result": source.result,
+            }
+        )
+    except ValidationError as exc:
+        raise _Skip(describe_validation_error(exc)) from exc
+
+
+def _parameters(
+    resolver: SchemaResolver, item: dict[str, Any], operation: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The path item's parameters, overridden by the operation's of the same name and place."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for raw in [*item.get("parameters", []), *operation.get("parameters", [])]:
+        try:
+            parameter = resolver.follow(raw)
+        except RefError as exc:
+            raise _Skip(str(exc)) from exc
+        if not isinstance(parameter, dict):
+            continue
+        name, location = parameter.get("name"), parameter.get("in")
+        if not isinstance(name, str) or location not in ("path", "query", "header", "cookie"):
+            raise _Skip(f"a parameter without a valid name and place: {name!r} in {location!r}")
+        found[(location, name)] = parameter
+    return list(found.values())
+
+
+def _parameter_schema(resolver: SchemaResolver, parameter: dict[str, Any]) -> dict[str, Any]:
+    if "schema" in parameter:
+        return resolver.schema(parameter["schema"])
+    content = parameter.get("content")
+    if isinstance(content, dict) and content:
+        media = next(iter(content.values()))
+        if isinstance(media, dict) and "schema" in media:
+            return resolver.schema(media["schema"])
+    return {"type": "string"}
+
+
+def _body(
+    resolver: SchemaResolver,
+    operation: dict[str, Any],
+    properties: dict[str, Any],
+    required: list[str],
+    headers: dict[str, str],
+) -> tuple[str | None, Any]:
+    """Add the JSON body to the arguments. Returns the argument holding it whole, if
+    one does, and what the arguments' ``additionalProperties`` is: an object body's
+    own, else false. A JSON media type other than ``application/json`` is sent as the
+    Content-Type."""
+    if "requestBody" not in operation:
+        return None, False
+    try:
+        body = resolver.follow(operation["requestBody"])
+    except RefError as exc:
+        raise _Skip(str(exc)) from exc
+    content = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(content, dict) or not content:
+        return None, False
+    kind = next((k for k in content if _is_json(k)), None)
+    media = content.get(kind) if kind is not None else None
+    if kind is None or not isinstance(media, dict):
+        raise _Skip(f"its request body is {', '.join(content)}, not JSON")
+    if kind.split(";")[0].strip().lower() not in ("application/json", "*/*"):
+        headers["Content-Type"] = kind
+    schema = resolver.schema(media.get("schema", {}))
+    body_required = body.get("required") is True
+    fields = schema.get("properties")
+    if (
+        schema.get("type") == "object"
+        and isinstance(fields, dict)
+        and fields
+        and not set(fields) & set(properties)
+        and not any(k in schema for k in ("allOf", "anyOf", "oneOf"))
+    ):
+        properties.update(fields)
+        if body_required:
+            required.extend(r for r in schema.get("required", []) if r in fields)
+        return None, schema.get("additionalProperties", True)
+    argument = "body" if "body" not in properties else "request_body"
+    properties[argument] = schema
+    if body_required:
+        required.append(argument)
+    return argument, False
+
+
+def _is_json(media_type: str) -> bool:
+    kind = media_type.split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json") or kind == "*/*"
+
+
+def _description(operation: dict[str, Any]) -> str:
+    parts = [operation.get("summary"), operation.get("description")]
+    text = "\n\n".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
+    return text if len(text) <= _MAX_DESCRIPTION else text[: _MAX_DESCRIPTION - 1] + "…"
+
+
+def _base_url(
+    document: dict[str, Any],
+    source: OpenApiSource,
+    where: str,
+    item: dict[str, Any],
+    operation: dict[str, Any],
+) -> str:
+    if source.base_url:
+        return source.base_url.rstrip("/")
+    for servers in (operation.get("servers"), item.get("servers"), document.get("servers")):
+        if isinstance(servers, list) and servers and isinstance(servers[0], dict):
+            url = _server_url(servers[0])
+            if url.startswith(("http://", "https://")):
+                return url.rstrip("/")
+            if source.is_url:
+                return urljoin(source.spec, url).rstrip("/")
+            raise _Skip(f"its server URL {url!r} is relative: set base_url for this source")
+    raise _Skip("the document names no server: set base_url for this source")
+
+
+def _server_url(server: Mapping[str, Any]) -> str:
+    url = str(server.get("url", ""))
+    variables = server.get("variables")
+    if isinstance(variables, dict):
+        for key, variable in variables.items():
+            if isinstance(variable, dict) and "default" in variable:
+                url = url.replace("{" + key + "}", str(variable["default"]))
+    return url
+
+
+def _apply_security(
+    document: dict[str, Any],
+    source: OpenApiSource,
+    operation: dict[str, Any],
+    query: dict[str, str],
+    headers: dict[str, str],
+) -> None:
+    """Fill the first security requirement the configured secrets satisfy."""
+    requirements = operation.get("security", document.get("security"))
+    schemes = document.get("components", {}).get("securitySchemes", {})
+    if not isinstance(requirements, list) or not isinstance(schemes, dict):
+        return
+    for requirement in requirements:
+        if not isinstance(requirement, dict):
+            continue
+        if all(name in source.auth and name in schemes for name in requirement):
+            for name in requirement:
+                _fill(name, schemes[name], source.auth[name].get_secret_value(), query, headers)
+            return
+
+
+def _fill(
+    name: str, scheme: Any, secret: str, query: dict[str, str], headers: dict[str, str]
+) -> None:
+    if "{" in secret or "}" in secret or not is_header_text(secret):
+        raise ToolConfigError(f"auth.{name}: a secret with braces or line breaks cannot be sent")
+    if not isinstance(scheme, dict):
+        return
+    kind = scheme.get("type")
+    if kind == "apiKey":
+        place, key = scheme.get("in"), str(scheme.get("name", ""))
+        if place == "header":
+            headers[key] = secret
+        elif place == "query":
+            query[key] = secret
+        elif place == "cookie":
+            headers["Cookie"] = f"{key}={secret}"
+    elif kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+        headers["Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
+    elif kind in ("http", "oauth2", "openIdConnect"):
+        headers["Authorization"] = f"Bearer {secret}"

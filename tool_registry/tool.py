@@ -1,0 +1,184 @@
+"""What a tool is, whatever its source: a definition for the model, a way to prepare a
+call (arguments parsed, bound and validated) and a way to execute it (DESIGN.md §12).
+
+Sources produce tools: ``HttpTool`` for inline tools, tool files and OpenAPI
+operations; ``mcp_source.McpTool`` for the tools of MCP servers. The gateway only ever
+asks a tool what this base class answers, never how it is carried out.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
+from .errors import ToolArgumentsInvalid
+from .request_builder import RequestTemplate
+from .templates import MissingValue, placeholders, render
+
+if TYPE_CHECKING:
+    from .results import ToolResult
+    from .spec import ToolSpec
+
+SAFE_METHODS = frozenset({"GET", "HEAD"})  # methods that change nothing
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What the gateway knows about the request a call belongs to, for ``bind``."""
+
+    tenant_id: str
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
+
+    def values(self, names: Iterable[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for name in names:
+            if name == "tenant.id":
+                found[name] = self.tenant_id
+            elif name.startswith("header."):
+                value = self.headers.get(name[len("header.") :].lower())
+                if value is not None:
+                    found[name] = value
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call whose arguments are parsed, validated and bound: ready to execute."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """Identifies the same call made twice: the name and canonical arguments."""
+        return f"{self.tool.name}:{canonical_arguments(self.arguments)}"
+
+
+class HttpRunner(Protocol):
+    """Makes HTTP tool calls: the executor's transport, egress guard and retries."""
+
+    async def run_http(
+        self, tool: HttpTool, call: PreparedCall, deadline: float | None
+    ) -> ToolResult: ...
+
+
+class Tool(ABC):
+    """A tool ready for use. ``source`` is its kind (``http``, ``openapi``, ``mcp``), as
+    metrics label it; ``origin`` says where it was defined, for operators' messages."""
+
+    __slots__ = (
+        "_bound",
+        "_validator",
+        "bind",
+        "bind_sources",
+        "definition",
+        "description",
+        "name",
+        "origin",
+        "parameters",
+        "source",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        *,
+        source: str,
+        origin: str,
+        bind: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.source = source
+        self.origin = origin
+        self.bind: dict[str, str] = dict(bind or {})
+        self._validator = ArgumentValidator(parameters)
+        self.bind_sources = {key: placeholders(t) for key, t in self.bind.items()}
+        self._bound = frozenset(self.bind)
+        function: dict[str, Any] = {
+            "name": name,
+            "parameters": visible_parameters(parameters, set(self.bind)),
+        }
+        if description:
+            function["description"] = description
+        self.definition: dict[str, Any] = {"type": "function", "function": function}
+
+    # What the gateway asks of a tool, whatever its source.
+
+    @property
+    @abstractmethod
+    def side_effects(self) -> bool:
+        """Whether calling it may change something (a replayed request must not)."""
+
+    @property
+    def cache_ttl_s(self) -> float | None:
+        """How long a successful result may be reused, if at all."""
+        return None
+
+    @property
+    def header_bound(self) -> frozenset[str]:
+        """Arguments whose values come from request headers: never shown in traces."""
+        return frozenset(k for k, t in self.bind.items() if "{header." in t)
+
+    def secrets(self) -> list[str]:
+        """Configured texts of this tool that may be credentials, for redaction."""
+        return []
+
+    def prepare(self, raw_arguments: str | None, context: CallContext) -> PreparedCall:
+        """Parse, bind and validate the model's arguments; raise ``ToolArgumentsInvalid``."""
+        arguments = parse_arguments(raw_arguments)
+        for key in self.bind:
+            arguments.pop(key, None)  # bound values win over anything the model sends
+        for key, template in self.bind.items():
+            values = context.values(self.bind_sources[key])
+            try:
+                arguments[key] = render(template, values)
+            except MissingValue as exc:
+                raise ToolArgumentsInvalid(
+                    f"this tool needs the request header {exc.name[len('header.') :]!r}, "
+                    "which the client did not send"
+                ) from exc
+        return PreparedCall(self, self._validator.validate(arguments, self._bound))
+
+    @abstractmethod
+    async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
+        """Execute a prepared call. Trouble on the far side is an error result, never an
+        exception; reaching the caller's ``deadline`` raises ``TimeoutError``."""
+
+
+class HttpTool(Tool):
+    """A tool that is one HTTP request: inline and file tools, OpenAPI operations."""
+
+    __slots__ = ("request", "spec")
+
+    def __init__(self, spec: ToolSpec, *, source: str = "http", origin: str = "") -> None:
+        super().__init__(
+            spec.name,
+            spec.description,
+            spec.parameters,
+            source=source,
+            origin=origin or f"tool {spec.name!r}",
+            bind=spec.bind,
+        )
+        self.spec = spec
+        self.request = RequestTemplate(spec.http)
+
+    @property
+    def side_effects(self) -> bool:
+        return self.spec.http.method not in SAFE_METHODS
+
+    @property
+    def cache_ttl_s(self) -> float | None:
+        return self.spec.cache_ttl_s
+
+    def secrets(self) -> list[str]:
+        return self.spec.http.secrets()
+
+    async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
+        return await http.run_http(self, call, deadline)
