@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import get_args
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -15,9 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
-from tool_registry.results import Outcome
 
-from .caps import CapKind
 from .config import GatewayConfig
 from .config_loader import load_config
 from .conversations import ConversationStore
@@ -25,7 +23,7 @@ from .errors import GatewayError, NotFound
 from .gc_tuning import tune_gc
 from .http import error_response, new_request_id
 from .logs import configure_logging
-from .metrics import Labels, Metrics
+from .metrics import Metrics
 from .models import ModelRouter
 from .observe import Observer
 from .rate_limit import RateLimiter
@@ -34,10 +32,10 @@ from .response_store import ResponseStore
 from .result_cache import ResultCache
 from .routes import build_routes
 from .runtime import Runtime
+from .runtimes import Runtimes, reload_on_sighup
 from .store import Keys, open_store
 from .tenants import TenantDirectory
 from .tool_loop import ToolLoop
-from .tool_sources import static_tools
 from .traces import TraceStore
 from .turns import TurnStore
 from .upstream import UpstreamClient, create_upstream_transport
@@ -50,13 +48,14 @@ class Gateway:
         self,
         config: GatewayConfig,
         *,
+        config_path: str | Path | None = None,
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         tool_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        static = static_tools(config)
-        self.runtime = Runtime.build(config, static.tools, warnings=static.warnings)
         self.metrics = Metrics()
-        self._prime(self.runtime)
+        # One for the process: a reload extends it (see ``Redactor``).
+        self.redactor = redactor_of(config)
+        self.runtimes = Runtimes(config, self.metrics, self.redactor, config_path)
         self.observer = Observer(self.metrics)
         self.egress = EgressPolicy(
             deny_private=config.egress.deny_private,
@@ -66,10 +65,13 @@ class Gateway:
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
-        # One for the process: a reload extends it (see ``Redactor``).
-        self.redactor = redactor_of(config)
 
-    # The current snapshot's parts. A request reads ``runtime`` once instead.
+    @property
+    def runtime(self) -> Runtime:
+        """The current snapshot: a request reads it once and uses it to its end."""
+        return self.runtimes.current
+
+    # The current snapshot's parts, for what is not a request (start-up, the CLI).
 
     @property
     def config(self) -> GatewayConfig:
@@ -86,18 +88,6 @@ class Gateway:
     @property
     def models(self) -> ModelRouter:
         return self.runtime.models
-
-    def _prime(self, runtime: Runtime) -> None:
-        tenants = runtime.tenants.all()
-        self.metrics.prime(
-            Labels(
-                tenants={t.id: (sorted(t.models), list(t.tools)) for t in tenants},
-                upstreams=[u.name for u in runtime.config.upstreams],
-                tools=list(runtime.registry.names),
-                outcomes=get_args(Outcome),
-                cap_kinds=get_args(CapKind),
-            )
-        )
 
     async def __aenter__(self) -> Gateway:
         config, metrics = self.config, self.metrics
@@ -130,9 +120,11 @@ class Gateway:
             cache=self.cache,
             metrics=metrics,
         )
+        await self.runtimes.start(tools, self.egress)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self.runtimes.aclose()
         for transport in self._transports:
             await transport.aclose()
         await self.store.aclose()
@@ -141,16 +133,25 @@ class Gateway:
 def create_app(
     config: GatewayConfig,
     *,
+    config_path: str | Path | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     tool_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
-    """Build the ASGI app. Transports may be given to run without a network (tests)."""
-    gateway = Gateway(config, upstream_transport=upstream_transport, tool_transport=tool_transport)
+    """Build the ASGI app. With ``config_path`` a reload (``SIGHUP``, ``POST
+    /admin/reload``) reads that file again. Transports may be given to run without a
+    network (tests)."""
+    gateway = Gateway(
+        config,
+        config_path=config_path,
+        upstream_transport=upstream_transport,
+        tool_transport=tool_transport,
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway:
-            yield
+            with reload_on_sighup(gateway.runtimes):
+                yield
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -179,8 +180,9 @@ def create_app(
 def create_app_from_env() -> Starlette:
     """Factory for ``uvicorn --factory`` (several workers): config from ``TOOLGATE_CONFIG``,
     JSON log lines at ``TOOLGATE_LOG_LEVEL`` in each worker process."""
-    config = load_config(os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml"))
-    configure_logging(os.environ.get("TOOLGATE_LOG_LEVEL", "info"), redactor_of(config))
-    app = create_app(config)
+    path = os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml")
+    config = load_config(path)
+    app = create_app(config, config_path=path)
+    configure_logging(os.environ.get("TOOLGATE_LOG_LEVEL", "info"), app.state.gateway.redactor)
     tune_gc()
     return app

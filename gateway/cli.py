@@ -13,7 +13,7 @@ from typing import Any
 
 import uvicorn
 
-from . import tools_cli
+from . import check_cli, tools_cli
 from .app import create_app
 from .config import GatewayConfig
 from .config_loader import load_config
@@ -59,8 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
     serve.add_argument("--workers", type=int, help="worker processes (overrides server.workers)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    check = commands.add_parser("check", help="validate a config file and exit")
-    check.add_argument("--config", default=default, help=f"config file (default {default})")
+    check_cli.add_command(commands, default)
     tools_cli.add_commands(commands, default)
     return parser
 
@@ -73,7 +72,6 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     if refusal:
         print(f"toolgate: {refusal}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level, redactor_of(config))
     common: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -84,12 +82,16 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
         "http": EnvelopeHttpToolsProtocol,  # its 400s for unparseable HTTP are envelopes
     }
     if workers == 1:
-        app = create_app(config)
+        app = create_app(config, config_path=path)
+        # Log lines are redacted with the gateway's own redactor: a reload extends it.
+        configure_logging(args.log_level, app.state.gateway.redactor)
         tune_gc()
         uvicorn.run(app, **common)
         return 0
     # Each worker process builds its own app from the same file; metrics are merged
-    # over the workers through prometheus_client's multiprocess directory.
+    # over the workers through prometheus_client's multiprocess directory. SIGHUP to
+    # this process makes uvicorn replace its workers, which read the file again.
+    configure_logging(args.log_level, redactor_of(config))
     os.environ["TOOLGATE_CONFIG"] = str(Path(path).resolve())
     os.environ["TOOLGATE_LOG_LEVEL"] = args.log_level
     own_directory = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
@@ -111,14 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolgate: invalid configuration: {exc}", file=sys.stderr)
         return 2
     if args.command == "check":
-        tenants = (
-            "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
-        )
-        print(
-            f"{args.config}: ok ({len(config.upstreams)} upstreams, {len(config.models)} models, "
-            f"{len(config.tools)} tools, {tenants})"
-        )
-        return 0
+        return check_cli.run(config, args)
     if args.command == "tools":
         return tools_cli.run(config, args)
     return _serve(config, args.config, args)

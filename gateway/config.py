@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
 from tool_registry import OpenApiSource, ToolSpec
+from tool_registry.mcp_source import McpServerConfig
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
@@ -149,6 +150,7 @@ class GatewayConfig(_Frozen):
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_files: list[str] = Field(default_factory=list)
     openapi: list[OpenApiSource] = Field(default_factory=list)
+    mcp: list[McpServerConfig] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)

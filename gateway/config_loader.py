@@ -99,6 +99,9 @@ def check_references(config: GatewayConfig, tool_names: Sequence[str] | None = N
     problems += [
         f"models: duplicate name {n!r}" for n in _duplicates([m.name for m in config.models])
     ]
+    problems += [
+        f"mcp: duplicate server name {n!r}" for n in _duplicates([s.name for s in config.mcp])
+    ]
     upstreams = {u.name for u in config.upstreams}
     for i, model in enumerate(config.models):
         if model.upstream not in upstreams:

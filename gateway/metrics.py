@@ -31,6 +31,7 @@ UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
 TOKEN_KINDS = ("prompt", "completion")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
+RELOAD_RESULTS = ("ok", "error")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Labels:
 
     tenants: dict[str, tuple[list[str], list[str]]]  # id → (models, tools)
     upstreams: list[str]
-    tools: list[str]
+    tools: dict[str, str]  # name → source (http, openapi, mcp)
     outcomes: tuple[str, ...]
     cap_kinds: tuple[str, ...]
 
@@ -136,8 +137,8 @@ class Metrics:
         self.tool_calls = Family(
             Counter(
                 "toolgate_tool_calls",
-                "Tool calls, by tenant, tool and outcome.",
-                ["tenant", "tool", "outcome"],
+                "Tool calls, by tenant, tool, its source and outcome.",
+                ["tenant", "tool", "source", "outcome"],
                 registry=registry,
             )
         )
@@ -145,7 +146,7 @@ class Metrics:
             Histogram(
                 "toolgate_tool_duration_seconds",
                 "Time a tool took to answer.",
-                ["tool"],
+                ["tool", "source"],
                 buckets=TOOL_BUCKETS,
                 registry=registry,
             )
@@ -193,6 +194,14 @@ class Metrics:
             "Hidden tool turns gone when the client came back.",
             registry=registry,
         )
+        self.config_reloads = Family(
+            Counter(
+                "toolgate_config_reloads",
+                "Configuration reloads (SIGHUP, POST /admin/reload), by result.",
+                ["result"],
+                registry=registry,
+            )
+        )
         self.cache_lookups = Family(
             Counter(
                 "toolgate_tool_cache_lookups",
@@ -212,10 +221,12 @@ class Metrics:
             self.upstream_seconds.labels(upstream)
             for status in UPSTREAM_STATUSES:
                 self.upstream_calls.labels(upstream, status)
-        for tool in labels.tools:
-            self.tool_seconds.labels(tool)
+        for tool, source in labels.tools.items():
+            self.tool_seconds.labels(tool, source)
         for result in CACHE_RESULTS:
             self.cache_lookups.labels(result)
+        for result in RELOAD_RESULTS:
+            self.config_reloads.labels(result)
         self.requests.labels(NONE, NONE, "4xx")  # refused before a tenant is known
         for tenant, (models, tools) in labels.tenants.items():
             for model in models:
@@ -230,8 +241,9 @@ class Metrics:
                 for kind in labels.cap_kinds:
                     self.cap_hits.labels(tenant, kind)
             for tool in tools:
+                source = labels.tools.get(tool, NONE)
                 for outcome in labels.outcomes:
-                    self.tool_calls.labels(tenant, tool, outcome)
+                    self.tool_calls.labels(tenant, tool, source, outcome)
 
     def exposition(self) -> bytes:
         """The text format, merged over every worker in multiprocess mode."""

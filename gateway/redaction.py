@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tool_registry.redact import Redactor
-from tool_registry.spec import PUBLIC_HEADERS
+from tool_registry.spec import PUBLIC_HEADERS, HttpSpec
 
 from .config import GatewayConfig
 
@@ -39,8 +39,9 @@ def secrets_of(config: GatewayConfig) -> list[str]:
         found += _password(upstream.base_url)
     for tenant in config.tenants or []:
         found += [key.get_secret_value() for key in tenant.keys]
-    if config.server.metrics_token is not None:
-        found.append(config.server.metrics_token.get_secret_value())
+    for token in (config.server.metrics_token, config.server.admin_key):
+        if token is not None:
+            found.append(token.get_secret_value())
     found += _password(config.store.url)
     for tool in config.tools:
         found += tool.http.secrets()
@@ -49,6 +50,8 @@ def secrets_of(config: GatewayConfig) -> list[str]:
             value = secret.get_secret_value()
             found += [value, base64.b64encode(value.encode()).decode()]  # as HTTP Basic
         found += [v for k, v in source.headers.items() if k.lower() not in PUBLIC_HEADERS]
+    for server in config.mcp:
+        found += HttpSpec(url=server.url, headers=server.headers).secrets()
     return [secret for secret in found if secret]
 
 

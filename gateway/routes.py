@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from tool_registry.jsonio import loads
 
+from .admin import Admin
 from .chat import ChatCompletions
 from .conversations import Conversations
 from .errors import AuthError, NotFound
@@ -138,6 +139,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
         return json_response({"status": "ready", "store": "ok"})
 
     observed = gateway.observer
+    admin = Admin(gateway)
     responses = Responses(gateway, admit)
     conversations = Conversations(gateway)
     return [
@@ -174,6 +176,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             Route(f"/v1{path}", endpoint(partial(forward, path), observed), methods=["POST"])
             for path in FORWARDED_ROUTES
         ),
+        Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

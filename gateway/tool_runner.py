@@ -22,7 +22,7 @@ from tool_registry import (
 )
 
 from .caps import LoopState
-from .metrics import UNKNOWN, Metrics
+from .metrics import NONE, UNKNOWN, Metrics
 from .result_cache import ResultCache
 from .values import ToolCall, ToolOutput
 
@@ -234,7 +234,9 @@ class ToolRunner:
             )
         )
         if self._metrics is not None and not reused:
-            tool = name if name in self._registry else UNKNOWN
-            self._metrics.tool_calls.labels(self._context.tenant_id, tool, result.outcome).inc()
+            known = self._registry.get(name)
+            tool, source = (name, known.source) if known is not None else (UNKNOWN, NONE)
+            tenant = self._context.tenant_id
+            self._metrics.tool_calls.labels(tenant, tool, source, result.outcome).inc()
             if duration:
-                self._metrics.tool_seconds.labels(tool).observe(duration)
+                self._metrics.tool_seconds.labels(tool, source).observe(duration)

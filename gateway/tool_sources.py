@@ -68,7 +68,7 @@ async def fetched_tools(
 
 def deferred_prefixes(config: GatewayConfig) -> list[str]:
     """The name prefixes of sources whose tools are known only once the gateway runs."""
-    return [s.prefix for s in config.openapi if s.is_url]
+    return [s.prefix for s in config.openapi if s.is_url] + [s.prefix for s in config.mcp]
 
 
 def could_match_later(pattern: str, prefixes: list[str]) -> bool:

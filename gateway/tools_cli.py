@@ -40,45 +40,46 @@ def add_commands(commands: Any, default_config: str) -> None:
 
 
 def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    gateway = Gateway(config)
-    tenants = {tenant.id: tenant for tenant in gateway.tenants.all()}
-    if args.tenant is None and len(tenants) > 1:
-        print(f"toolgate: name a --tenant: {', '.join(sorted(tenants))}", file=sys.stderr)
-        return 2
-    tenant = tenants.get(args.tenant) if args.tenant else next(iter(tenants.values()))
-    if tenant is None:
-        print(f"toolgate: no tenant {args.tenant!r}", file=sys.stderr)
-        return 2
-    if args.action == "list":
-        for name in tenant.tools:
-            tool = gateway.registry.get(name)
-            description = tool.definition["function"].get("description", "") if tool else ""
-            print(f"{name}\t{description}", file=out)
-        return 0
-    tool = gateway.registry.get(args.tool) if args.tool in tenant.tools else None
-    if tool is None:
-        print(f"toolgate: tenant {tenant.id!r} has no tool {args.tool!r}", file=sys.stderr)
-        return 2
-    if args.action == "show":
-        print(json.dumps(tool.definition, indent=2), file=out)
-        return 0
-    headers = {}
-    for header in args.header:
-        name, _, value = header.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    context = CallContext(tenant.id, headers)
+    """Run one ``tools`` action. The gateway is started as it would serve (its remote
+    sources read, MCP servers listed) without listening anywhere."""
+    return asyncio.run(_run(Gateway(config), args, out or sys.stdout))
 
-    async def call() -> dict[str, Any]:
-        async with gateway:
-            try:
-                prepared = tool.prepare(args.args, context)
-            except ToolArgumentsInvalid as exc:
-                result = error_result(str(exc), "invalid_args")
-            else:
-                result = await gateway.executor.execute(prepared)
-        return {"outcome": result.outcome, "status": result.status, "content": result.content}
 
-    answer = asyncio.run(call())
+async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
+    async with gateway:
+        runtime = gateway.runtime
+        tenants = {tenant.id: tenant for tenant in runtime.tenants.all()}
+        if args.tenant is None and len(tenants) > 1:
+            print(f"toolgate: name a --tenant: {', '.join(sorted(tenants))}", file=sys.stderr)
+            return 2
+        tenant = tenants.get(args.tenant) if args.tenant else next(iter(tenants.values()))
+        if tenant is None:
+            print(f"toolgate: no tenant {args.tenant!r}", file=sys.stderr)
+            return 2
+        if args.action == "list":
+            for name in tenant.tools:
+                tool = runtime.registry.get(name)
+                if tool is not None:
+                    description = tool.definition["function"].get("description", "")
+                    print(f"{name}\t{tool.source}\t{description}", file=out)
+            return 0
+        tool = runtime.registry.get(args.tool) if args.tool in tenant.tools else None
+        if tool is None:
+            print(f"toolgate: tenant {tenant.id!r} has no tool {args.tool!r}", file=sys.stderr)
+            return 2
+        if args.action == "show":
+            print(json.dumps(tool.definition, indent=2), file=out)
+            return 0
+        headers = {}
+        for header in args.header:
+            name, _, value = header.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        try:
+            prepared = tool.prepare(args.args, CallContext(tenant.id, headers))
+        except ToolArgumentsInvalid as exc:
+            result = error_result(str(exc), "invalid_args")
+        else:
+            result = await gateway.executor.execute(prepared)
+    answer = {"outcome": result.outcome, "status": result.status, "content": result.content}
     print(json.dumps(answer, indent=2), file=out)
-    return 0 if answer["outcome"] == "ok" else 1
+    return 0 if result.outcome == "ok" else 1

@@ -11,7 +11,8 @@ import jmespath.exceptions
 from .jsonio import dumps_text, loads
 from .spec import ResultSpec
 
-Outcome = Literal["ok", "http_error", "timeout", "invalid_args", "denied", "unknown"]
+# ``tool_error``: the tool answered that it failed (an MCP ``isError`` result or error).
+Outcome = Literal["ok", "http_error", "tool_error", "timeout", "invalid_args", "denied", "unknown"]
 
 _ERROR_BODY_CHARS = 500
 

@@ -28,6 +28,9 @@ class RateDecision:
     retry_after_s: float  # when refused: until the request would fit
 
 
+SLACK_MS = 0.001
+
+
 def gcra(
     tat_ms: float | None, now_ms: float, limit: int, period_ms: float, cost: int, mode: RateMode
 ) -> tuple[RateDecision, float | None]:
@@ -42,7 +45,10 @@ def gcra(
     interval = period_ms / limit
     tat = max(tat_ms if tat_ms is not None else now_ms, now_ms)
     new_tat = tat + cost * interval
-    allowed = mode == "charge" or new_tat - now_ms <= period_ms
+    # Clock readings in milliseconds are large floats: a first request at an exact
+    # fit can come out a rounding error over (60000.0000002), so a microsecond of
+    # slack, in the Lua script too.
+    allowed = mode == "charge" or new_tat - now_ms <= period_ms + SLACK_MS
     store = new_tat if allowed and mode != "peek" else None
     after = store if store is not None else tat
     remaining = max(0, math.floor((period_ms - (after - now_ms)) / interval))

@@ -30,7 +30,7 @@ local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then tat = now end
 local new_tat = tat + cost * interval
 local allowed = 1
-if mode ~= 1 and new_tat - now > period then allowed = 0 end
+if mode ~= 1 and new_tat - now > period + 0.001 then allowed = 0 end
 local after = tat
 if allowed == 1 and mode ~= 2 then
   after = new_tat

@@ -82,19 +82,47 @@ def test_metrics_count_exactly(stack: StackFactory) -> None:
     assert value(m, "toolgate_requests_total", tenant="acme", model="(none)", status="4xx") == 1
     assert value(m, "toolgate_rate_limited_total", tenant="beta", kind="requests") == 1
     assert (
-        value(m, "toolgate_tool_calls_total", tenant="acme", tool="string_length", outcome="ok")
+        value(
+            m,
+            "toolgate_tool_calls_total",
+            tenant="acme",
+            tool="string_length",
+            source="http",
+            outcome="ok",
+        )
         == 1
     )
     assert (
-        value(m, "toolgate_tool_calls_total", tenant="acme", tool="secret_admin", outcome="denied")
+        value(
+            m,
+            "toolgate_tool_calls_total",
+            tenant="acme",
+            tool="secret_admin",
+            source="http",
+            outcome="denied",
+        )
         == 1
     )
     assert (
-        value(m, "toolgate_tool_calls_total", tenant="acme", tool="(unknown)", outcome="unknown")
+        value(
+            m,
+            "toolgate_tool_calls_total",
+            tenant="acme",
+            tool="(unknown)",
+            source="(none)",
+            outcome="unknown",
+        )
         == 1
     )
     assert (
-        value(m, "toolgate_tool_calls_total", tenant="acme", tool="string_length", outcome="denied")
+        value(
+            m,
+            "toolgate_tool_calls_total",
+            tenant="acme",
+            tool="string_length",
+            source="http",
+            outcome="denied",
+        )
         == 1
     )  # over the narrowed budget of 0
     assert value(m, "toolgate_cap_hits_total", tenant="acme", kind="tool_calls") == 1
@@ -106,7 +134,9 @@ def test_metrics_count_exactly(stack: StackFactory) -> None:
     assert value(m, "toolgate_tokens_total", tenant="beta", model=MODEL, kind="completion") == 5
     assert value(m, "toolgate_requests_in_flight") == 0
     assert value(m, "toolgate_request_duration_seconds_count", tenant="acme", model=MODEL) == 3
-    assert value(m, "toolgate_tool_duration_seconds_count", tool="string_length") == 1
+    assert (
+        value(m, "toolgate_tool_duration_seconds_count", tool="string_length", source="http") == 1
+    )
 
 
 def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> None:
@@ -121,13 +151,20 @@ def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> No
             "toolgate_upstream_calls_total",
             frozenset({("upstream", "fake"), ("status", status)}),
         ) in m
-    for outcome in ("ok", "http_error", "timeout", "invalid_args", "denied", "unknown"):
-        labels = {("tenant", "acme"), ("tool", "string_length"), ("outcome", outcome)}
+    outcomes = ("ok", "http_error", "tool_error", "timeout", "invalid_args", "denied", "unknown")
+    for outcome in outcomes:
+        labels = {
+            ("tenant", "acme"),
+            ("tool", "string_length"),
+            ("source", "http"),
+            ("outcome", outcome),
+        }
         assert ("toolgate_tool_calls_total", frozenset(labels)) in m
     labels = {("tenant", "acme"), ("model", MODEL), ("status", "5xx")}
     assert ("toolgate_requests_total", frozenset(labels)) in m
     assert ("toolgate_cap_hits_total", frozenset({("tenant", "acme"), ("kind", "time")})) in m
-    assert ("toolgate_tool_duration_seconds_count", frozenset({("tool", "add")})) in m
+    labels = {("tool", "add"), ("source", "http")}
+    assert ("toolgate_tool_duration_seconds_count", frozenset(labels)) in m
     # Only what the configuration allows: beta may not use add.
     beta_tools = {
         dict(labels)["tool"]

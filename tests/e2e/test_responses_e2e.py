@@ -367,9 +367,8 @@ def test_the_surface_is_traced_metered_and_logged_like_chat(harness: Harness) ->
     assert trace["iterations"] == 2
     metrics = client.get("/metrics").text
     assert f'toolgate_requests_total{{model="{MODEL}",status="2xx",tenant="acme"}} 1.0' in metrics
-    assert (
-        'toolgate_tool_calls_total{outcome="ok",tenant="acme",tool="string_length"} 1.0' in metrics
-    )
+    series = 'outcome="ok",source="http",tenant="acme",tool="string_length"'
+    assert f"toolgate_tool_calls_total{{{series}}} 1.0" in metrics
 
 
 def remembering(body: dict[str, Any]) -> dict[str, Any]:

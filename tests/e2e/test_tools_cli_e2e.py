@@ -51,7 +51,7 @@ def test_list_show_and_call_a_tenants_tool(
     config = write_config(tmp_path, harness.serve(tools).url)
 
     assert main(["tools", "list", "--config", config, "--tenant", "acme"]) == 0
-    assert capsys.readouterr().out == "lookup\tLooks a customer up.\n"
+    assert capsys.readouterr().out == "lookup\thttp\tLooks a customer up.\n"
 
     assert main(["tools", "show", "lookup", "--config", config, "--tenant", "acme"]) == 0
     shown = json.loads(capsys.readouterr().out)

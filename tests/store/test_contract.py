@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store.base import gcra
 from gateway.store.memory import MemoryStore
 from gateway.store.redis import RedisStore, redis_client
 
@@ -148,3 +149,13 @@ async def test_the_memory_store_evicts_its_oldest_values_past_its_size() -> None
     await store.put("k10", b"z" * 200, 60)  # pushes out k8, now the oldest
     assert await store.get("k8") is None
     assert [await store.get(k) for k in ("k9", "k7", "k10")] == [b"x" * 200, b"y", b"z" * 200]
+
+
+def test_an_exact_fit_is_allowed_whatever_the_clock_reads() -> None:
+    """A first request costing the whole budget fits at any clock value, including
+    the ones where milliseconds as floats round the sum up: a monotonic clock some
+    minutes after boot (a fresh CI machine) hits about one in a hundred."""
+    for now in (1_002_000.0 + 0.37 * i for i in range(5000)):
+        decision, stored = gcra(None, now, 1, 60_000.0, 1, "acquire")
+        assert decision.allowed
+        assert stored is not None

@@ -24,12 +24,12 @@ TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 
 
 class ServerThread:
-    """Serves an ASGI app on ``127.0.0.1`` on a free port until stopped."""
+    """Serves an ASGI app on ``127.0.0.1`` on a free port (or ``port``) until stopped."""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, 0))
+        self._socket.bind((host, port))
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)

@@ -1,0 +1,226 @@
+"""The tool sources known only at run time: OpenAPI documents at URLs and MCP servers.
+
+Each is a ``RemoteSource``: started in the background, waited for a little at start
+and on reload, retried with backoff while it cannot be read, and reporting its tools
+and state. ``RemoteSources`` holds the running ones. A reload is two-phase: ``plan``
+starts what the new configuration adds (keeping what it keeps, connections
+included), and the plan is then adopted (and what it dropped closed) or discarded
+(what it started is closed), so a bad file changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from tool_registry import EgressPolicy, OpenApiSource, Tool, openapi_tools
+from tool_registry.errors import ToolConfigError
+from tool_registry.fetch import fetch_document
+from tool_registry.logfields import FIELDS
+from tool_registry.mcp_source import McpServer, McpServerConfig
+
+from .config import GatewayConfig
+
+logger = logging.getLogger("gateway.sources")
+
+_BACKOFF_CAP_S = 60.0
+
+
+class RemoteSource(Protocol):
+    @property
+    def label(self) -> str: ...  # for operators: "openapi <url>", "mcp <name>"
+
+    @property
+    def state(self) -> str: ...  # connecting | ready | down
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def tools(self) -> list[Tool]: ...
+
+    async def start(self, wait_s: float | None = None) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class OpenApiUrl:
+    """An OpenAPI document at a URL: fetched under the egress policy until it is read."""
+
+    def __init__(
+        self,
+        source: OpenApiSource,
+        transport: httpx.AsyncBaseTransport,
+        policy: EgressPolicy,
+        on_change: Callable[[], None],
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.source = source
+        self.label = f"openapi {source.spec}"
+        self.state = "connecting"
+        self.last_error: str | None = None
+        self.tools: list[Tool] = []
+        self.skipped: list[str] = []
+        self._transport = transport
+        self._policy = policy
+        self._on_change = on_change
+        self._backoff_s = backoff_s
+        self._tried = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, wait_s: float | None = None) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=self.label)
+        if wait_s:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self._tried.wait()
+
+    async def _run(self) -> None:
+        delay = self._backoff_s
+        while True:
+            try:
+                document = await fetch_document(
+                    self.source.spec, self._transport, self._policy, timeout_s=self.source.timeout_s
+                )
+                found = openapi_tools(document, self.source, self.source.spec)
+            except ToolConfigError as exc:
+                self.state, self.last_error = "down", str(exc)
+                logger.warning(
+                    "%s: %s; trying again in %gs",
+                    self.label,
+                    exc,
+                    delay,
+                    extra={FIELDS: {"source": self.label, "outcome": "down"}},
+                )
+                self._tried.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_CAP_S)
+                continue
+            self.tools, self.skipped = list(found.tools), found.skipped
+            self.state, self.last_error = "ready", None
+            self._tried.set()
+            self._on_change()
+            return
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class McpSource:
+    """An MCP server as a ``RemoteSource``."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.label = f"mcp {server.name}"
+
+    @property
+    def state(self) -> str:
+        return self.server.state
+
+    @property
+    def last_error(self) -> str | None:
+        return self.server.last_error
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self.server.tools)
+
+    async def start(self, wait_s: float | None = None) -> None:
+        await self.server.start(wait_s)
+
+    async def aclose(self) -> None:
+        await self.server.aclose()
+
+
+def _key(source: OpenApiSource | McpServerConfig) -> str:
+    return f"{type(source).__name__}:{source.model_dump_json()}"
+
+
+@dataclass
+class Plan:
+    """The sources of one configuration: kept, started for it, and to be closed."""
+
+    sources: dict[str, RemoteSource] = field(default_factory=dict)
+    started: list[RemoteSource] = field(default_factory=list)
+    dropped: list[RemoteSource] = field(default_factory=list)
+
+
+class RemoteSources:
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        policy: EgressPolicy,
+        on_change: Callable[[], None],
+    ) -> None:
+        self._transport = transport
+        self._policy = policy
+        self._on_change = on_change
+        self._sources: dict[str, RemoteSource] = {}
+
+    def _notify(self, key: str) -> Callable[[], None]:
+        """A source's change matters only once it is one of the running sources."""
+
+        def changed() -> None:
+            if key in self._sources:
+                self._on_change()
+
+        return changed
+
+    def _new(self, key: str, source: OpenApiSource | McpServerConfig) -> RemoteSource:
+        if isinstance(source, McpServerConfig):
+            return McpSource(McpServer(source, self._policy, self._notify(key)))
+        return OpenApiUrl(source, self._transport, self._policy, self._notify(key))
+
+    async def plan(self, config: GatewayConfig, wait_s: float) -> Plan:
+        """Start what ``config`` adds, keep what it keeps; wait up to ``wait_s`` for the
+        new ones' first answer. An OpenAPI URL is fetched again on every plan."""
+        plan = Plan()
+        wanted: list[OpenApiSource | McpServerConfig] = [
+            *(s for s in config.openapi if s.is_url),
+            *config.mcp,
+        ]
+        for source in wanted:
+            key = _key(source)
+            kept = self._sources.get(key)
+            if kept is not None and isinstance(source, McpServerConfig):
+                plan.sources[key] = kept
+                continue
+            plan.sources[key] = new = self._new(key, source)
+            plan.started.append(new)
+        plan.dropped = [s for k, s in self._sources.items() if plan.sources.get(k) is not s]
+        await asyncio.gather(*(s.start(wait_s) for s in plan.started))
+        return plan
+
+    def adopt(self, plan: Plan) -> None:
+        """Make ``plan``'s sources the running ones (then ``close_dropped``)."""
+        self._sources = plan.sources
+
+    @staticmethod
+    async def close_dropped(plan: Plan) -> None:
+        await asyncio.gather(*(s.aclose() for s in plan.dropped))
+
+    @staticmethod
+    async def discard(plan: Plan) -> None:
+        await asyncio.gather(*(s.aclose() for s in plan.started))
+
+    def tools(self, plan: Plan | None = None) -> list[Tool]:
+        sources = (plan.sources if plan is not None else self._sources).values()
+        return [tool for source in sources for tool in source.tools]
+
+    def all(self) -> list[RemoteSource]:
+        return list(self._sources.values())
+
+    async def aclose(self) -> None:
+        sources, self._sources = list(self._sources.values()), {}
+        await asyncio.gather(*(s.aclose() for s in sources))

@@ -1,0 +1,112 @@
+"""MCP servers for the tests, built with the official ``mcp`` SDK and served by uvicorn.
+
+``tools_server`` serves both protocol revisions, as the SDK does: the current one
+(2026-07-28, no session) and the earlier session-based one. ``legacy_only`` puts a
+guard in front that answers a current-revision request the way a server on the
+earlier SDK does (400, "Missing session ID"), so a client must fall back to the
+``initialize`` handshake and its ``Mcp-Session-Id``. ``HeaderLog`` records the headers
+each request carried.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+PAGE_SIZE = 2  # tools per tools/list page: listing needs several pages
+
+
+class PagedServer(MCPServer):
+    """An ``MCPServer`` whose ``tools/list`` answers ``PAGE_SIZE`` tools per page."""
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> Any:
+        tools = await self.list_tools()
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        end = start + PAGE_SIZE
+        cursor = str(end) if end < len(tools) else None
+        return ListToolsResult(tools=tools[start:end], next_cursor=cursor)
+
+
+def tools_server(name: str = "demo") -> PagedServer:
+    server = PagedServer(name)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def add(a: int, b: int) -> int:
+        """Adds two integers."""
+        return a + b
+
+    @server.tool()
+    def fail(reason: str) -> str:
+        """Always fails, saying why."""
+        raise ValueError(f"failed on purpose: {reason}")
+
+    @server.tool(name="files.read")
+    def read(path: str) -> list[TextContent]:
+        """A name with a dot, which OpenAI refuses."""
+        return [TextContent(type="text", text=f"contents of {path}")]
+
+    @server.tool()
+    def big_number(n: int) -> str:
+        """Echoes an integer as the server read it."""
+        return json.dumps({"n": n})
+
+    return server
+
+
+class HeaderLog:
+    """ASGI middleware keeping every request's headers (lower-case names)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.seen: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            with self._lock:
+                self.seen.append(headers)
+        await self.app(scope, receive, send)
+
+
+class LegacyOnly:
+    """Answers requests of the current revision as a session-based-only server does."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.refused = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+            if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                self.refused += 1
+                body = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": "server-error",
+                        "error": {"code": -32600, "message": "Bad Request: Missing session ID"},
+                    }
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,328 @@
+"""MCP servers as a tool source (DESIGN.md §12), through the official ``mcp`` SDK.
+
+``McpServer`` keeps one connection to one server (streamable HTTP) in a background
+task: it negotiates the protocol revision (the current one, else the earlier
+session-based one: ``Client(mode="auto")``), lists the tools page by page, lists them
+again when the server says the list changed or every ``refresh_s``, and reconnects
+with backoff when the server is down. Its ``McpTool``s are ordinary tools to the
+registry: their calls go out on that connection.
+
+What the model sees meanwhile: a server that has never answered contributes no tools;
+one that answered once keeps its last list, and a call while it is unreachable is an
+error result saying so (and makes the connection start again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx2
+import mcp_types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .egress import EgressPolicy, egress_denial
+from .jsonio import dumps_text
+from .logfields import FIELDS
+from .mcp_transport import guarded_client
+from .registry import tool_name
+from .results import ToolResult, cut, error_result
+from .spec import HttpSpec
+from .tool import HttpRunner, PreparedCall, Tool
+
+logger = logging.getLogger("tool_registry.mcp")
+
+_MAX_PAGES = 100
+_MAX_DESCRIPTION = 1024
+_BACKOFF_CAP_S = 60.0
+_CLIENT = mcp_types.Implementation(name="toolgate", version="0.1.0")
+
+
+class McpServerConfig(BaseModel):
+    """One ``mcp:`` entry of the configuration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)  # secrets: never shown
+    prefix: str = ""
+    include: list[str] = Field(default_factory=list)  # globs; empty: every tool
+    exclude: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)  # per call and per listing
+    refresh_s: float = Field(default=300.0, gt=0)  # list again this often
+    max_chars: int = Field(default=16000, gt=0)  # of a result the model reads
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        return HttpSpec(url=url).url  # an absolute http(s) URL, as for HTTP tools
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        return HttpSpec(url="http://x.invalid/", headers=headers).headers
+
+    def selects(self, remote: str, name: str) -> bool:
+        def hit(patterns: list[str]) -> bool:
+            return any(fnmatch.fnmatchcase(n, p) for p in patterns for n in (remote, name))
+
+        return (not self.include or hit(self.include)) and not hit(self.exclude)
+
+
+class McpTool(Tool):
+    """One tool of an MCP server."""
+
+    __slots__ = ("_read_only", "_server", "remote_name")
+
+    def __init__(self, server: McpServer, remote: mcp_types.Tool, name: str) -> None:
+        schema = dict(remote.input_schema) if isinstance(remote.input_schema, dict) else {}
+        schema.setdefault("type", "object")
+        description = remote.description or remote.title or ""
+        if len(description) > _MAX_DESCRIPTION:
+            description = description[: _MAX_DESCRIPTION - 1] + "…"
+        super().__init__(
+            name,
+            description,
+            schema,
+            source="mcp",
+            origin=f"MCP server {server.name!r}: tool {remote.name!r}",
+        )
+        self._server = server
+        self.remote_name = remote.name
+        annotations = remote.annotations
+        self._read_only = annotations is not None and annotations.read_only_hint is True
+
+    @property
+    def side_effects(self) -> bool:
+        return not self._read_only  # unless the server says it only reads
+
+    async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
+        return await self._server.call(self.remote_name, call.arguments, deadline)
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """What the model reads of a call's result: its text, structured content as JSON
+    when there is no text, other content named by kind."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+            parts.append(f"[{block.type}: {block.mime_type}]")
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource: {block.uri}]")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource: {resource.uri}]")
+    if not parts and result.structured_content is not None:
+        parts.append(dumps_text(result.structured_content))
+    return "\n".join(parts)
+
+
+class McpServer:
+    """One MCP server: its connection, kept in a background task, and its tools."""
+
+    def __init__(
+        self,
+        config: McpServerConfig,
+        policy: EgressPolicy,
+        on_change: Callable[[], None] = lambda: None,
+        *,
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self._policy = policy
+        self._on_change = on_change
+        self._backoff_s = backoff_s
+        self.tools: list[McpTool] = []
+        self.state = "connecting"  # connecting | ready | down
+        self.protocol_version: str | None = None
+        self.last_error: str | None = None
+        self._client: Client | None = None
+        self._wake = asyncio.Event()
+        self._broken = False
+        self._tried = asyncio.Event()  # set once the first attempt has ended either way
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self, wait_s: float | None = None) -> None:
+        """Connect in the background; wait up to ``wait_s`` for the first listing."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"mcp:{self.name}")
+        if wait_s:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self._tried.wait()
+
+    async def aclose(self) -> None:
+        """Stop the connection task. (The SDK's cancel scopes may absorb a cancellation
+        that lands inside them: the task stops at its next turn in any case.)"""
+        self._stopping = True
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=1.0)
+        if task is not None and not task.cancelled():
+            task.exception()  # retrieved: it ended as it should
+
+    def refresh(self) -> None:
+        """List the tools again now (the server said they changed)."""
+        self._wake.set()
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Client]:
+        config = self.config
+        async with (
+            guarded_client(self._policy, dict(config.headers), config.timeout_s) as http,
+            Client(
+                streamable_http_client(config.url, http_client=http),
+                mode="auto",
+                read_timeout_seconds=config.timeout_s,
+                message_handler=self._message,
+                client_info=_CLIENT,
+                cache=None,
+            ) as client,
+        ):
+            yield client
+
+    async def _message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.refresh()
+
+    async def _run(self) -> None:
+        delay = self._backoff_s
+        while not self._stopping:
+            try:
+                # The handshake and every request are bounded by ``timeout_s``.
+                async with self._connect() as client:
+                    self._client, self._broken = client, False
+                    try:
+                        self.protocol_version = client.protocol_version
+                        await self._list(client)
+                        self.state, self.last_error, delay = "ready", None, self._backoff_s
+                        self._tried.set()
+                        await self._serve(client)
+                    finally:
+                        self._client = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an unreachable or broken server: try again later
+                if self._stopping:
+                    return
+                self.state, self.last_error = "down", describe_failure(exc)
+                logger.warning(
+                    "MCP server %s: %s; trying again in %gs",
+                    self.name,
+                    self.last_error,
+                    delay,
+                    extra={FIELDS: {"mcp_server": self.name, "outcome": "down"}},
+                )
+            self._tried.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _BACKOFF_CAP_S)
+
+    async def _serve(self, client: Client) -> None:
+        """List again when asked or every ``refresh_s``, until the connection breaks."""
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.refresh_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            if self._broken or self._stopping:
+                return
+            await self._list(client)
+
+    async def _list(self, client: Client) -> None:
+        remote: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        async with asyncio.timeout(self.config.timeout_s):
+            for _ in range(_MAX_PAGES):
+                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+                remote += page.tools
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        config = self.config
+        tools = []
+        for item in remote:
+            name = tool_name(config.prefix, item.name)
+            if config.selects(item.name, name):
+                tools.append(McpTool(self, item, name))
+        before = [(t.name, t.definition, t.side_effects) for t in self.tools]
+        if before != [(t.name, t.definition, t.side_effects) for t in tools]:
+            self.tools = tools
+            self._on_change()
+
+    async def call(
+        self, remote_name: str, arguments: dict[str, Any], deadline: float | None
+    ) -> ToolResult:
+        """Call a tool. Trouble is an error result; the caller's ``deadline`` (loop time)
+        passing raises ``TimeoutError``."""
+        client = self._client
+        if client is None:
+            message = f"the MCP server {self.name!r} is not reachable now (the gateway retries)"
+            return error_result(message, "http_error")
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.config.timeout_s
+        callers = deadline is not None and deadline <= ends
+        try:
+            async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
+                result = await client.call_tool(remote_name, arguments)
+        except TimeoutError:
+            if callers:
+                raise
+            return error_result(f"the tool timed out after {self.config.timeout_s:g}s", "timeout")
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                return self._lost(exc)
+            message = f"the MCP server refused the call: {exc.error.message}"
+            return error_result(message, "tool_error")
+        except ValidationError:
+            return error_result("the MCP server answered with an invalid result", "tool_error")
+        except Exception as exc:
+            return self._lost(exc)
+        text = cut(result_text(result), self.config.max_chars)
+        if result.is_error:
+            return error_result(text or "the tool reported an error", "tool_error")
+        return ToolResult(text, "ok")
+
+    def _lost(self, exc: BaseException) -> ToolResult:
+        """The connection broke under a call: start it again; the call's result says so."""
+        if not self._broken:
+            self._broken = True
+            self._wake.set()
+            logger.warning(
+                "MCP server %s: call failed: %s",
+                self.name,
+                describe_failure(exc),
+                extra={FIELDS: {"mcp_server": self.name, "outcome": "http_error"}},
+            )
+        return error_result(f"the MCP server {self.name!r} could not be reached", "http_error")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short, secret-free reason for a failed connection or call."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    denial = egress_denial(exc)
+    if denial is not None:
+        return f"refused by the egress policy ({denial})"
+    if isinstance(exc, MCPError):
+        return f"protocol error {exc.code}: {exc.error.message}"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, TimeoutError | httpx2.TimeoutException):
+        return "no answer in time"
+    if isinstance(exc, httpx2.HTTPError | OSError):
+        return f"cannot be reached ({type(exc).__name__})"
+    return type(exc).__name__
