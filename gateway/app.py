@@ -23,6 +23,7 @@ from .errors import GatewayError, NotFound
 from .gc_tuning import tune_gc
 from .http import error_response, new_request_id
 from .logs import configure_logging
+from .mcp_endpoint import McpEndpoint
 from .metrics import Metrics
 from .models import ModelRouter
 from .observe import Observer
@@ -147,9 +148,11 @@ def create_app(
         tool_transport=tool_transport,
     )
 
+    mcp = McpEndpoint(gateway)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway:
+        async with gateway, mcp.running():
             with reload_on_sighup(gateway.runtimes):
                 yield
 
@@ -168,7 +171,7 @@ def create_app(
 
     middleware = [Middleware(RedactionMiddleware, redactor=gateway.redactor)]
     app = Starlette(
-        routes=build_routes(gateway),
+        routes=build_routes(gateway, mcp),
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
         middleware=middleware,

@@ -18,6 +18,7 @@ from .chat import ChatCompletions
 from .conversations import Conversations
 from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
+from .mcp_endpoint import McpEndpoint
 from .passthrough import Meter, forward_json
 from .responses import Responses
 from .runtime import Runtime
@@ -38,7 +39,7 @@ FORWARDED_ROUTES = (
 )
 
 
-def build_routes(gateway: Gateway) -> list[BaseRoute]:
+def build_routes(gateway: Gateway, mcp: McpEndpoint) -> list[BaseRoute]:
     config = gateway.config
     max_body = config.server.max_body_bytes
     body_timeout = config.server.body_timeout_s
@@ -176,6 +177,7 @@ def build_routes(gateway: Gateway) -> list[BaseRoute]:
             Route(f"/v1{path}", endpoint(partial(forward, path), observed), methods=["POST"])
             for path in FORWARDED_ROUTES
         ),
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

@@ -59,6 +59,9 @@ class McpServerConfig(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0, le=3600)  # per call and per listing
     refresh_s: float = Field(default=300.0, gt=0)  # list again this often
     max_chars: int = Field(default=16000, gt=0)  # of a result the model reads
+    # At most this many tools are taken from the server: its list is not ours to trust,
+    # and every tool is a metric series.
+    max_tools: int = Field(default=256, gt=0, le=10000)
 
     @field_validator("url")
     @classmethod
@@ -258,6 +261,15 @@ class McpServer:
             name = tool_name(config.prefix, item.name)
             if config.selects(item.name, name):
                 tools.append(McpTool(self, item, name))
+        if len(tools) > config.max_tools:
+            logger.warning(
+                "MCP server %s lists %d tools; the first %d are used (max_tools)",
+                self.name,
+                len(tools),
+                config.max_tools,
+                extra={FIELDS: {"mcp_server": self.name}},
+            )
+            tools = tools[: config.max_tools]
         before = [(t.name, t.definition, t.side_effects) for t in self.tools]
         if before != [(t.name, t.definition, t.side_effects) for t in tools]:
             self.tools = tools

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
+import yaml
 
+from gateway.cli import main
 from tests.support.mcp_servers import HeaderLog, tools_server
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import (
@@ -22,7 +25,7 @@ from tests.support.scripted import (
     call,
     says,
 )
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, free_port
 
 PETS = Path(__file__).parent.parent / "fixtures" / "openapi" / "pets-3.0.json"
 PETS_KEY = "pets-query-key-CANARY-0006"
@@ -145,3 +148,59 @@ def test_allowlist_globs_cover_imported_names_per_tenant(harness: Harness) -> No
     assert results[0] == "contents of /etc/x"
     assert "not available" in json.loads(results[1])["error"]  # acme's tool, not beta's
     assert "demo_add" not in results[1].split("Available tools:")[1]
+
+
+def test_check_reads_the_remote_sources_and_says_which_cannot_be_read(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mcp_url = harness.serve(tools_server().streamable_http_app()).url
+    pets_url = harness.serve(Recorder(pets_api)).url
+    data: dict[str, Any] = {
+        "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+        "models": [{"name": MODEL, "upstream": "up"}],
+        "openapi": [{"spec": f"{pets_url}/specs/pets.json", "prefix": "pets_"}],
+        "mcp": [
+            {"name": "demo", "url": f"{mcp_url}/mcp", "prefix": "demo_"},
+            {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 2},
+        ],
+    }
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert main(["check", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert f"openapi {pets_url}/specs/pets.json: ready, 4 tools" in out
+    assert "mcp demo: ready, 5 tools" in out
+    assert "mcp gone: down, 0 tools: cannot be reached" in out
+    assert "1 tool sources could not be read (1 upstreams, 1 models, 9 tools" in out
+
+    assert main(["check", "--config", str(config), "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert "3 remote tool sources not read (--offline)" in out
+    assert ": ok (1 upstreams, 1 models, 0 tools" in out
+
+    data["mcp"] = data["mcp"][:1]
+    config.write_text(yaml.safe_dump(data))
+    assert main(["check", "--config", str(config)]) == 0
+
+
+def test_tools_cli_lists_imported_tools_with_their_source(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mcp_url = harness.serve(tools_server().streamable_http_app()).url
+    data = {
+        "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+        "models": [{"name": MODEL, "upstream": "up"}],
+        "openapi": [{"spec": str(PETS), "prefix": "pets_", "base_url": "http://127.0.0.1:9"}],
+        "mcp": [{"name": "demo", "url": f"{mcp_url}/mcp", "prefix": "demo_"}],
+    }
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert main(["tools", "list", "--config", str(config)]) == 0
+    rows = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
+    assert ["pets_getPetById", "openapi"] in rows
+    assert ["demo_files_read", "mcp"] in rows
+    assert (
+        main(["tools", "call", "demo_add", "--config", str(config), "--args", '{"a": 1, "b": 2}'])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["content"] == "3"

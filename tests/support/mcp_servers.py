@@ -14,7 +14,7 @@ import json
 import threading
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     ListToolsResult,
     PaginatedRequestParams,
@@ -60,6 +60,18 @@ def tools_server(name: str = "demo") -> PagedServer:
     def big_number(n: int) -> str:
         """Echoes an integer as the server read it."""
         return json.dumps({"n": n})
+
+    @server.tool()
+    async def reveal(ctx: Context) -> str:
+        """Adds a tool and tells the client its list changed."""
+
+        @server.tool()
+        def hidden_door() -> str:
+            """Appears when revealed."""
+            return "found"
+
+        await ctx.session.send_tool_list_changed()
+        return "revealed"
 
     return server
 

@@ -57,7 +57,13 @@ async def test_current_revision_lists_every_page_and_calls(
         assert server.state == "ready"
         assert server.protocol_version == "2026-07-28"
         names = [t.name for t in server.tools]
-        assert names == ["demo_add", "demo_fail", "demo_files_read", "demo_big_number"]
+        assert names == [
+            "demo_add",
+            "demo_fail",
+            "demo_files_read",
+            "demo_big_number",
+            "demo_reveal",
+        ]
         registry = ToolRegistry([], discovered=server.tools)
         add = registry.get("demo_add")
         assert add is not None
@@ -137,7 +143,7 @@ async def test_a_server_down_at_start_is_retried_and_its_tools_appear() -> None:
         assert "not reachable now" in missing.content
         with ServerThread(app, port=port):
             await _until(lambda: server.state == "ready")
-            assert len(server.tools) == 4
+            assert len(server.tools) == 5
             assert changes
     finally:
         await server.aclose()
@@ -153,7 +159,7 @@ async def test_a_server_that_goes_away_keeps_its_tools_and_reconnects() -> None:
         add = server.tools[0]
         result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
         assert result.outcome == "http_error"  # the server is gone: an error result
-        assert len(server.tools) == 4  # the last list stays
+        assert len(server.tools) == 5  # the last list stays
         with ServerThread(tools_server().streamable_http_app(), port=port):
             await _until(lambda: server.state == "ready" and server._client is not None)
             result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
@@ -170,7 +176,7 @@ async def test_a_changed_tool_list_is_seen_on_refresh() -> None:
         server = McpServer(cfg, EgressPolicy(), lambda: changes.append(1))
         await server.start(wait_s=10)
         try:
-            assert len(server.tools) == 4
+            assert len(server.tools) == 5
             mcp.remove_tool("fail")
 
             @mcp.tool()
@@ -218,3 +224,16 @@ async def _until(condition: object, seconds: float = 10.0) -> None:
         if loop.time() > ends:
             raise AssertionError("the condition did not hold in time")
         await asyncio.sleep(0.05)
+
+
+async def test_a_list_changed_notification_lists_again_at_once() -> None:
+    mcp = tools_server()
+    with ServerThread(LegacyOnly(mcp.streamable_http_app())) as thread:
+        server = await started(config(thread.url, refresh_s=300))
+        try:
+            assert "demo_hidden_door" not in [t.name for t in server.tools]
+            result = await server.call("reveal", {}, None)
+            assert result.content == "revealed"
+            await _until(lambda: "demo_hidden_door" in [t.name for t in server.tools], 5)
+        finally:
+            await server.aclose()
