@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -208,7 +209,7 @@ def _operation_spec(
                 "parameters": arguments,
                 "http": {
                     "method": method.upper(),
-                    "url": _base_url(document, source, where, item, operation) + url_path,
+                    "url": _base_url(document, source, where, item, operation) + _encoded(url_path),
                     "query": query,
                     "headers": headers,
                     "timeout_s": source.timeout_s,
@@ -220,6 +221,19 @@ def _operation_spec(
         )
     except ValidationError as exc:
         raise _Skip(describe_validation_error(exc)) from exc
+
+
+_PLACEHOLDER = re.compile(r"(\{[^{}]+\})")
+
+
+def _encoded(path: str) -> str:
+    """The path's literal parts percent-encoded (a space, a non-ASCII letter); the
+    placeholders are filled, and encoded, per call."""
+    parts = _PLACEHOLDER.split(path)
+    return "".join(
+        part if index % 2 else quote(part, safe="/:@!$&'()*+,;=-._~%")
+        for index, part in enumerate(parts)
+    )
 
 
 def _parameters(

@@ -24,7 +24,7 @@ from tool_registry import (
 )
 from tool_registry.fetch import parse_document
 from tool_registry.openapi_schema import SchemaResolver
-from tool_registry.registry import tool_name
+from tool_registry.registry import schema_problem, tool_name
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "openapi"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -242,3 +242,91 @@ def test_tool_names_are_always_valid_and_stable(prefix: str, name: str) -> None:
     made = tool_name(prefix, name)
     assert NAME.match(made)
     assert made == tool_name(prefix, name)
+
+
+# Whole documents, hostile or careless: the source either refuses the document with a
+# ToolConfigError or gives tools that pass every registry check.
+
+_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_parameter = st.fixed_dictionaries(
+    {
+        "name": st.one_of(st.sampled_from(["id", "x", "q", "X-Trace", "body"]), _text),
+        "in": st.sampled_from(["path", "query", "header", "cookie", "body", 7]),
+    },
+    optional={
+        "required": st.booleans(),
+        "schema": _schemas,
+        "description": _text,
+        "content": st.just({"application/json": {"schema": {"type": "object"}}}),
+    },
+)
+_operation = st.fixed_dictionaries(
+    {},
+    optional={
+        "operationId": _text,
+        "parameters": st.lists(
+            st.one_of(_parameter, st.just({"$ref": "#/components/parameters/P"})), max_size=4
+        ),
+        "requestBody": st.fixed_dictionaries(
+            {
+                "content": st.dictionaries(
+                    st.sampled_from(["application/json", "text/plain", "application/x+json"]),
+                    st.fixed_dictionaries({}, optional={"schema": _schemas}),
+                    max_size=2,
+                )
+            },
+            optional={"required": st.booleans()},
+        ),
+        "security": st.lists(st.dictionaries(st.sampled_from(["k", "b", "x"]), st.just([]))),
+        "summary": _text,
+    },
+)
+_documents = st.fixed_dictionaries(
+    {
+        "openapi": st.sampled_from(["3.0.3", "3.1.0"]),
+        "paths": st.dictionaries(
+            st.one_of(_text, st.sampled_from(["/a/{id}", "/{x}/{x}", "/ä b/{id}", "/q"])),
+            st.dictionaries(st.sampled_from(["get", "post", "put", "trace", "x"]), _operation),
+            max_size=4,
+        ),
+        "components": st.just(
+            {
+                "schemas": {
+                    "A": {"type": "object", "properties": {"a": {"$ref": "#/components/schemas/A"}}}
+                },
+                "parameters": {"P": {"name": "p", "in": "query", "schema": {"type": "string"}}},
+                "securitySchemes": {
+                    "k": {"type": "apiKey", "in": "header", "name": "X-K"},
+                    "b": {"type": "http", "scheme": "basic"},
+                },
+            }
+        ),
+    },
+    optional={
+        "servers": st.sampled_from(
+            [
+                [{"url": "https://api.example.com/v1"}],
+                [{"url": "https://api.example.com/v1"}],
+                [{"url": "/relative"}],
+                [{"url": "{s}://h.example.com", "variables": {"s": {"default": "https"}}}],
+                [{"url": "ftp://nope"}],
+            ]
+        )
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_documents)
+def test_any_document_gives_usable_tools_or_a_clear_refusal(document: dict[str, Any]) -> None:
+    source = OpenApiSource(
+        spec="https://specs.example.com/doc.json", prefix="p_", auth={"k": "key-123456", "b": "u:p"}
+    )
+    try:
+        found = openapi_tools(document, source, "doc")
+    except ToolConfigError:
+        return
+    for tool in found.tools:
+        assert NAME.match(tool.name)
+        assert schema_problem(tool.definition["function"]["parameters"]) is None
+        assert tool.spec.http.url.startswith("https://")
