@@ -260,7 +260,7 @@ _parameter = st.fixed_dictionaries(
         "content": st.just({"application/json": {"schema": {"type": "object"}}}),
     },
 )
-_operation = st.fixed_dictionaries(
+_operation: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
     {},
     optional={
         "operationId": _text,
