@@ -48,3 +48,9 @@ def configure_logging(level: str, redactor: Redactor | None = None) -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # The HTTP clients' and the MCP SDK's own lines ("HTTP Request: POST …", a session
+    # manager starting) are one per call: their warnings and errors only, unless the
+    # gateway logs at debug.
+    quiet = "DEBUG" if level.upper() == "DEBUG" else "WARNING"
+    for name in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(name).setLevel(quiet)

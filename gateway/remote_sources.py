@@ -91,11 +91,13 @@ class OpenApiUrl:
                 )
                 found = openapi_tools(document, self.source, self.source.spec)
             except ToolConfigError as exc:
-                self.state, self.last_error = "down", str(exc)
+                # Its messages begin with the URL, which the label already names.
+                self.state = "down"
+                self.last_error = str(exc).removeprefix(f"{self.source.spec}: ")
                 logger.warning(
                     "%s: %s; trying again in %gs",
                     self.label,
-                    exc,
+                    self.last_error,
                     delay,
                     extra={FIELDS: {"source": self.label, "outcome": "down"}},
                 )

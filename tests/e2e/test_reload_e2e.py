@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +56,27 @@ def reload(url: str, key: str | None = ADMIN_KEY) -> httpx.Response:
     return httpx.post(f"{url}/admin/reload", headers=headers, timeout=30)
 
 
-def test_reload_brings_new_tools_and_keys_and_a_bad_file_keeps_the_old(
-    harness: Harness, tmp_path: Path
-) -> None:
+def start(
+    harness: Harness, tmp_path: Path, *options: str
+) -> tuple[Model, Path, Callable[[str, list[str]], None], ServeProcess]:
+    """A scripted model, a tool, ``toolgate serve`` on a config file, and a function
+    that writes that file again with another upstream key and more tools."""
     model = Model(tool_then_answer("string_length"))
     upstream = harness.serve(model.recorder).url
     tools = harness.serve(Recorder(lambda hit: Answer(body=b'{"length": 3}'))).url
     config = tmp_path / "gateway.yaml"
-    write(config, upstream, tools, OLD_KEY, [])
-    served = ServeProcess(config, tmp_path / "serve.log")
+
+    def rewrite(key: str, extra: list[str]) -> None:
+        write(config, upstream, tools, key, extra)
+
+    rewrite(OLD_KEY, [])
+    return model, config, rewrite, ServeProcess(config, tmp_path / "serve.log", *options)
+
+
+def test_reload_brings_new_tools_and_keys_and_a_bad_file_keeps_the_old(
+    harness: Harness, tmp_path: Path
+) -> None:
+    model, config, rewrite, served = start(harness, tmp_path)
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key=TENANT_KEY, max_retries=0)
     harness.on_close(client.close)
 
@@ -90,7 +103,7 @@ def test_reload_brings_new_tools_and_keys_and_a_bad_file_keeps_the_old(
         ask()  # the old snapshot serves on
         assert model.recorder.hits[-1].headers["authorization"] == f"Bearer {OLD_KEY}"
 
-        write(config, upstream, tools, NEW_KEY, ["shout"])
+        rewrite(NEW_KEY, ["shout"])
         done = reload(served.url)
         assert done.status_code == 200
         assert done.json()["tools"] == 2
@@ -98,7 +111,7 @@ def test_reload_brings_new_tools_and_keys_and_a_bad_file_keeps_the_old(
         assert offered(model) == ["string_length", "shout"]
         assert model.recorder.hits[-1].headers["authorization"] == f"Bearer {NEW_KEY}"
 
-        write(config, upstream, tools, NEW_KEY, ["whisper"])
+        rewrite(NEW_KEY, ["whisper"])
         served.process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while True:
@@ -121,12 +134,7 @@ def test_reload_brings_new_tools_and_keys_and_a_bad_file_keeps_the_old(
 def test_a_reload_every_second_under_load_fails_no_request(
     harness: Harness, tmp_path: Path
 ) -> None:
-    model = Model(tool_then_answer("string_length"))
-    upstream = harness.serve(model.recorder).url
-    tools = harness.serve(Recorder(lambda hit: Answer(body=b'{"length": 3}'))).url
-    config = tmp_path / "gateway.yaml"
-    write(config, upstream, tools, OLD_KEY, [])
-    served = ServeProcess(config, tmp_path / "serve.log", "--log-level", "warning")
+    model, _, rewrite, served = start(harness, tmp_path, "--log-level", "warning")
     stop = threading.Event()
     failures: list[str] = []
     answered = [0] * 16
@@ -152,7 +160,7 @@ def test_a_reload_every_second_under_load_fails_no_request(
         statuses = []
         for second in range(10):
             time.sleep(1)
-            write(config, upstream, tools, OLD_KEY, [f"extra_{second}"])
+            rewrite(OLD_KEY, [f"extra_{second}"])
             statuses.append(reload(served.url).status_code)
         stop.set()
         for worker in workers:

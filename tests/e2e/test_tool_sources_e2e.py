@@ -169,9 +169,9 @@ def test_check_reads_the_remote_sources_and_says_which_cannot_be_read(
     assert main(["check", "--config", str(config)]) == 1
     out = capsys.readouterr().out
     assert f"openapi {pets_url}/specs/pets.json: ready, 4 tools" in out
-    assert "mcp demo: ready, 5 tools" in out
+    assert "mcp demo: ready, 6 tools" in out
     assert "mcp gone: down, 0 tools: cannot be reached" in out
-    assert "1 tool sources could not be read (1 upstreams, 1 models, 9 tools" in out
+    assert "1 tool sources could not be read (1 upstreams, 1 models, 10 tools" in out
 
     assert main(["check", "--config", str(config), "--offline"]) == 0
     out = capsys.readouterr().out

@@ -14,6 +14,7 @@ import json
 import threading
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     ListToolsResult,
@@ -60,6 +61,12 @@ def tools_server(name: str = "demo") -> PagedServer:
     def big_number(n: int) -> str:
         """Echoes an integer as the server read it."""
         return json.dumps({"n": n})
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Answers after ``seconds``."""
+        await anyio.sleep(seconds)
+        return "slept"
 
     @server.tool()
     async def reveal(ctx: Context) -> str:

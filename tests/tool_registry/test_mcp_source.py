@@ -62,6 +62,7 @@ async def test_current_revision_lists_every_page_and_calls(
             "demo_fail",
             "demo_files_read",
             "demo_big_number",
+            "demo_slow",
             "demo_reveal",
         ]
         registry = ToolRegistry([], discovered=server.tools)
@@ -143,7 +144,7 @@ async def test_a_server_down_at_start_is_retried_and_its_tools_appear() -> None:
         assert "not reachable now" in missing.content
         with ServerThread(app, port=port):
             await _until(lambda: server.state == "ready")
-            assert len(server.tools) == 5
+            assert len(server.tools) == 6
             assert changes
     finally:
         await server.aclose()
@@ -159,7 +160,7 @@ async def test_a_server_that_goes_away_keeps_its_tools_and_reconnects() -> None:
         add = server.tools[0]
         result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
         assert result.outcome == "http_error"  # the server is gone: an error result
-        assert len(server.tools) == 5  # the last list stays
+        assert len(server.tools) == 6  # the last list stays
         with ServerThread(tools_server().streamable_http_app(), port=port):
             await _until(lambda: server.state == "ready" and server._client is not None)
             result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
@@ -176,7 +177,7 @@ async def test_a_changed_tool_list_is_seen_on_refresh() -> None:
         server = McpServer(cfg, EgressPolicy(), lambda: changes.append(1))
         await server.start(wait_s=10)
         try:
-            assert len(server.tools) == 5
+            assert len(server.tools) == 6
             mcp.remove_tool("fail")
 
             @mcp.tool()
@@ -237,3 +238,21 @@ async def test_a_list_changed_notification_lists_again_at_once() -> None:
             await _until(lambda: "demo_hidden_door" in [t.name for t in server.tools], 5)
         finally:
             await server.aclose()
+
+
+async def test_a_call_past_the_servers_timeout_is_a_result_past_the_callers_raises(
+    served: tuple[ServerThread, HeaderLog],
+) -> None:
+    thread, _ = served
+    server = await started(config(thread.url, timeout_s=0.3))
+    try:
+        result = await server.call("slow", {"seconds": 2}, None)
+        assert result.outcome == "timeout"
+        assert "timed out after 0.3s" in result.content
+        deadline = asyncio.get_running_loop().time() + 0.1
+        with pytest.raises(TimeoutError):  # the request's own time ran out first
+            await server.call("slow", {"seconds": 2}, deadline)
+        quick = await server.call("add", {"a": 1, "b": 2}, None)
+        assert quick.content == "3"  # the connection is still good
+    finally:
+        await server.aclose()
