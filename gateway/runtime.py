@@ -44,10 +44,17 @@ class Runtime:
         problems = check_references(config, registry.names)
         if problems:
             raise ConfigError("; ".join(problems))
+        # Patterns left to sources read at run time that still match nothing.
+        unmatched = [
+            f"tenants[{i}].tools[{j}]: {pattern!r} matches no tool (yet)"
+            for i, tenant in enumerate(config.tenants or [])
+            for j, pattern in enumerate(tenant.tools)
+            if not registry.match(pattern)
+        ]
         return cls(
             config,
             registry,
             TenantDirectory(config, registry.names),
             ModelRouter(config),
-            (*warnings, *registry.problems),
+            (*warnings, *registry.problems, *unmatched),
         )

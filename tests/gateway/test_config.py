@@ -231,3 +231,13 @@ def test_an_allowlist_pattern_for_an_openapi_url_is_checked_once_fetched(tmp_pat
     wrong = text.replace("'pets_*'", "'cats_*'")
     with pytest.raises(ConfigError, match="'cats_\\*' matches no tool"):
         load_config(write(tmp_path, wrong), env={})
+
+
+def test_a_pattern_for_remote_tools_that_match_nothing_yet_is_a_warning(tmp_path: Path) -> None:
+    text = BASE + (
+        "mcp:\n  - {name: docs, url: 'http://127.0.0.1:9/mcp', prefix: docs_}\n"
+        "tenants:\n  - {id: acme, keys: [k1], tools: [t1, 'docs_*']}\n"
+    )
+    gateway = Gateway(load_config(write(tmp_path, text), env={}))
+    assert "tenants[0].tools[1]: 'docs_*' matches no tool (yet)" in gateway.runtime.warnings
+    assert gateway.tenants.all()[0].tools == ("t1",)
