@@ -19,8 +19,9 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# The gateway and the example tools it calls; see scripts/run.sh for the model server.
 run: $(VENV)/.installed
-	$(BIN)/toolgate serve --config $(CONFIG)
+	@BIN=$(BIN) CONFIG=$(CONFIG) scripts/run.sh
 
 check: $(VENV)/.installed
 	$(BIN)/toolgate check --config $(CONFIG)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from starlette.responses import Response
 
 from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
 
+from . import probe
 from .config import GatewayConfig
 from .config_loader import load_config
 from .conversations import ConversationStore
@@ -112,6 +114,7 @@ class Gateway:
         upstream = self._upstream_transport or create_upstream_transport()
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
+        self.tool_transport = tools
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
         self.loop = ToolLoop(
@@ -135,12 +138,14 @@ def create_app(
     config: GatewayConfig,
     *,
     config_path: str | Path | None = None,
+    announce: str | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     tool_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
     """Build the ASGI app. With ``config_path`` a reload (``SIGHUP``, ``POST
-    /admin/reload``) reads that file again. Transports may be given to run without a
-    network (tests)."""
+    /admin/reload``) reads that file again. With ``announce`` (the URL it listens on)
+    it probes its upstreams and tools once started and says what answered. Transports
+    may be given to run without a network (tests)."""
     gateway = Gateway(
         config,
         config_path=config_path,
@@ -154,7 +159,12 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway, mcp.running():
             with reload_on_sighup(gateway.runtimes):
+                probing = (
+                    asyncio.create_task(probe.announce(gateway, announce)) if announce else None
+                )
                 yield
+                if probing is not None and not probing.done():
+                    probing.cancel()
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -4,7 +4,9 @@ Offline checks (the file, tool files, OpenAPI files, references) fail with exit 
 at start. Then, unless ``--offline``, the OpenAPI URLs are fetched and the MCP servers
 listed under the egress policy, as the gateway would at start: one that cannot be read
 is reported and makes the exit status 1 — the gateway itself would start without its
-tools and keep trying, so this is the moment to hear about it.
+tools and keep trying, so this is the moment to hear about it. ``--probe`` also asks
+every model server and tool origin whether it answers, as ``toolgate serve`` does at
+start, and prints the same block; anything that does not answer makes it 1 too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TextIO
 
 from .app import Gateway
 from .config import GatewayConfig
+from .probe import probe_all, render
 
 
 def add_command(
@@ -28,6 +31,11 @@ def add_command(
         action="store_true",
         help="do not fetch OpenAPI URLs or list MCP servers",
     )
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also ask each model server and tool origin whether it answers",
+    )
 
 
 def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -38,7 +46,12 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     config = gateway.config
     remote = [s.spec for s in config.openapi if s.is_url] + [s.name for s in config.mcp]
     failed = 0
-    if remote and not args.offline:
+    if args.probe:
+        async with gateway:
+            probes = await probe_all(gateway)
+        print(render(probes), file=out)
+        failed = sum(not p.ok for p in probes)
+    elif remote and not args.offline:
         async with gateway:
             for source in gateway.runtimes.sources.all() if gateway.runtimes.sources else []:
                 detail = f": {source.last_error}" if source.last_error else ""
@@ -54,7 +67,8 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     tenants = (
         "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
     )
-    status = "ok" if not failed else f"{failed} tool sources could not be read"
+    what = "probes failed" if args.probe else "tool sources could not be read"
+    status = "ok" if not failed else f"{failed} {what}"
     print(
         f"{args.config}: {status} ({len(config.upstreams)} upstreams, {len(config.models)} "
         f"models, {len(runtime.registry)} tools, {tenants})",

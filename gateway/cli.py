@@ -1,4 +1,4 @@
-"""``toolgate serve``, ``toolgate check`` and ``toolgate tools``."""
+"""``toolgate serve``, ``toolgate check``, ``toolgate tools`` and ``toolgate example-tools``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .app import create_app
 from .config import GatewayConfig
 from .config_loader import load_config
 from .errors import ConfigError
+from .example_tools import create_example_tools_app
 from .gc_tuning import tune_gc
 from .logs import configure_logging
 from .protocol import EnvelopeHttpToolsProtocol
@@ -60,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="worker processes (overrides server.workers)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     check_cli.add_command(commands, default)
+    example = commands.add_parser(
+        "example-tools", help="serve the example configuration's tools (make run starts it)"
+    )
+    example.add_argument("--host", default="127.0.0.1")
+    example.add_argument("--port", type=int, default=9100)
     tools_cli.add_commands(commands, default)
     return parser
 
@@ -82,7 +88,7 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
         "http": EnvelopeHttpToolsProtocol,  # its 400s for unparseable HTTP are envelopes
     }
     if workers == 1:
-        app = create_app(config, config_path=path)
+        app = create_app(config, config_path=path, announce=f"http://{host}:{port}/v1")
         # Log lines are redacted with the gateway's own redactor: a reload extends it.
         configure_logging(args.log_level, app.state.gateway.redactor)
         tune_gc()
@@ -105,8 +111,24 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def _example_tools(args: argparse.Namespace) -> int:
+    """Harmless demo tools (arithmetic, a made-up CRM): no keys of their own."""
+    configure_logging("warning")
+    uvicorn.run(
+        create_example_tools_app(),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "example-tools":
+        return _example_tools(args)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

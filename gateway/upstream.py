@@ -196,6 +196,21 @@ class UpstreamClient:
         self._urls[(upstream.name, path)] = (upstream, url)
         return url
 
+    async def probe(self, upstream: UpstreamConfig, timeout_s: float = 3.0) -> int:
+        """``GET {base_url}/models`` once (no retries, no metrics): the status it
+        answered. Raises ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
+        headers, _ = self._prepare(upstream)
+        request = httpx.Request(
+            "GET",
+            self._url(upstream, "/models"),
+            headers={k: v for k, v in headers.items() if k != "content-type"},
+            extensions={"timeout": httpx.Timeout(timeout_s).as_dict()},
+        )
+        async with asyncio.timeout(timeout_s):
+            response = await send(self._transport, request)
+            await response.aclose()
+        return response.status_code
+
     async def send(
         self,
         upstream: UpstreamConfig,

@@ -21,16 +21,22 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load((ROOT / "docker-compose.yml").read_text()))
 
 
-def test_compose_runs_gateway_redis_prometheus_and_grafana() -> None:
+def test_compose_runs_gateway_tools_redis_prometheus_and_grafana() -> None:
     services = compose()["services"]
-    assert set(services) == {"gateway", "redis", "prometheus", "grafana"}
+    assert set(services) == {"gateway", "example-tools", "redis", "prometheus", "grafana"}
     gateway = services["gateway"]
     assert gateway["build"] == "."
     config_path = gateway["command"][gateway["command"].index("--config") + 1]
     assert config_path.startswith("/app/config/")
     local = ROOT / "config" / config_path.removeprefix("/app/config/")
-    config = load_config(local, env={})
+    config = load_config(local, env={"TOOLS_BASE_URL": gateway["environment"]["TOOLS_BASE_URL"]})
     assert config.store.url == "redis://redis:6379/0"
+    tools = services["example-tools"]["command"]
+    assert tools[:2] == ["toolgate", "example-tools"]
+    port = tools[tools.index("--port") + 1]
+    assert gateway["environment"]["TOOLS_BASE_URL"] == f"http://example-tools:{port}"
+    assert {t.name for t in config.tools} == {"string_length", "add", "sqrt", "crm_lookup"}
+    assert all(t.http.url.startswith("http://example-tools:9100/") for t in config.tools)
     assert config.tenants, "listening beyond loopback needs tenants"
     assert (config.server.host, config.server.port) == ("0.0.0.0", 8080)
 

@@ -117,7 +117,8 @@ class Model:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        return [json.loads(h.body) for h in self.recorder.hits]
+        """The chat requests it received (not a start-up probe's ``GET /models``)."""
+        return [json.loads(h.body) for h in self.recorder.hits if h.method == "POST"]
 
     def tool_results(self, index: int = -1) -> list[str]:
         """The tool messages of the ``index``-th request the model received."""
