@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -9,7 +10,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from .errors import ToolArgumentsInvalid
-from .jsonio import JSONDecodeError, canonical, loads
+from .jsonio import JSONDecodeError, canonical, loads_exact
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _MAX_REPORTED_ERRORS = 3
@@ -20,7 +21,7 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     if raw is None or not raw.strip():
         return {}
     try:
-        value = loads(raw)
+        value = loads_exact(raw)
     except JSONDecodeError as exc:
         raise ToolArgumentsInvalid(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from exc
     if not isinstance(value, dict):
@@ -42,11 +43,13 @@ def _coerce_scalar(value: str, types: set[str]) -> Any:
     if "integer" in types and _INTEGER.match(text):
         return int(text)
     if "number" in types:
+        if _INTEGER.match(text):
+            return int(text)  # digit for digit, however long
         try:
             number = float(text)
         except ValueError:
             return value
-        return int(number) if _INTEGER.match(text) else number
+        return number if math.isfinite(number) else value  # "nan" stays a string
     if "boolean" in types and text.lower() in ("true", "false"):
         return text.lower() == "true"
     return value

@@ -4,15 +4,37 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 
 JSONDecodeError = json.JSONDecodeError  # orjson's decode error is a subclass
 
+# orjson reads an integer past 64 bits as a float: another number. Such an integer
+# has at least 19 digits.
+_LONG_DIGITS = re.compile(r"\d{19}")
+_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+
 
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
+
+
+def _no_constants(name: str) -> Any:
+    raise JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """JSON with every integer kept digit for digit (what a model or a tool wrote
+    goes on as written). orjson parses; where the text holds a run of 19 or more
+    digits the standard library parses again, still refusing ``NaN`` and ``Infinity``
+    as orjson does."""
+    value = orjson.loads(data)
+    pattern = _LONG_DIGITS_BYTES if isinstance(data, bytes) else _LONG_DIGITS
+    if pattern.search(data) is None:  # type: ignore[arg-type]
+        return value
+    return json.loads(data, parse_constant=_no_constants)
 
 
 def loads_object(data: bytes | str) -> dict[str, Any] | None:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import jmespath
 import jmespath.exceptions
 
-from .jsonio import dumps_text, loads
+from .jsonio import dumps_text, loads_exact
 from .spec import ResultSpec
 
 # ``tool_error``: the tool answered that it failed (an MCP ``isError`` result or error).
-Outcome = Literal["ok", "http_error", "tool_error", "timeout", "invalid_args", "denied", "unknown"]
+# ``unreadable``: it answered 2xx, but not with what its result shaping can read.
+Outcome = Literal[
+    "ok", "http_error", "tool_error", "unreadable", "timeout", "invalid_args", "denied", "unknown"
+]
 
 _ERROR_BODY_CHARS = 500
 
@@ -61,22 +65,45 @@ def decode_body(body: bytes, charset: str | None) -> str:
 def success_result(
     spec: ResultSpec, status: int, body: bytes, charset: str | None, truncated: bool
 ) -> ToolResult:
-    """The model's view of a 2xx response: JSON compacted (after ``pick``), else text."""
+    """The model's view of a 2xx response: JSON compacted (after ``pick``), else text.
+
+    With ``pick`` the model sees only what it selects, so an answer that cannot be
+    read whole as JSON — cut at ``max_response_bytes``, not JSON, ``NaN``, text after
+    the document, nested past the parser's depth — is an ``unreadable`` error result
+    saying why, never the raw text. Without ``pick`` such an answer goes to the model
+    as text, cut at ``max_chars`` (and marked when it was cut at the byte limit).
+    """
     if not body:
         return ToolResult(f"OK (HTTP {status}, no content)", "ok", status)
+    if spec.pick is not None:
+        return _picked(spec.pick, spec.max_chars, status, body, charset, truncated)
     text = decode_body(body, charset)
-    if not truncated:
-        try:
-            value = loads(text)
-        except ValueError:
-            pass
-        else:
-            if spec.pick is not None:
-                try:
-                    value = jmespath.search(spec.pick, value)
-                except jmespath.exceptions.JMESPathError:
-                    return error_result("the tool's answer does not fit its 'pick'", "http_error")
-            text = compact_json(value)
-    else:
+    if truncated:
         text += "…[response cut at the size limit]"
+    else:
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON: the text as it is
+            text = compact_json(loads_exact(text))
     return ToolResult(cut(text, spec.max_chars), "ok", status)
+
+
+def _picked(
+    pick: str, max_chars: int, status: int, body: bytes, charset: str | None, truncated: bool
+) -> ToolResult:
+    if truncated:
+        return _unreadable("it is larger than the tool's max_response_bytes", status)
+    try:
+        value = loads_exact(decode_body(body, charset))
+    except RecursionError:
+        return _unreadable("it nests too deep", status)
+    except ValueError as exc:
+        reason = getattr(exc, "msg", None) or "not valid JSON"
+        return _unreadable(f"it is not valid JSON ({reason})", status)
+    try:
+        value = jmespath.search(pick, value)
+    except jmespath.exceptions.JMESPathError:
+        return error_result("the tool's answer does not fit its 'pick'", "unreadable", status)
+    return ToolResult(cut(compact_json(value), max_chars), "ok", status)
+
+
+def _unreadable(why: str, status: int) -> ToolResult:
+    return error_result(f"the tool's answer could not be read: {why}", "unreadable", status)

@@ -151,7 +151,16 @@ def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> No
             "toolgate_upstream_calls_total",
             frozenset({("upstream", "fake"), ("status", status)}),
         ) in m
-    outcomes = ("ok", "http_error", "tool_error", "timeout", "invalid_args", "denied", "unknown")
+    outcomes = (
+        "ok",
+        "http_error",
+        "tool_error",
+        "unreadable",
+        "timeout",
+        "invalid_args",
+        "denied",
+        "unknown",
+    )
     for outcome in outcomes:
         labels = {
             ("tenant", "acme"),

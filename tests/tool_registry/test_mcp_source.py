@@ -256,3 +256,17 @@ async def test_a_call_past_the_servers_timeout_is_a_result_past_the_callers_rais
         assert quick.content == "3"  # the connection is still good
     finally:
         await server.aclose()
+
+
+async def test_big_integers_reach_an_mcp_server_digit_for_digit(
+    served: tuple[ServerThread, HeaderLog],
+) -> None:
+    thread, _ = served
+    server = await started(config(thread.url, include=["big_number"]))
+    try:
+        tool = server.tools[0]
+        call = tool.prepare('{"n": 12345678901234567890123}', CallContext("t"))
+        result = await tool.run(call, None, None)  # type: ignore[arg-type]
+        assert result.content == '{"n": 12345678901234567890123}'
+    finally:
+        await server.aclose()

@@ -20,7 +20,8 @@ def test_cut_marks_what_it_left_out() -> None:
         (None, b'{ "a" : 1,  "b": [1, 2] }', '{"a":1,"b":[1,2]}'),
         ("b[1]", b'{"a": 1, "b": [1, 2]}', "2"),
         ("missing", b'{"a": 1}', "null"),
-        ("a", b"plain text", "plain text"),
+        (None, b"plain text", "plain text"),
+        (None, b'{"n": 12345678901234567890123}', '{"n":12345678901234567890123}'),
         (None, '{"w": "ü"}'.encode(), '{"w":"ü"}'),
     ],
 )
