@@ -1,5 +1,6 @@
 """The tool-result cache: GET tools with ``cache_ttl_s`` keep their results in the
-store, per tenant, keyed by tool, canonical arguments and bound values."""
+store, per tenant, keyed by the tool's definition (its fingerprint: a reload that
+points a name elsewhere starts afresh), canonical arguments and bound values."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class ResultCache:
     async def get(self, tenant: str, call: PreparedCall) -> ToolResult | None:
         """A cached result, or None (a store failure is a miss, never an error)."""
         try:
-            value = await self._store.get(self._keys.tool_result(tenant, call.key))
+            value = await self._store.get(self._key(tenant, call))
         except StoreUnavailable:
             value = None
         if value is None:
@@ -37,6 +38,9 @@ class ResultCache:
         saved = loads(value)
         return ToolResult(saved["content"], "ok", saved.get("status"))
 
+    def _key(self, tenant: str, call: PreparedCall) -> str:
+        return self._keys.tool_result(tenant, f"{call.tool.fingerprint}:{call.key}")
+
     def _count(self, result: str) -> None:
         if self._metrics is not None:
             self._metrics.cache_lookups.labels(result).inc()
@@ -44,6 +48,6 @@ class ResultCache:
     async def put(self, tenant: str, call: PreparedCall, result: ToolResult, ttl_s: float) -> None:
         value = dumps({"content": result.content, "status": result.status})
         try:
-            await self._store.put(self._keys.tool_result(tenant, call.key), value, ttl_s)
+            await self._store.put(self._key(tenant, call), value, ttl_s)
         except StoreUnavailable:
             logger.warning("result of %s not cached: store unavailable", call.tool.name)

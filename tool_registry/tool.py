@@ -8,6 +8,7 @@ asks a tool what this base class answers, never how it is carried out.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ class Tool(ABC):
         "bind_sources",
         "definition",
         "description",
+        "fingerprint",
         "name",
         "origin",
         "parameters",
@@ -108,6 +110,9 @@ class Tool(ABC):
         if description:
             function["description"] = description
         self.definition: dict[str, Any] = {"type": "function", "function": function}
+        # What the tool's results depend on, beside its arguments: a result cached for
+        # one definition is never served for another of the same name (after a reload).
+        self.fingerprint = f"{source}:{name}"
 
     # What the gateway asks of a tool, whatever its source.
 
@@ -168,6 +173,9 @@ class HttpTool(Tool):
         )
         self.spec = spec
         self.request = RequestTemplate(spec.http)
+        # Headers left out: a rotated credential does not change what the tool answers.
+        shape = spec.model_dump_json(exclude={"http": {"headers"}})
+        self.fingerprint = hashlib.sha256(shape.encode()).hexdigest()[:16]
 
     @property
     def side_effects(self) -> bool:
