@@ -196,6 +196,7 @@ def create_app_from_env() -> Starlette:
     path = os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml")
     config = load_config(path)
     app = create_app(config, config_path=path)
+    app.state.gateway.runtimes.one_of_workers = True
     configure_logging(os.environ.get("TOOLGATE_LOG_LEVEL", "info"), app.state.gateway.redactor)
     tune_gc()
     return app

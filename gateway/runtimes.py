@@ -68,6 +68,9 @@ class Runtimes:
         self._metrics = metrics
         self._redactor = redactor
         self.config_path = config_path
+        # One of several worker processes (``--workers N``): a reload here would change
+        # this worker only, so only ``SIGHUP`` to the supervisor reloads.
+        self.one_of_workers = False
         self._sources: RemoteSources | None = None
         self._reloading = asyncio.Lock()
         self._swap(Runtime.build(config, self._static.tools, warnings=self._static.warnings))
@@ -142,6 +145,13 @@ class Runtimes:
     async def _reload(self) -> Reloaded:
         if self.config_path is None:
             return Reloaded(False, "this gateway was not started from a configuration file")
+        if self.one_of_workers:
+            return Reloaded(
+                False,
+                "this gateway runs several worker processes, and this request reached one: "
+                "send SIGHUP to the main process instead (uvicorn starts fresh workers, "
+                "which read the file)",
+            )
         try:
             config = await asyncio.to_thread(load_config, self.config_path)
             static = await asyncio.to_thread(static_tools, config)
