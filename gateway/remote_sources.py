@@ -24,6 +24,7 @@ from tool_registry.errors import ToolConfigError
 from tool_registry.fetch import fetch_document
 from tool_registry.logfields import FIELDS
 from tool_registry.mcp_source import McpServer, McpServerConfig
+from tool_registry.retry import Backoff
 
 from .config import GatewayConfig
 
@@ -83,7 +84,7 @@ class OpenApiUrl:
                     await self._tried.wait()
 
     async def _run(self) -> None:
-        delay = self._backoff_s
+        backoff = Backoff(self._backoff_s, _BACKOFF_CAP_S)
         while True:
             try:
                 document = await fetch_document(
@@ -98,12 +99,11 @@ class OpenApiUrl:
                     "%s: %s; trying again in %gs",
                     self.label,
                     self.last_error,
-                    delay,
+                    backoff.delay,
                     extra={FIELDS: {"source": self.label, "outcome": "down"}},
                 )
                 self._tried.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_CAP_S)
+                await backoff.wait()
                 continue
             self.tools, self.skipped = list(found.tools), found.skipped
             self.state, self.last_error = "ready", None

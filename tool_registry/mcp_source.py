@@ -34,6 +34,7 @@ from .logfields import FIELDS
 from .mcp_transport import guarded_client
 from .registry import tool_name
 from .results import ToolResult, cut, error_result
+from .retry import Backoff
 from .spec import HttpSpec
 from .tool import HttpRunner, PreparedCall, Tool
 
@@ -203,7 +204,7 @@ class McpServer:
             self.refresh()
 
     async def _run(self) -> None:
-        delay = self._backoff_s
+        backoff = Backoff(self._backoff_s, _BACKOFF_CAP_S)
         while not self._stopping:
             try:
                 # The handshake and every request are bounded by ``timeout_s``.
@@ -212,7 +213,8 @@ class McpServer:
                     try:
                         self.protocol_version = client.protocol_version
                         await self._list(client)
-                        self.state, self.last_error, delay = "ready", None, self._backoff_s
+                        self.state, self.last_error = "ready", None
+                        backoff.reset()
                         self._tried.set()
                         await self._serve(client)
                     finally:
@@ -227,12 +229,11 @@ class McpServer:
                     "MCP server %s: %s; trying again in %gs",
                     self.name,
                     self.last_error,
-                    delay,
+                    backoff.delay,
                     extra={FIELDS: {"mcp_server": self.name, "outcome": "down"}},
                 )
             self._tried.set()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _BACKOFF_CAP_S)
+            await backoff.wait()
 
     async def _serve(self, client: Client) -> None:
         """List again when asked or every ``refresh_s``, until the connection breaks."""

@@ -1,7 +1,9 @@
-"""Retry decisions for HTTP calls (pure functions, shared by tools and upstreams)."""
+"""Retry decisions for HTTP calls (pure functions, shared by tools and upstreams), and
+the backoff of sources retried in the background."""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import time
 from collections.abc import Mapping
@@ -53,3 +55,20 @@ def backoff_delay(
     if asked is not None:
         return min(asked, cap_s)
     return min(base_s * 2.0**attempt, cap_s)
+
+
+class Backoff:
+    """Waits between attempts that double from ``first_s`` up to ``cap_s``; ``reset``
+    after a success starts again from ``first_s``."""
+
+    def __init__(self, first_s: float = 1.0, cap_s: float = 60.0) -> None:
+        self.first_s = first_s
+        self.cap_s = cap_s
+        self.delay = first_s  # the next wait
+
+    def reset(self) -> None:
+        self.delay = self.first_s
+
+    async def wait(self) -> None:
+        delay, self.delay = self.delay, min(self.delay * 2, self.cap_s)
+        await asyncio.sleep(delay)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tool_registry.results import cut, error_result, success_result
-from tool_registry.retry import backoff_delay, retry_after_s, should_retry
+from tool_registry.retry import Backoff, backoff_delay, retry_after_s, should_retry
 from tool_registry.spec import ResultSpec
 
 
@@ -77,3 +77,15 @@ def test_backoff_is_exponential_capped_and_honours_retry_after() -> None:
     assert [backoff_delay(n, {}, 0.5, 3.0) for n in range(4)] == [0.5, 1.0, 2.0, 3.0]
     assert backoff_delay(0, {"retry-after": "2"}, 0.5, 8.0) == 2.0
     assert backoff_delay(0, {"retry-after": "600"}, 0.5, 8.0) == 8.0
+
+
+@pytest.mark.anyio
+async def test_backoff_doubles_to_its_cap_and_starts_again_after_a_reset() -> None:
+    backoff = Backoff(first_s=0.001, cap_s=0.004)
+    seen = []
+    for _ in range(4):
+        seen.append(backoff.delay)
+        await backoff.wait()
+    assert seen == [0.001, 0.002, 0.004, 0.004]
+    backoff.reset()
+    assert backoff.delay == 0.001
