@@ -20,6 +20,16 @@ from .request_builder import USER_AGENT
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
+class _NoAliases(yaml.SafeLoader):
+    """YAML without anchors and aliases: a fetched document is not ours to trust, and
+    a few nested aliases expand to gigabytes (the "billion laughs")."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted here")
+        return super().compose_node(parent, index)
+
+
 def parse_document(text: bytes | str, where: str) -> Any:
     """A JSON or YAML document; ``ToolConfigError`` naming ``where`` if it is neither."""
     try:
@@ -27,7 +37,7 @@ def parse_document(text: bytes | str, where: str) -> Any:
     except ValueError:
         pass
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_NoAliases)  # a SafeLoader without aliases
     except yaml.YAMLError as exc:
         raise ToolConfigError(f"{where}: neither JSON nor YAML: {exc}") from exc
 

@@ -131,10 +131,6 @@ class Tool(ABC):
         """Arguments whose values come from request headers: never shown in traces."""
         return frozenset(k for k, t in self.bind.items() if "{header." in t)
 
-    def secrets(self) -> list[str]:
-        """Configured texts of this tool that may be credentials, for redaction."""
-        return []
-
     def prepare(self, raw_arguments: str | None, context: CallContext) -> PreparedCall:
         """Parse, bind and validate the model's arguments; raise ``ToolArgumentsInvalid``."""
         arguments = parse_arguments(raw_arguments)
@@ -184,9 +180,6 @@ class HttpTool(Tool):
     @property
     def cache_ttl_s(self) -> float | None:
         return self.spec.cache_ttl_s
-
-    def secrets(self) -> list[str]:
-        return self.spec.http.secrets()
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         return await http.run_http(self, call, deadline)

@@ -330,3 +330,13 @@ def test_any_document_gives_usable_tools_or_a_clear_refusal(document: dict[str, 
         assert NAME.match(tool.name)
         assert schema_problem(tool.definition["function"]["parameters"]) is None
         assert tool.spec.http.url.startswith("https://")
+
+
+def test_a_yaml_document_with_aliases_is_refused_not_expanded() -> None:
+    bomb = b"openapi: 3.1.0\na: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a]\nc: [*b, *b]\n"
+    with pytest.raises(ToolConfigError, match="aliases"):
+        parse_document(bomb, "doc.yaml")
+    assert parse_document(b"openapi: 3.1.0\npaths: {}\n", "doc.yaml") == {
+        "openapi": "3.1.0",
+        "paths": {},
+    }
