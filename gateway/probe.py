@@ -101,9 +101,9 @@ async def probe_tools(gateway: Gateway) -> list[Probe]:
 
     async def one(where: str, names: list[str]) -> Probe:
         listed = ", ".join(names)
-        request = httpx.Request("GET", where + "/", headers={"user-agent": "toolgate probe"})
-        request.extensions["timeout"] = httpx.Timeout(PROBE_TIMEOUT_S).as_dict()
         try:
+            request = httpx.Request("GET", where + "/", headers={"user-agent": "toolgate probe"})
+            request.extensions["timeout"] = httpx.Timeout(PROBE_TIMEOUT_S).as_dict()
             gateway.egress.check_url(request.url)
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 response = await send(gateway.tool_transport, request)

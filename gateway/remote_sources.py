@@ -90,11 +90,19 @@ class OpenApiUrl:
                 document = await fetch_document(
                     self.source.spec, self._transport, self._policy, timeout_s=self.source.timeout_s
                 )
-                found = openapi_tools(document, self.source, self.source.spec)
-            except ToolConfigError as exc:
-                # Its messages begin with the URL, which the label already names.
+                # Reading hundreds of operations is CPU work: off the event loop.
+                found = await asyncio.to_thread(
+                    openapi_tools, document, self.source, self.source.spec
+                )
+            except (ToolConfigError, ValueError, TypeError, RecursionError) as exc:
+                # A hostile document is a failed source, retried, never a dead task.
+                # A ToolConfigError's message begins with the URL the label names.
                 self.state = "down"
-                self.last_error = str(exc).removeprefix(f"{self.source.spec}: ")
+                self.last_error = (
+                    str(exc).removeprefix(f"{self.source.spec}: ")
+                    if isinstance(exc, ToolConfigError)
+                    else f"the document cannot be read ({type(exc).__name__})"
+                )
                 logger.warning(
                     "%s: %s; trying again in %gs",
                     self.label,
@@ -156,6 +164,20 @@ class Plan:
     sources: dict[str, RemoteSource] = field(default_factory=dict)
     started: list[RemoteSource] = field(default_factory=list)
     dropped: list[RemoteSource] = field(default_factory=list)
+    # Sources read again that failed, whose last good reading stays in use instead.
+    kept_stale: list[str] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        """What an operator should hear about this plan's sources."""
+        found = [f"{label}: cannot be read again; its last tools stay" for label in self.kept_stale]
+        found += [
+            f"{s.label}: {s.state}"
+            + (f" ({s.last_error})" if s.last_error else "")
+            + "; retried in the background"
+            for s in self.sources.values()
+            if s.state != "ready"
+        ]
+        return found
 
 
 class RemoteSources:
@@ -192,6 +214,7 @@ class RemoteSources:
             *(s for s in config.openapi if s.is_url),
             *config.mcp,
         ]
+        previous: dict[str, RemoteSource] = {}
         for source in wanted:
             key = _key(source)
             kept = self._sources.get(key)
@@ -200,8 +223,16 @@ class RemoteSources:
                 continue
             plan.sources[key] = new = self._new(key, source)
             plan.started.append(new)
-        plan.dropped = [s for k, s in self._sources.items() if plan.sources.get(k) is not s]
+            if kept is not None:
+                previous[key] = kept
         await asyncio.gather(*(s.start(wait_s) for s in plan.started))
+        for key, kept in previous.items():
+            # A document that cannot be read again leaves the last good reading in use.
+            if plan.sources[key].state != "ready" and kept.state == "ready":
+                plan.sources[key] = kept
+                plan.kept_stale.append(kept.label)
+        in_use = {id(s) for s in plan.sources.values()}
+        plan.dropped = [s for s in (*self._sources.values(), *plan.started) if id(s) not in in_use]
         return plan
 
     def adopt(self, plan: Plan) -> None:

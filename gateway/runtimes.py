@@ -43,6 +43,7 @@ from .tool_sources import SourcedTools, static_tools
 logger = logging.getLogger("gateway.runtime")
 
 START_WAIT_S = 10.0  # how long start-up and a reload wait for remote sources
+REBUILD_DEBOUNCE_S = 0.05  # source changes this close together are one rebuild
 _RESTART_SECTIONS = ("server", "store", "egress", "traces", "responses")
 
 
@@ -73,6 +74,8 @@ class Runtimes:
         self.one_of_workers = False
         self._sources: RemoteSources | None = None
         self._reloading = asyncio.Lock()
+        self._dirty = False  # a source's tools changed since the last build
+        self._rebuilding: asyncio.Task[None] | None = None
         self._swap(Runtime.build(config, self._static.tools, warnings=self._static.warnings))
 
     def _swap(self, runtime: Runtime) -> None:
@@ -102,7 +105,7 @@ class Runtimes:
         config = self.current.config
         plan = await sources.plan(config, wait_s)
         sources.adopt(plan)
-        self._swap(self._build(config, self._static))
+        self._swap(await asyncio.to_thread(self._build, config, self._static))
         for source in sources.all():
             logger.info(
                 "tool source %s: %s, %d tools%s",
@@ -119,14 +122,27 @@ class Runtimes:
         return Runtime.build(config, static.tools, discovered, static.warnings)
 
     def _changed(self) -> None:
-        """A running source's tools changed: a new snapshot with the same configuration."""
-        try:
-            runtime = self._build(self.current.config, self._static)
-        except ConfigError as exc:  # a source's new tools clash with the configuration
-            logger.error("tools changed but cannot be used, keeping the old ones: %s", exc)
-            return
-        self._swap(runtime)
-        logger.info("tools changed: %d tools", len(runtime.registry))
+        """A running source's tools changed: a new snapshot with the same configuration,
+        built soon. Changes that come together are one build, and the build runs in a
+        worker thread: a server that changes its list all the time stalls nothing."""
+        self._dirty = True
+        if self._rebuilding is None or self._rebuilding.done():
+            self._rebuilding = asyncio.get_running_loop().create_task(self._rebuild())
+
+    async def _rebuild(self) -> None:
+        while self._dirty:
+            await asyncio.sleep(REBUILD_DEBOUNCE_S)
+            self._dirty = False
+            async with self._reloading:
+                try:
+                    runtime = await asyncio.to_thread(
+                        self._build, self.current.config, self._static
+                    )
+                except ConfigError as exc:  # a source's new tools clash with the config
+                    logger.error("tools changed but cannot be used, keeping the old ones: %s", exc)
+                    continue
+                self._swap(runtime)
+            logger.info("tools changed: %d tools", len(runtime.registry))
 
     async def reload(self) -> Reloaded:
         """Read the configuration file again and swap in what it builds, or keep the
@@ -161,7 +177,9 @@ class Runtimes:
         plan = await sources.plan(config, START_WAIT_S) if sources is not None else None
         try:
             discovered = sources.tools(plan) if sources is not None else []
-            runtime = Runtime.build(config, static.tools, discovered, static.warnings)
+            runtime = await asyncio.to_thread(
+                Runtime.build, config, static.tools, discovered, static.warnings
+            )
         except ConfigError as exc:
             if sources is not None and plan is not None:
                 await sources.discard(plan)
@@ -174,7 +192,7 @@ class Runtimes:
         self._swap(runtime)
         if sources is not None and plan is not None:
             await sources.close_dropped(plan)
-        warnings = list(runtime.warnings)
+        warnings = [*runtime.warnings, *(plan.warnings() if plan is not None else [])]
         unchanged = [
             name for name in _RESTART_SECTIONS if getattr(old, name) != getattr(config, name)
         ]
@@ -183,6 +201,11 @@ class Runtimes:
         return Reloaded(True, f"{len(runtime.registry)} tools", len(runtime.registry), warnings)
 
     async def aclose(self) -> None:
+        rebuilding, self._rebuilding = self._rebuilding, None
+        if rebuilding is not None:
+            rebuilding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rebuilding
         if self._sources is not None:
             await self._sources.aclose()
 

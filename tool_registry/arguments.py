@@ -6,11 +6,13 @@ import math
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import re2
 from jsonschema.exceptions import ValidationError
+from referencing.exceptions import Unresolvable
 
 from .errors import ToolArgumentsInvalid
 from .jsonio import JSONDecodeError, canonical, loads_exact
+from .schemas import NO_RETRIEVAL, SafeValidator
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _MAX_REPORTED_ERRORS = 3
@@ -77,11 +79,15 @@ def coerce(value: Any, schema: Any) -> Any:
 
 
 class ArgumentValidator:
-    """Coerces and validates arguments against one tool's JSON Schema (draft 2020-12)."""
+    """Coerces and validates arguments against one tool's JSON Schema (draft 2020-12).
+
+    The schema is one ``schemas.schema_problem`` passed: validating never retrieves
+    anything and runs patterns in RE2. Should validation still fail to run, the call is
+    refused with a result for the model, never an exception for the client."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self._schema = schema
-        self._validator = Draft202012Validator(schema)
+        self._validator = SafeValidator(schema, registry=NO_RETRIEVAL)
 
     def validate(
         self, arguments: dict[str, Any], bound: frozenset[str] = frozenset()
@@ -91,8 +97,14 @@ class ArgumentValidator:
         The message is read by the model: it never quotes a ``bound`` argument's value
         (the gateway filled it from the request, and the model must not learn it).
         """
-        coerced: dict[str, Any] = coerce(arguments, self._schema)
-        errors = sorted(self._validator.iter_errors(coerced), key=lambda e: e.json_path)
+        try:
+            coerced: dict[str, Any] = coerce(arguments, self._schema)
+            errors = sorted(self._validator.iter_errors(coerced), key=lambda e: e.json_path)
+        except (Unresolvable, RecursionError, re2.error) as exc:
+            raise ToolArgumentsInvalid(
+                "the tool's argument schema cannot be checked "
+                f"({type(exc).__name__}); the gateway does not send this call"
+            ) from exc
         if errors:
             hidden = [str(coerced[k]) for k in bound if k in coerced and str(coerced[k])]
             shown = "; ".join(

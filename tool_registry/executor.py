@@ -48,7 +48,8 @@ def charset_of(headers: httpx.Headers) -> str | None:
 def origin(url: httpx.URL) -> str:
     """``scheme://host:port`` of a URL: what log lines name, never the path or query."""
     port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{url.host}{port}"
+    host = f"[{url.host}]" if ":" in url.host else url.host  # an IPv6 address
+    return f"{url.scheme}://{host}{port}"
 
 
 def redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:
@@ -111,7 +112,7 @@ class ToolExecutor:
         self._transport = transport
         self._policy = policy or EgressPolicy()
         self._backoff_base_s = backoff_base_s
-        self._redactor = redactor or Redactor(())
+        self.redactor = redactor or Redactor(())  # configured secrets: out of every result
 
     async def _send(self, request: httpx.Request, follow: bool) -> httpx.Response:
         """Send, following redirects if asked; every hop passes the egress guard."""
@@ -135,8 +136,8 @@ class ToolExecutor:
         ``TimeoutError``, where the tool's own ``timeout_s`` is a result. One timer
         serves both, whichever comes first."""
         result = await call.tool.run(call, deadline, self)
-        if self._redactor:
-            return replace(result, content=self._redactor.text(result.content))
+        if self.redactor:
+            return replace(result, content=self.redactor.text(result.content))
         return result
 
     async def run_http(
@@ -215,12 +216,18 @@ class ToolExecutor:
 
         if 200 <= response.status_code < 300:
             result = success_result(
-                spec.result, response.status_code, body, charset_of(response.headers), truncated
+                spec.result,
+                response.status_code,
+                body,
+                charset_of(response.headers),
+                truncated,
+                self.redactor,
             )
             return result, response.headers
         text = decode_body(body, charset_of(response.headers))
         message = f"HTTP {response.status_code} {response.reason_phrase}".strip()
-        return error_result(message, "http_error", response.status_code, text), response.headers
+        result = error_result(message, "http_error", response.status_code, text, self.redactor)
+        return result, response.headers
 
     @staticmethod
     def _denied(tool: HttpTool, exc: EgressDenied) -> ToolResult:

@@ -15,6 +15,7 @@ from .egress import EgressPolicy, egress_denial
 from .errors import ToolConfigError
 from .executor import MAX_REDIRECTS, read_capped, redirect_request
 from .jsonio import loads
+from .loader import yaml_problem
 from .request_builder import USER_AGENT
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -31,7 +32,8 @@ class _NoAliases(yaml.SafeLoader):
 
 
 def parse_document(text: bytes | str, where: str) -> Any:
-    """A JSON or YAML document; ``ToolConfigError`` naming ``where`` if it is neither."""
+    """A JSON or YAML document; ``ToolConfigError`` naming ``where`` if it is neither,
+    or if it nests deeper than the parsers go (a hostile document's 50,000 brackets)."""
     try:
         return loads(text)
     except ValueError:
@@ -39,7 +41,9 @@ def parse_document(text: bytes | str, where: str) -> Any:
     try:
         return yaml.load(text, Loader=_NoAliases)  # a SafeLoader without aliases
     except yaml.YAMLError as exc:
-        raise ToolConfigError(f"{where}: neither JSON nor YAML: {exc}") from exc
+        raise ToolConfigError(f"{where}: neither JSON nor YAML: {yaml_problem(exc)}") from exc
+    except RecursionError as exc:
+        raise ToolConfigError(f"{where}: the document nests too deep") from exc
 
 
 async def fetch_document(
@@ -87,4 +91,4 @@ async def fetch_document(
         raise ToolConfigError(f"{url}: answered HTTP {response.status_code}")
     if cut:
         raise ToolConfigError(f"{url}: larger than {MAX_DOCUMENT_BYTES} bytes")
-    return parse_document(body, url)
+    return await asyncio.to_thread(parse_document, body, url)  # megabytes of YAML: CPU work

@@ -35,6 +35,16 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(lines)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with a YAML text and where, without quoting it: the line a
+    parser would show may hold a secret."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    if mark is None:
+        return str(problem)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+
+
 def read_yaml(path: Path, env: Mapping[str, str] | None = None) -> Any:
     """Read a YAML file and substitute ``${VAR}`` from ``env`` (default ``os.environ``)."""
     try:
@@ -42,7 +52,7 @@ def read_yaml(path: Path, env: Mapping[str, str] | None = None) -> Any:
     except OSError as exc:
         raise ToolConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise ToolConfigError(f"{path}: invalid YAML: {exc}") from exc
+        raise ToolConfigError(f"{path}: invalid YAML: {yaml_problem(exc)}") from exc
     try:
         return substitute(raw, os.environ if env is None else env)
     except MissingVariable as exc:

@@ -10,6 +10,12 @@ registry: their calls go out on that connection.
 What the model sees meanwhile: a server that has never answered contributes no tools;
 one that answered once keeps its last list, and a call while it is unreachable is an
 error result saying so (and makes the connection start again).
+
+A server's list is as hostile as a model's arguments: relists are debounced (at most
+one per ``min_relist_s``, however many ``list_changed`` notifications arrive), at most
+``max_tools`` are taken, the tools are built (schemas judged, validators made) in a
+worker thread, and a tool whose schema ``schemas.schema_problem`` refuses is left out
+by the registry with the reason.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .egress import EgressPolicy, egress_denial
 from .jsonio import dumps_text
 from .logfields import FIELDS
 from .mcp_transport import guarded_client
+from .redact import Redactor
 from .registry import tool_name
 from .results import ToolResult, cut, error_result
 from .retry import Backoff
@@ -63,6 +70,8 @@ class McpServerConfig(BaseModel):
     # At most this many tools are taken from the server: its list is not ours to trust,
     # and every tool is a metric series.
     max_tools: int = Field(default=256, gt=0, le=10000)
+    # However often the server says its list changed, it is listed at most this often.
+    min_relist_s: float = Field(default=1.0, ge=0, le=3600)
 
     @field_validator("url")
     @classmethod
@@ -109,7 +118,7 @@ class McpTool(Tool):
         return not self._read_only  # unless the server says it only reads
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
-        return await self._server.call(self.remote_name, call.arguments, deadline)
+        return await self._server.call(self.remote_name, call.arguments, deadline, http.redactor)
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
@@ -236,15 +245,22 @@ class McpServer:
             await backoff.wait()
 
     async def _serve(self, client: Client) -> None:
-        """List again when asked or every ``refresh_s``, until the connection breaks."""
+        """List again when asked or every ``refresh_s``, until the connection breaks;
+        never sooner than ``min_relist_s`` after the last listing (a storm of
+        ``list_changed`` notifications is one relist)."""
+        loop = asyncio.get_running_loop()
+        listed = loop.time()
         while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.refresh_s):
                     await self._wake.wait()
+            if not self._broken:
+                await asyncio.sleep(max(0.0, listed + self.config.min_relist_s - loop.time()))
             self._wake.clear()
             if self._broken or self._stopping:
                 return
             await self._list(client)
+            listed = loop.time()
 
     async def _list(self, client: Client) -> None:
         remote: list[mcp_types.Tool] = []
@@ -256,28 +272,40 @@ class McpServer:
                 cursor = page.next_cursor
                 if not cursor:
                     break
-        config = self.config
-        tools = []
-        for item in remote:
-            name = tool_name(config.prefix, item.name)
-            if config.selects(item.name, name):
-                tools.append(McpTool(self, item, name))
-        if len(tools) > config.max_tools:
-            logger.warning(
-                "MCP server %s lists %d tools; the first %d are used (max_tools)",
-                self.name,
-                len(tools),
-                config.max_tools,
-                extra={FIELDS: {"mcp_server": self.name}},
-            )
-            tools = tools[: config.max_tools]
+        # Judging and building what may be hundreds of large schemas is CPU work.
+        tools = await asyncio.to_thread(self._tools_of, remote)
         before = [(t.name, t.definition, t.side_effects) for t in self.tools]
         if before != [(t.name, t.definition, t.side_effects) for t in tools]:
             self.tools = tools
             self._on_change()
 
+    def _tools_of(self, remote: list[mcp_types.Tool]) -> list[McpTool]:
+        config = self.config
+        tools: list[McpTool] = []
+        for item in remote:
+            name = tool_name(config.prefix, item.name)
+            if not config.selects(item.name, name):
+                continue
+            if len(tools) == config.max_tools:
+                logger.warning(
+                    "MCP server %s lists %d tools; the first %d are used (max_tools)",
+                    self.name,
+                    len(remote),
+                    config.max_tools,
+                    extra={FIELDS: {"mcp_server": self.name}},
+                )
+                break
+            tool = McpTool(self, item, name)
+            tool.schema_problem  # noqa: B018 (judged here, off the event loop, and kept)
+            tools.append(tool)
+        return tools
+
     async def call(
-        self, remote_name: str, arguments: dict[str, Any], deadline: float | None
+        self,
+        remote_name: str,
+        arguments: dict[str, Any],
+        deadline: float | None,
+        redactor: Redactor | None = None,
     ) -> ToolResult:
         """Call a tool. Trouble is an error result; the caller's ``deadline`` (loop time)
         passing raises ``TimeoutError``."""
@@ -304,7 +332,7 @@ class McpServer:
             return error_result("the MCP server answered with an invalid result", "tool_error")
         except Exception as exc:
             return self._lost(exc)
-        text = cut(result_text(result), self.config.max_chars)
+        text = cut(result_text(result), self.config.max_chars, redactor or Redactor(()))
         if result.is_error:
             return error_result(text or "the tool reported an error", "tool_error")
         return ToolResult(text, "ok")

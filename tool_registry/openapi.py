@@ -8,10 +8,16 @@ becomes an HTTP tool (DESIGN.md §3, §12).
   any other body is the argument ``body``.
 - Destination: the source's ``base_url``, else the operation's or document's first
   ``servers`` entry (variables at their defaults; a relative one against the
-  document's URL).
+  document's URL). The source is pinned to one origin — ``base_url``'s, else the
+  document's own server's: an operation whose server or path would reach another
+  (``@host`` in a path, a server elsewhere) is left out, so a document can never send
+  the configured credentials anywhere else.
 - Security: the first requirement whose schemes all have a configured secret in
   ``auth`` is filled from it (a header, query value or cookie). The model never sees
-  or sets these.
+  or sets these: configured headers and auth win over a document's parameters of the
+  same name in any letter case, and such a parameter is left out of the schema.
+- Bounds: inlining references is budgeted (``openapi_schema``), and at most
+  ``max_tools`` operations become tools.
 
 Operations that cannot be a tool (no JSON body type, cookie parameters the source
 cannot fill, an unusable path) are left out and named in ``OpenApiTools.skipped``.
@@ -27,17 +33,32 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from .errors import ToolConfigError
 from .loader import describe_validation_error
-from .openapi_schema import RefError, SchemaResolver
+from .openapi_schema import ExpansionError, RefError, SchemaResolver
 from .registry import tool_name
 from .spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
 from .tool import HttpTool
 
 METHODS = ("get", "put", "post", "delete", "patch", "head")
-_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # per OpenAPI
+# Headers a document's parameter never sets: OpenAPI's own three, and those that frame
+# the request or carry credentials.
+_IGNORED_HEADERS = frozenset(
+    {
+        "accept",
+        "content-type",
+        "authorization",
+        "cookie",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "proxy-authorization",
+    }
+)
 _MAX_DESCRIPTION = 1024
 
 
@@ -56,6 +77,9 @@ class OpenApiSource(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=3600)
     retries: int = Field(default=0, ge=0, le=5)
     result: ResultSpec = Field(default_factory=ResultSpec)
+    # At most this many operations become tools: a document is not ours to trust, and
+    # every tool is a metric series and part of every model request.
+    max_tools: int = Field(default=256, gt=0, le=10000)
 
     @property
     def is_url(self) -> bool:
@@ -92,6 +116,8 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
         raise ToolConfigError(f"{where}: the document has no 'paths'")
     found_tools = OpenApiTools()
     matched: set[str] = set()
+    pinned = _pinned_origin(document, source)
+    over = 0  # operations past max_tools
     for path, item in paths.items():
         try:
             item = resolver.follow(item)
@@ -113,19 +139,64 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
             include = _matches(source.include, selectors, matched) if source.include else True
             if not include or _matches(source.exclude, selectors, set()):
                 continue
+            if len(found_tools.tools) >= source.max_tools:
+                over += 1
+                continue
+            resolver.begin_operation()
             try:
                 spec = _operation_spec(
                     document, resolver, source, where, path, item, method, operation, name
                 )
-            except _Skip as exc:
+                _check_origin(spec.http.url, pinned)
+            except (_Skip, ExpansionError) as exc:
                 found_tools.skipped.append(f"{label}: {exc}")
                 continue
             found_tools.tools.append(HttpTool(spec, source="openapi", origin=f"{where}: {label}"))
+    if over:
+        found_tools.skipped.append(
+            f"{over} more operations: the source gives at most {source.max_tools} tools (max_tools)"
+        )
     unmatched = [p for p in source.include if p not in matched]
     if unmatched:
         patterns = ", ".join(map(repr, unmatched))
         raise ToolConfigError(f"{where}: include {patterns} matches no operation")
     return found_tools
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return None
+    if parsed.userinfo or parsed.scheme not in ("http", "https"):
+        return None
+    return parsed.scheme, parsed.host, parsed.port
+
+
+def _pinned_origin(document: dict[str, Any], source: OpenApiSource) -> Any:
+    """The one origin this source's operations may reach: ``base_url``'s, else the
+    document's own first server's; None when neither names one."""
+    if source.base_url:
+        return _origin(source.base_url)
+    servers = document.get("servers")
+    if isinstance(servers, list) and servers and isinstance(servers[0], dict):
+        url = _server_url(servers[0])
+        if source.is_url:
+            url = urljoin(source.spec, url)
+        return _origin(url)
+    return None
+
+
+def _check_origin(url: str, pinned: Any) -> None:
+    """An operation's URL must be on the source's pinned origin, with nothing before
+    its host: a path or server that would lead elsewhere leaves the operation out."""
+    found = _origin(url)
+    if found is None or pinned is None or found != pinned:
+        raise _Skip(
+            "its URL would leave the source's origin"
+            if pinned is not None
+            else "its server is not the document's own: set base_url for this source"
+        )
 
 
 def _path_name(method: str, path: str) -> str:
@@ -158,14 +229,24 @@ def _operation_spec(
     operation: dict[str, Any],
     name: str,
 ) -> ToolSpec:
+    if not path.startswith("/"):
+        raise _Skip("its path does not begin with '/'")
     properties: dict[str, Any] = {}
     required: list[str] = []
     query: dict[str, str] = {}
-    headers: dict[str, str] = dict(source.headers)
+    headers: dict[str, str] = {}
+    auth_query: dict[str, str] = {}
+    auth_headers: dict[str, str] = {}
+    _apply_security(document, source, operation, auth_query, auth_headers)
+    # What the operator configured wins: a parameter naming it, in any case, is dropped.
+    fixed_headers = _IGNORED_HEADERS | {k.lower() for k in (*source.headers, *auth_headers)}
+    fixed_query = {k.lower() for k in auth_query}
     url_path = path
     for parameter in _parameters(resolver, item, operation):
         location, raw = parameter["in"], parameter["name"]
-        if location == "header" and raw.lower() in _IGNORED_HEADERS:
+        if location == "header" and raw.lower() in fixed_headers:
+            continue
+        if location == "query" and raw.lower() in fixed_query:
             continue
         if location == "cookie":
             if parameter.get("required"):
@@ -193,7 +274,8 @@ def _operation_spec(
     body_argument, extra = None, False
     if method.upper() in BODY_METHODS:
         body_argument, extra = _body(resolver, operation, properties, required, headers)
-    _apply_security(document, source, operation, query, headers)
+    headers = _merged(headers, source.headers, auth_headers)
+    query |= auth_query
     # Parameters are all declared: anything else the model writes is refused, not
     # sent; an object body's own rule on extra properties decides for the body.
     arguments: dict[str, Any] = {"type": "object", "properties": properties}
@@ -221,6 +303,16 @@ def _operation_spec(
         )
     except ValidationError as exc:
         raise _Skip(describe_validation_error(exc)) from exc
+
+
+def _merged(*layers: Mapping[str, str]) -> dict[str, str]:
+    """Headers from ``layers``, a later layer's value winning over an earlier one's of
+    the same name in any letter case."""
+    merged: dict[str, tuple[str, str]] = {}
+    for layer in layers:
+        for name, value in layer.items():
+            merged[name.lower()] = (name, value)
+    return dict(merged.values())
 
 
 _PLACEHOLDER = re.compile(r"(\{[^{}]+\})")

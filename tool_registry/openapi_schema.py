@@ -2,7 +2,10 @@
 
 ``$ref``s within the document are inlined (a model server cannot follow them); a
 reference met again inside itself is cut to ``{}`` with a note, and so is one past a
-depth or size budget, so a recursive or huge schema stays finite. OpenAPI 3.0's
+depth budget, so a recursive schema stays finite. The work of inlining is bounded: an
+operation whose schemas expand past ``MAX_OPERATION_NODES`` schema objects, or a
+document past ``MAX_DOCUMENT_NODES`` in all, raises ``ExpansionError`` (a few
+references fanning out to one another would otherwise expand exponentially). OpenAPI 3.0's
 dialect is translated: ``nullable``, boolean ``exclusiveMinimum``/``exclusiveMaximum``,
 and its keywords that are not JSON Schema are dropped.
 """
@@ -13,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _MAX_REF_DEPTH = 8  # references inlined inside one another
-_MAX_NODES = 20_000  # schema objects produced for one tool, at most
+MAX_OPERATION_NODES = 5_000  # schema objects produced for one operation, at most
+MAX_DOCUMENT_NODES = 200_000  # and for a whole document
 # OpenAPI 3.0 schema keywords that JSON Schema does not have (or means otherwise).
 _OAS30_ONLY = frozenset({"nullable", "discriminator", "xml", "externalDocs", "example"})
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
@@ -23,6 +27,10 @@ _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 
 class RefError(ValueError):
     """A reference that cannot be resolved in the document."""
+
+
+class ExpansionError(RefError):
+    """Inlining the references would produce more than the budget allows."""
 
 
 def pointer(document: Any, ref: str) -> Any:
@@ -48,7 +56,12 @@ class SchemaResolver:
     document: dict[str, Any]
     oas30: bool
     notes: list[str] = field(default_factory=list)
-    _nodes: int = 0
+    _nodes: int = 0  # in the current operation
+    _total: int = 0  # in the whole document
+
+    def begin_operation(self) -> None:
+        """Start counting one operation's work afresh (the document's goes on)."""
+        self._nodes = 0
 
     def follow(self, value: Any) -> Any:
         """A non-schema object (parameter, request body…) with its ``$ref`` followed."""
@@ -64,14 +77,21 @@ class SchemaResolver:
     def schema(self, value: Any, *, request: bool = True) -> dict[str, Any]:
         """A self-contained JSON Schema for ``value``. ``request``: properties marked
         ``readOnly`` are left out (the server sets them; a client never sends them)."""
-        self._nodes = 0
         result = self._convert(value, (), request)
         return result if isinstance(result, dict) else {}
 
     def _convert(self, value: Any, stack: tuple[str, ...], request: bool) -> Any:
         self._nodes += 1
-        if self._nodes > _MAX_NODES:
-            return {"description": "(schema cut: too large)"}
+        self._total += 1
+        if self._nodes > MAX_OPERATION_NODES:
+            raise ExpansionError(
+                f"its schemas expand past {MAX_OPERATION_NODES} schema objects "
+                "(references fanning out to one another)"
+            )
+        if self._total > MAX_DOCUMENT_NODES:
+            raise ExpansionError(
+                f"the document's schemas expand past {MAX_DOCUMENT_NODES} schema objects in all"
+            )
         if isinstance(value, bool):
             return value
         if not isinstance(value, dict):

@@ -17,6 +17,9 @@ __all__ = ["MARK", "MIN_CHARS", "Redactor", "StreamRedactor"]
 
 MARK = "[redacted]"
 MIN_CHARS = 8
+# A text cut right inside a secret ends in the secret's beginning: from this many
+# characters on, that beginning is redacted too (fewer tell nothing of a long secret).
+MIN_PREFIX_AT_CUT = 3
 
 
 def _forms(secret: str) -> set[str]:
@@ -39,7 +42,16 @@ class Redactor:
     reload ``extend``s it with the new configuration's secrets and keeps the old ones,
     which stay secret after a key is rotated."""
 
-    __slots__ = ("_bytes", "_encoded", "_longest", "_partial", "_raw", "_text", "secrets")
+    __slots__ = (
+        "_bytes",
+        "_encoded",
+        "_longest",
+        "_partial",
+        "_partial_text",
+        "_raw",
+        "_text",
+        "secrets",
+    )
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self._compile(frozenset(s for s in secrets if len(s) >= MIN_CHARS))
@@ -65,6 +77,15 @@ class Redactor:
             else None
         )
         self._longest = max((len(s) for s in encoded), default=0)
+        self._partial_text = (
+            re.compile(
+                "(?:"
+                + "|".join(_proper_prefixes(s.encode()).decode() for s in self.secrets)
+                + r")\Z"
+            )
+            if forms
+            else None
+        )
 
     def __bool__(self) -> bool:
         return self._text is not None
@@ -77,6 +98,24 @@ class Redactor:
         if not any(secret in value for secret in self.secrets):
             return value
         return self._text.sub(MARK, value)
+
+    def cut(self, text: str, max_chars: int) -> str:
+        """``text`` redacted, then cut to ``max_chars`` with a visible marker; a secret's
+        beginning left at the cut (``MIN_PREFIX_AT_CUT`` characters or more) is redacted
+        too, so no cut shows part of a secret."""
+        text = self.text(text)
+        if len(text) <= max_chars:
+            return text
+        return f"{self.tail(text[:max_chars])}…[truncated {len(text) - max_chars} characters]"
+
+    def tail(self, text: str) -> str:
+        """``text``, which was cut, with a secret's beginning at its end redacted."""
+        if self._partial_text is None:
+            return text
+        found = self._partial_text.search(text, max(0, len(text) - len(self.secrets[0]) + 1))
+        if found is not None and len(text) - found.start() >= MIN_PREFIX_AT_CUT:
+            return text[: found.start()] + MARK
+        return text
 
     def found(self, value: bytes) -> bool:
         """Whether ``value`` holds a secret in any of its forms."""

@@ -13,9 +13,6 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from .errors import ToolConfigError
 from .tool import Tool
 
@@ -36,20 +33,6 @@ def tool_name(prefix: str, name: str) -> str:
         return wanted
     digest = hashlib.sha256((prefix + name).encode()).hexdigest()[:_HASH_CHARS]
     return f"{wanted[: MAX_NAME - _HASH_CHARS - 1]}_{digest}"
-
-
-def schema_problem(schema: Any) -> str | None:
-    """Why a tool's parameters cannot be shown to a model, or None."""
-    if not isinstance(schema, dict):
-        return "the parameters schema is not an object"
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "(root)"
-        return f"invalid JSON Schema at {where}: {exc.message}"
-    if schema.get("type", "object") != "object":
-        return 'the parameters schema must have "type": "object"'
-    return None
 
 
 class ToolRegistry:
@@ -97,7 +80,7 @@ class ToolRegistry:
         first = found.get(tool.name)
         if first is not None:
             return f"duplicate tool name {tool.name!r} ({first.origin} and {tool.origin})"
-        problem = schema_problem(tool.parameters)
+        problem = tool.schema_problem
         return f"{tool.origin}: {problem}" if problem is not None else None
 
     def __contains__(self, name: object) -> bool:

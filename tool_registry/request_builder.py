@@ -50,6 +50,7 @@ class RequestTemplate:
         "_path",
         "_prefix",
         "_query",
+        "_taken",
         "_used",
         "spec",
     )
@@ -77,6 +78,9 @@ class RequestTemplate:
             (key, template, _whole_placeholder(template)) for key, template in spec.query.items()
         ]
         self._headers = [(k, t, _whole_placeholder(t)) for k, t in spec.headers.items()]
+        self._taken = frozenset(
+            key.lower() for key in (*spec.query, *(k for k, _, _ in self._fixed_query))
+        )
         self._body_argument = spec.body
         # A configured Content-Type (an OpenAPI body's media type) wins over the default.
         self._content_type = not any(k.lower() == "content-type" for k in spec.headers)
@@ -96,9 +100,11 @@ class RequestTemplate:
             raise ToolArgumentsInvalid(f"argument {exc.name!r} is required") from exc
         rest = {k: v for k, v in arguments.items() if k not in self._used}
         if not self._body:
-            taken = {key for key, _ in query}
+            # A configured query parameter is the operator's, in any letter case: an
+            # argument of that name never goes beside it.
+            taken = self._taken | {key.lower() for key, _ in query}
             for key, value in rest.items():
-                if key not in taken:
+                if key.lower() not in taken:
                     query.extend(_pairs(key, _query_value(value)))
         # Path values are percent-encoded whole ("/", "?", "#", "@" included) and the
         # query is urlencoded, so nothing an argument holds can reach the origin.

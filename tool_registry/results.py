@@ -10,6 +10,7 @@ import jmespath
 import jmespath.exceptions
 
 from .jsonio import dumps_text, loads_exact
+from .redact import Redactor
 from .spec import ResultSpec
 
 # ``tool_error``: the tool answered that it failed (an MCP ``isError`` result or error).
@@ -38,19 +39,25 @@ def compact_json(value: Any) -> str:
     return dumps_text(value)
 
 
-def cut(text: str, max_chars: int) -> str:
-    """Cut ``text`` to ``max_chars`` with a visible marker saying how much was left out."""
-    if len(text) <= max_chars:
-        return text
-    return f"{text[:max_chars]}…[truncated {len(text) - max_chars} characters]"
+_NO_SECRETS = Redactor(())
+
+
+def cut(text: str, max_chars: int, redactor: Redactor = _NO_SECRETS) -> str:
+    """Cut ``text`` to ``max_chars`` with a visible marker saying how much was left out;
+    configured secrets are redacted first, a secret's beginning at the cut too."""
+    return redactor.cut(text, max_chars)
 
 
 def error_result(
-    message: str, outcome: Outcome, status: int | None = None, body: str | None = None
+    message: str,
+    outcome: Outcome,
+    status: int | None = None,
+    body: str | None = None,
+    redactor: Redactor = _NO_SECRETS,
 ) -> ToolResult:
     payload: dict[str, Any] = {"error": message, "status": status}
     if body:
-        payload["body"] = cut(body, _ERROR_BODY_CHARS)
+        payload["body"] = cut(body, _ERROR_BODY_CHARS, redactor)
     return ToolResult(compact_json(payload), outcome, status)
 
 
@@ -63,7 +70,12 @@ def decode_body(body: bytes, charset: str | None) -> str:
 
 
 def success_result(
-    spec: ResultSpec, status: int, body: bytes, charset: str | None, truncated: bool
+    spec: ResultSpec,
+    status: int,
+    body: bytes,
+    charset: str | None,
+    truncated: bool,
+    redactor: Redactor = _NO_SECRETS,
 ) -> ToolResult:
     """The model's view of a 2xx response: JSON compacted (after ``pick``), else text.
 
@@ -76,18 +88,24 @@ def success_result(
     if not body:
         return ToolResult(f"OK (HTTP {status}, no content)", "ok", status)
     if spec.pick is not None:
-        return _picked(spec.pick, spec.max_chars, status, body, charset, truncated)
+        return _picked(spec.pick, spec.max_chars, status, body, charset, truncated, redactor)
     text = decode_body(body, charset)
     if truncated:
-        text += "…[response cut at the size limit]"
+        text = redactor.tail(redactor.text(text)) + "…[response cut at the size limit]"
     else:
         with contextlib.suppress(ValueError, RecursionError):  # not JSON: the text as it is
             text = compact_json(loads_exact(text))
-    return ToolResult(cut(text, spec.max_chars), "ok", status)
+    return ToolResult(cut(text, spec.max_chars, redactor), "ok", status)
 
 
 def _picked(
-    pick: str, max_chars: int, status: int, body: bytes, charset: str | None, truncated: bool
+    pick: str,
+    max_chars: int,
+    status: int,
+    body: bytes,
+    charset: str | None,
+    truncated: bool,
+    redactor: Redactor,
 ) -> ToolResult:
     if truncated:
         return _unreadable("it is larger than the tool's max_response_bytes", status)
@@ -102,7 +120,7 @@ def _picked(
         value = jmespath.search(pick, value)
     except jmespath.exceptions.JMESPathError:
         return error_result("the tool's answer does not fit its 'pick'", "unreadable", status)
-    return ToolResult(cut(compact_json(value), max_chars), "ok", status)
+    return ToolResult(cut(compact_json(value), max_chars, redactor), "ok", status)
 
 
 def _unreadable(why: str, status: int) -> ToolResult:

@@ -9,11 +9,10 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import jmespath
 import jmespath.exceptions
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .egress import is_loose_ipv4
+from .schemas import schema_problem
 from .templates import placeholders
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -83,6 +82,10 @@ class HttpSpec(_Frozen):
     @field_validator("headers")
     @classmethod
     def _plain_header_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        lower = [name.lower() for name in headers]
+        twice = sorted({name for name in lower if lower.count(name) > 1})
+        if twice:
+            raise ValueError(f"header {twice[0]!r} is given twice (names are case-insensitive)")
         for name, value in headers.items():
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"header name {name!r} is not a valid HTTP header name")
@@ -168,13 +171,9 @@ class ToolSpec(_Frozen):
     @field_validator("parameters")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(root)"
-            raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from exc
-        if schema.get("type", "object") != "object":
-            raise ValueError('the parameters schema must have "type": "object"')
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ValueError(problem)
         return schema
 
     @field_validator("bind")

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .errors import ToolArgumentsInvalid
 from .request_builder import RequestTemplate
+from .schemas import schema_problem
 from .templates import MissingValue, placeholders, render
 
 if TYPE_CHECKING:
+    from .redact import Redactor
     from .results import ToolResult
     from .spec import ToolSpec
 
@@ -59,7 +61,11 @@ class PreparedCall:
 
 
 class HttpRunner(Protocol):
-    """Makes HTTP tool calls: the executor's transport, egress guard and retries."""
+    """Makes HTTP tool calls: the executor's transport, egress guard and retries; its
+    ``redactor`` is what every source cuts results with."""
+
+    @property
+    def redactor(self) -> Redactor: ...
 
     async def run_http(
         self, tool: HttpTool, call: PreparedCall, deadline: float | None
@@ -72,6 +78,8 @@ class Tool(ABC):
 
     __slots__ = (
         "_bound",
+        "_bound_lower",
+        "_problem",
         "_validator",
         "bind",
         "bind_sources",
@@ -101,8 +109,10 @@ class Tool(ABC):
         self.origin = origin
         self.bind: dict[str, str] = dict(bind or {})
         self._validator = ArgumentValidator(parameters)
+        self._problem: str | bool | None = False  # worked out when first asked
         self.bind_sources = {key: placeholders(t) for key, t in self.bind.items()}
         self._bound = frozenset(self.bind)
+        self._bound_lower = frozenset(key.lower() for key in self.bind)
         function: dict[str, Any] = {
             "name": name,
             "parameters": visible_parameters(parameters, set(self.bind)),
@@ -113,6 +123,14 @@ class Tool(ABC):
         # What the tool's results depend on, beside its arguments: a result cached for
         # one definition is never served for another of the same name (after a reload).
         self.fingerprint = f"{source}:{name}"
+
+    @property
+    def schema_problem(self) -> str | None:
+        """Why its argument schema cannot be used (``schemas.schema_problem``), or None;
+        judged once per tool, however many snapshots it is in."""
+        if self._problem is False:
+            self._problem = schema_problem(self.parameters)
+        return self._problem if isinstance(self._problem, str) else None
 
     # What the gateway asks of a tool, whatever its source.
 
@@ -134,8 +152,11 @@ class Tool(ABC):
     def prepare(self, raw_arguments: str | None, context: CallContext) -> PreparedCall:
         """Parse, bind and validate the model's arguments; raise ``ToolArgumentsInvalid``."""
         arguments = parse_arguments(raw_arguments)
-        for key in self.bind:
-            arguments.pop(key, None)  # bound values win over anything the model sends
+        if self._bound:
+            # Bound values win over anything the model sends, under any letter case
+            # (``USER`` beside a bound ``user`` would reach the tool as a second value).
+            bound = self._bound_lower
+            arguments = {k: v for k, v in arguments.items() if k.lower() not in bound}
         for key, template in self.bind.items():
             values = context.values(self.bind_sources[key])
             try:

@@ -8,11 +8,12 @@ import asyncio
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.support.mcp_servers import HeaderLog, LegacyOnly, tools_server
 from tests.support.servers import ServerThread, free_port
-from tool_registry import CallContext, EgressPolicy, ToolRegistry
+from tool_registry import CallContext, EgressPolicy, ToolExecutor, ToolRegistry
 from tool_registry.errors import EgressDenied
 from tool_registry.mcp_source import McpServer, McpServerConfig
 from tool_registry.mcp_transport import GuardedBackend
@@ -20,6 +21,8 @@ from tool_registry.mcp_transport import GuardedBackend
 pytestmark = pytest.mark.anyio
 
 SECRET = "mcp-secret-token-1234"
+# MCP tools make no HTTP tool calls: the executor stands in as the runner they are given.
+NO_HTTP = ToolExecutor(httpx.MockTransport(lambda request: httpx.Response(500)))
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ async def test_current_revision_lists_every_page_and_calls(
         assert not add.side_effects  # the server marks it read-only
         assert registry.get("demo_fail").side_effects  # type: ignore[union-attr]
         call = add.prepare('{"a": 2, "b": "40"}', CallContext("acme"))  # "40" coerced
-        result = await add.run(call, None, None)  # type: ignore[arg-type]
+        result = await add.run(call, None, NO_HTTP)
         assert (result.outcome, result.content) == ("ok", "42")
         assert all(h.get("authorization") == f"Bearer {SECRET}" for h in log.seen)
         assert not any("mcp-session-id" in h for h in log.seen)  # no session: current revision
@@ -90,7 +93,7 @@ async def test_the_earlier_session_based_revision_works_too() -> None:
             assert server.protocol_version not in (None, "2026-07-28")
             assert guard.refused >= 1  # it tried the current revision first
             tool = next(t for t in server.tools if t.remote_name == "files.read")
-            result = await tool.run(tool.prepare('{"path": "/a"}', CallContext("t")), None, None)  # type: ignore[arg-type]
+            result = await tool.run(tool.prepare('{"path": "/a"}', CallContext("t")), None, NO_HTTP)
             assert result.content == "contents of /a"
             assert any("mcp-session-id" in h for h in log.seen)  # the session it was given
         finally:
@@ -104,7 +107,7 @@ async def test_is_error_and_protocol_errors_are_error_results(
     server = await started(config(thread.url))
     try:
         fail = next(t for t in server.tools if t.remote_name == "fail")
-        result = await fail.run(fail.prepare('{"reason": "x"}', CallContext("t")), None, None)  # type: ignore[arg-type]
+        result = await fail.run(fail.prepare('{"reason": "x"}', CallContext("t")), None, NO_HTTP)
         assert result.outcome == "tool_error"
         assert json.loads(result.content)["error"]  # an error object for the model
         gone = await server.call("no_such_tool", {}, None)
@@ -123,7 +126,7 @@ async def test_include_and_exclude_select_by_remote_or_registry_name(
         assert [t.name for t in server.tools] == ["demo_big_number"]
         tool = server.tools[0]
         call = tool.prepare('{"n": 9007199254740993}', CallContext("t"))
-        result = await tool.run(call, None, None)  # type: ignore[arg-type]
+        result = await tool.run(call, None, NO_HTTP)
         assert json.loads(result.content) == {"n": 9007199254740993}
     finally:
         await server.aclose()
@@ -158,12 +161,12 @@ async def test_a_server_that_goes_away_keeps_its_tools_and_reconnects() -> None:
     try:
         assert server.state == "ready"
         add = server.tools[0]
-        result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
+        result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, NO_HTTP)
         assert result.outcome == "http_error"  # the server is gone: an error result
         assert len(server.tools) == 6  # the last list stays
         with ServerThread(tools_server().streamable_http_app(), port=port):
             await _until(lambda: server.state == "ready" and server._client is not None)
-            result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, None)  # type: ignore[arg-type]
+            result = await add.run(add.prepare('{"a": 1, "b": 1}', CallContext("t")), None, NO_HTTP)
             assert result.content == "2"
     finally:
         await server.aclose()
@@ -266,7 +269,7 @@ async def test_big_integers_reach_an_mcp_server_digit_for_digit(
     try:
         tool = server.tools[0]
         call = tool.prepare('{"n": 12345678901234567890123}', CallContext("t"))
-        result = await tool.run(call, None, None)  # type: ignore[arg-type]
+        result = await tool.run(call, None, NO_HTTP)
         assert result.content == '{"n": 12345678901234567890123}'
     finally:
         await server.aclose()

@@ -24,7 +24,8 @@ from tool_registry import (
 )
 from tool_registry.fetch import parse_document
 from tool_registry.openapi_schema import SchemaResolver
-from tool_registry.registry import schema_problem, tool_name
+from tool_registry.registry import tool_name
+from tool_registry.schemas import schema_problem
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "openapi"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
