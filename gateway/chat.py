@@ -53,7 +53,6 @@ class ChatCompletions:
         raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
         chat = parse_chat_request(raw, request.headers)
         route = runtime.models.resolve(chat.model, tenant)
-        bound_headers = runtime.registry.bound_headers
         exchange.model = chat.model
         single_call_id = None
         if tenant.tools and uses_functions(chat.body):
@@ -71,10 +70,8 @@ class ChatCompletions:
         # A turn handed back in this request is bound to what the client sent.
         keep = None
         if server_tools and chat.client_tool_names:
-            turns = gateway.turns
-            identity = turns.identity(tenant.id, request.headers, bound_headers)
-            keep = turns.keeper(tenant.id, chat.body["messages"], identity)
-        changed = await self._restore(tenant, chat, request, bound_headers) or chat.changed
+            keep = gateway.turns.keeper(tenant.id, chat.body["messages"], exchange.identity)
+        changed = await self._restore(tenant, chat, exchange.identity) or chat.changed
         if not server_tools:
             return await forward_json(
                 gateway.upstream,
@@ -121,18 +118,13 @@ class ChatCompletions:
             response.background = BackgroundTask(meter, state.usage.totals)
         return response
 
-    async def _restore(
-        self, tenant: Tenant, chat: ChatRequest, request: Request, bound_headers: tuple[str, ...]
-    ) -> bool:
+    async def _restore(self, tenant: Tenant, chat: ChatRequest, identity: str) -> bool:
         """A client returning with tool results may be answering a mixed turn: put the
         server side of it back (from whichever replica saved it, for the same caller)."""
         messages = chat.body["messages"]
         if not any(m.get("role") == "tool" for m in messages):
             return False
-        turns = self._gateway.turns
-        restored = await turns.restore(
-            tenant.id, messages, turns.identity(tenant.id, request.headers, bound_headers)
-        )
+        restored = await self._gateway.turns.restore(tenant.id, messages, identity)
         if restored is None:
             return False
         chat.body["messages"] = restored

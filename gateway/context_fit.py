@@ -2,6 +2,10 @@
 drops the oldest messages, ``context_management`` compaction replaces them with a
 summary the same model writes.
 
+The summary stands where tool output stands: a tool call the gateway made and its
+result, never a user or system message. It retells what tools answered, and a tool's
+words must not gain the user's authority by being summarised.
+
 Tokens are estimated, not counted: the gateway has no tokenizer for every model an
 upstream may serve. The estimate (a token per four characters of JSON, plus a few per
 message) errs high for English text, so a fitted conversation fits.
@@ -15,6 +19,7 @@ from typing import Any
 from tool_registry.jsonio import dumps
 
 _PER_MESSAGE = 4
+SUMMARY_TOOL = "toolgate_conversation_summary"
 SUMMARY_PREFIX = "Summary of the earlier conversation (written when it was compacted):\n"
 _SUMMARY_ASK = (
     "Summarise the conversation above for your own later use: every fact, name, number, "
@@ -68,7 +73,21 @@ async def compact(
     if not older:
         return None
     summary = await summarise([*older, {"role": "user", "content": _SUMMARY_ASK}])
-    return [{"role": "user", "content": SUMMARY_PREFIX + summary}, *messages[keep_from:]]
+    return [*summary_messages(summary), *messages[keep_from:]]
+
+
+def summary_messages(summary: str) -> list[dict[str, Any]]:
+    """A summary as the result of a call to ``SUMMARY_TOOL`` (see the module's note)."""
+    call_id = "call_toolgate_summary"
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": SUMMARY_TOOL, "arguments": "{}"},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": SUMMARY_PREFIX + summary},
+    ]
 
 
 def compaction_threshold(context_management: Any) -> int | None:

@@ -4,8 +4,11 @@ responses read before their input and add their input and output to afterwards.
 A conversation is a list of entries, each the visible item (as the items routes list
 it) and the messages it stands for in the upstream dialect; the hidden rounds of a
 response are an entry with no visible item. The model reads every entry's messages,
-so deleting an item takes it out of what the model sees too. Kept in the store per
-tenant for ``responses.ttl_s``; another tenant's id is not found.
+so deleting an item takes it out of what the model sees too — and deleting the item
+a response answered with takes the hidden rounds that led to it along. Kept in the
+store per tenant for ``responses.ttl_s``, owned by the identity that created it
+(``identity.owner_digest``): another tenant's id, or another user's, is not found.
+Every route is admitted as the model routes are (key, rate limit).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from tool_registry.jsonio import dumps, loads, loads_object
 
 from .errors import BadRequest, NotFound
 from .http import Exchange, json_response, read_body
+from .identity import owner_digest
+from .listing import page
 from .responses_items import input_items, new_id, stored_items, to_messages
 from .store import GuardedStore, Keys
 
 if TYPE_CHECKING:
     from .app import Gateway
+    from .chat import Admit
 
 MAX_ITEMS_ADDED = 20  # per request, as OpenAI allows
 _METADATA_ERROR = "'metadata' must be an object of at most 16 string values."
@@ -42,6 +48,7 @@ class Conversation:
     id: str
     created_at: int
     metadata: dict[str, str]
+    owner: str  # who created it: only the same identity reads, changes or continues it
     entries: list[Entry] = field(default_factory=list)
 
     def resource(self) -> dict[str, Any]:
@@ -66,6 +73,17 @@ def visible_entries(items: list[dict[str, Any]]) -> list[Entry]:
     return [Entry(item, to_messages([item])) for item in stored_items(items)]
 
 
+def without(entries: list[Entry], entry: Entry) -> list[Entry]:
+    """``entries`` less ``entry``; when it is the item a response answered with, less
+    the hidden rounds just before it too: they led to that answer, and the model must
+    not read a deleted turn's tool calls and results."""
+    index = next(i for i, e in enumerate(entries) if e is entry)
+    start = index
+    while start > 0 and entries[start - 1].item is None:
+        start -= 1
+    return [*entries[:start], *entries[index + 1 :]]
+
+
 class ConversationStore:
     def __init__(self, store: GuardedStore, keys: Keys, ttl_s: float) -> None:
         self._store = store
@@ -78,6 +96,7 @@ class ConversationStore:
                 "id": conversation.id,
                 "created_at": conversation.created_at,
                 "metadata": conversation.metadata,
+                "owner": conversation.owner,
                 "entries": [[e.item, e.messages] for e in conversation.entries],
             }
         )
@@ -89,7 +108,9 @@ class ConversationStore:
         if found is None:
             return None
         entries = [Entry(item, messages) for item, messages in found["entries"]]
-        return Conversation(found["id"], found["created_at"], found["metadata"], entries)
+        return Conversation(
+            found["id"], found["created_at"], found["metadata"], found.get("owner", ""), entries
+        )
 
     async def delete(self, tenant: str, conversation_id: str) -> None:
         await self._store.delete([self._keys.conversation(tenant, conversation_id)])
@@ -116,27 +137,15 @@ def _items_param(value: Any) -> list[dict[str, Any]]:
     return items
 
 
-def _page(items: list[dict[str, Any]], request: Request) -> dict[str, Any]:
-    if request.query_params.get("order") != "asc":
-        items = items[::-1]  # newest first, as OpenAI lists them by default
-    return {
-        "object": "list",
-        "data": items,
-        "first_id": items[0]["id"] if items else None,
-        "last_id": items[-1]["id"] if items else None,
-        "has_more": False,
-    }
-
-
 class Conversations:
     """``/v1/conversations`` and its items."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, admit: Admit) -> None:
         self._gateway = gateway
+        self._admit = admit
 
-    def _tenant(self, request: Request, exchange: Exchange) -> str:
-        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
+    async def _tenant(self, request: Request, exchange: Exchange) -> str:
+        _, tenant, _ = await self._admit(request, exchange)
         return tenant.id
 
     async def _body(self, request: Request, exchange: Exchange) -> dict[str, Any]:
@@ -150,54 +159,61 @@ class Conversations:
             raise BadRequest("The request body must be a JSON object.")
         return body
 
-    async def _load(self, tenant: str, request: Request) -> Conversation:
+    async def _load(self, tenant: str, request: Request, exchange: Exchange) -> Conversation:
         conversation_id = request.path_params["conversation_id"]
+        return await self.owned(tenant, conversation_id, exchange.identity)
+
+    async def owned(self, tenant: str, conversation_id: str, identity: str) -> Conversation:
+        """The conversation, if ``identity`` (of ``tenant``) owns it; else not found."""
         found = await self._gateway.conversations.load(tenant, conversation_id)
-        if found is None:
+        if found is None or found.owner != owner_digest(identity):
             raise NotFound(f"No conversation {conversation_id!r} for this key.")
         return found
 
     async def create(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._tenant(request, exchange)
+        tenant = await self._tenant(request, exchange)
         body = await self._body(request, exchange)
         conversation = Conversation(
-            new_id("conv"), int(time.time()), _metadata(body.get("metadata"))
+            new_id("conv"),
+            int(time.time()),
+            _metadata(body.get("metadata")),
+            owner_digest(exchange.identity),
         )
         conversation.entries = visible_entries(_items_param(body.get("items")))
         await self._gateway.conversations.save(tenant, conversation)
         return json_response(conversation.resource())
 
     async def retrieve(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(self._tenant(request, exchange), request)
+        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
         return json_response(conversation.resource())
 
     async def update(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._tenant(request, exchange)
+        tenant = await self._tenant(request, exchange)
         body = await self._body(request, exchange)
-        conversation = await self._load(tenant, request)
+        conversation = await self._load(tenant, request, exchange)
         conversation.metadata = _metadata(body.get("metadata"))
         await self._gateway.conversations.save(tenant, conversation)
         return json_response(conversation.resource())
 
     async def delete(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._tenant(request, exchange)
-        conversation = await self._load(tenant, request)
+        tenant = await self._tenant(request, exchange)
+        conversation = await self._load(tenant, request, exchange)
         await self._gateway.conversations.delete(tenant, conversation.id)
         return json_response(
             {"id": conversation.id, "object": "conversation.deleted", "deleted": True}
         )
 
     async def list_items(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(self._tenant(request, exchange), request)
-        return json_response(_page(conversation.items, request))
+        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
+        return json_response(page(conversation.items, request.query_params))
 
     async def add_items(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._tenant(request, exchange)
+        tenant = await self._tenant(request, exchange)
         body = await self._body(request, exchange)
         items = _items_param(body.get("items"))
         if not items:
             raise BadRequest("'items' must hold at least one item.", param="items")
-        conversation = await self._load(tenant, request)
+        conversation = await self._load(tenant, request, exchange)
         added = visible_entries(items)
         conversation.entries += added
         await self._gateway.conversations.save(tenant, conversation)
@@ -213,14 +229,13 @@ class Conversations:
         )
 
     async def get_item(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(self._tenant(request, exchange), request)
+        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
         return json_response(self._entry(conversation, request).item)
 
     async def delete_item(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._tenant(request, exchange)
-        conversation = await self._load(tenant, request)
-        entry = self._entry(conversation, request)
-        conversation.entries = [e for e in conversation.entries if e is not entry]
+        tenant = await self._tenant(request, exchange)
+        conversation = await self._load(tenant, request, exchange)
+        conversation.entries = without(conversation.entries, self._entry(conversation, request))
         await self._gateway.conversations.save(tenant, conversation)
         return json_response(conversation.resource())
 

@@ -124,6 +124,7 @@ class Exchange:
     started: float = field(default_factory=time.perf_counter)
     wall_start: float = field(default_factory=time.time)
     tenant: str = NONE
+    identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
     model: str = NONE
     session: LoopSession | None = None  # a request with server tools in play: its first loop
     usage: Any = None  # the usage of a pass-through answer, when read

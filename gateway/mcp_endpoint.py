@@ -36,6 +36,7 @@ from tool_registry.logfields import FIELDS
 from .caps import LoopState
 from .errors import AuthError, GatewayError
 from .http import error_response, new_request_id
+from .identity import caller_identity
 from .runtime import Runtime
 from .tenants import Tenant
 from .tool_runner import ToolRunner
@@ -110,6 +111,8 @@ class McpEndpoint:
         try:
             runtime = gateway.runtime
             tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+            # One value per bound header, as on every surface (a second is refused).
+            caller_identity(tenant.id, request.headers, runtime.registry.bound_headers)
             admission = await gateway.limiter.admit(tenant)
             headers |= admission.headers
         except GatewayError as exc:

@@ -1,7 +1,8 @@
 """Stored responses (DESIGN.md §11): a response, its input items and the whole
 conversation that led to it (hidden rounds included, in the upstream dialect), kept
-under its ``resp_…`` id and its tenant for ``responses.ttl_s``. ``previous_response_id``
-continues from it on any replica; another tenant's id is not found."""
+under its ``resp_…`` id and its tenant for ``responses.ttl_s``, with the digest of the
+identity that made it (``identity.owner_digest``). ``previous_response_id`` continues
+from it on any replica; another tenant's id, or another user's, is not found."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class StoredResponse:
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     messages: list[dict[str, Any]]  # the conversation through this response's output
+    owner: str  # who made it: only the same identity reads or continues it
 
 
 class ResponseStore:
@@ -40,6 +42,8 @@ class ResponseStore:
                 dumps(stored.input_items),
                 b',"messages":',
                 dumps(stored.messages),
+                b',"owner":',
+                dumps(stored.owner),
                 b"}",
             )
         )
@@ -56,7 +60,9 @@ class ResponseStore:
         found = loads_object(value) if value is not None else None
         if found is None:
             return None
-        return StoredResponse(found["response"], found["input_items"], found["messages"])
+        return StoredResponse(
+            found["response"], found["input_items"], found["messages"], found.get("owner", "")
+        )
 
     async def delete(self, tenant: str, response_id: str) -> bool:
         key = self._keys.response(tenant, response_id)

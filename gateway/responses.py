@@ -18,11 +18,13 @@ from tool_registry.jsonio import dumps
 from . import dialect
 from .chat import SHADOWED_HEADER, first_byte
 from .context_fit import compact, compaction_threshold, estimate_tokens, truncate
-from .conversations import Conversation, Entry, visible_entries
+from .conversations import Conversation, Conversations, Entry, visible_entries
 from .engine import HandBack
 from .errors import NotFound
 from .event_stream import start_event_stream
 from .http import Exchange, json_response, read_body
+from .identity import owner_digest
+from .listing import page
 from .passthrough import forward_json
 from .policy import effective_limits, effective_tools
 from .response_store import StoredResponse
@@ -46,9 +48,10 @@ if TYPE_CHECKING:
 class Responses:
     """``POST /v1/responses`` and the stored responses' routes."""
 
-    def __init__(self, gateway: Gateway, admit: Admit) -> None:
+    def __init__(self, gateway: Gateway, admit: Admit, conversations: Conversations) -> None:
         self._gateway = gateway
         self._admit = admit
+        self._conversations = conversations
 
     async def create(self, request: Request, exchange: Exchange) -> Response:
         gateway = self._gateway
@@ -77,25 +80,24 @@ class Responses:
                 on_usage=partial(setattr, exchange, "usage"),
             )
         history: list[dict[str, Any]] = []
+        identity = exchange.identity
         if asked.previous_response_id is not None:
-            previous = await gateway.responses.load(tenant.id, asked.previous_response_id)
-            if previous is None:
-                raise NotFound(
-                    f"No response {asked.previous_response_id!r} is stored for this key.",
-                    param="previous_response_id",
-                )
+            previous = await self.owned(
+                tenant, asked.previous_response_id, identity, "previous_response_id"
+            )
             history = previous.messages
         conversation = None
         if asked.conversation is not None:
-            conversation = await gateway.conversations.load(tenant.id, asked.conversation)
-            if conversation is None:
-                raise NotFound(
-                    f"No conversation {asked.conversation!r} for this key.", param="conversation"
+            try:
+                conversation = await self._conversations.owned(
+                    tenant.id, asked.conversation, identity
                 )
+            except NotFound as exc:
+                exc.param = "conversation"
+                raise
             history = conversation.messages
         visible = [*history, *to_messages(asked.items)]
         turns = gateway.turns
-        identity = turns.identity(tenant.id, request.headers, runtime.registry.bound_headers)
         keep = None
         if server_tools and asked.client_tool_names:
             keep = turns.keeper(tenant.id, visible, identity)
@@ -124,7 +126,9 @@ class Responses:
             session.state.usage.add(usage)  # the compaction's tokens are the request's
         exchange.session = session
         shape = ResponseShape(asked)
-        store = partial(self._keep, tenant, asked, visible, session, conversation)
+        store = partial(
+            self._keep, tenant, owner_digest(identity), asked, visible, session, conversation
+        )
         if asked.stream:
             return await self._stream(asked, session, shape, exchange, meter, store)
         outcome = await gateway.loop.run(session)
@@ -185,6 +189,7 @@ class Responses:
     async def _keep(
         self,
         tenant: Tenant,
+        owner: str,
         asked: ResponsesRequest,
         visible: list[dict[str, Any]],
         session: LoopSession,
@@ -207,7 +212,7 @@ class Responses:
         hidden = dialect.messages(session.hidden)
         items = stored_items(asked.items)
         if asked.store:
-            stored = StoredResponse(body, items, [*visible, *hidden, *last])
+            stored = StoredResponse(body, items, [*visible, *hidden, *last], owner)
             await self._gateway.responses.save(tenant.id, stored, encoded)
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
@@ -256,31 +261,25 @@ class Responses:
         return json_response(stored.response)
 
     async def input_items(self, request: Request, exchange: Exchange) -> Response:
-        items = (await self._load(request, exchange)).input_items
-        if request.query_params.get("order") != "asc":
-            items = items[::-1]  # newest first, as OpenAI lists them by default
-        page = {
-            "object": "list",
-            "data": items,
-            "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None,
-            "has_more": False,
-        }
-        return json_response(page)
+        stored = await self._load(request, exchange)
+        return json_response(page(stored.input_items, request.query_params))
 
     async def delete(self, request: Request, exchange: Exchange) -> Response:
-        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
-        response_id = request.path_params["response_id"]
-        if not await self._gateway.responses.delete(tenant.id, response_id):
+        stored = await self._load(request, exchange)
+        response_id = stored.response["id"]
+        if not await self._gateway.responses.delete(exchange.tenant, response_id):
             raise NotFound(f"No response {response_id!r} is stored for this key.")
         return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def _load(self, request: Request, exchange: Exchange) -> StoredResponse:
-        tenant = self._gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
-        response_id = request.path_params["response_id"]
+        _, tenant, _ = await self._admit(request, exchange)
+        return await self.owned(tenant, request.path_params["response_id"], exchange.identity)
+
+    async def owned(
+        self, tenant: Tenant, response_id: str, identity: str, param: str | None = None
+    ) -> StoredResponse:
+        """The stored response, if ``identity`` (of ``tenant``) made it; else not found."""
         stored = await self._gateway.responses.load(tenant.id, response_id)
-        if stored is None:
-            raise NotFound(f"No response {response_id!r} is stored for this key.")
+        if stored is None or stored.owner != owner_digest(identity):
+            raise NotFound(f"No response {response_id!r} is stored for this key.", param=param)
         return stored

@@ -18,6 +18,7 @@ from .chat import ChatCompletions
 from .conversations import Conversations
 from .errors import AuthError, NotFound
 from .http import Exchange, endpoint, json_response, read_body
+from .identity import caller_identity
 from .mcp_endpoint import McpEndpoint
 from .passthrough import Meter, forward_json
 from .responses import Responses
@@ -51,6 +52,9 @@ def build_routes(gateway: Gateway, mcp: McpEndpoint) -> list[BaseRoute]:
         runtime = gateway.runtime
         tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
         exchange.tenant = tenant.id
+        exchange.identity = caller_identity(
+            tenant.id, request.headers, runtime.registry.bound_headers
+        )
         admission = await gateway.limiter.admit(tenant)
         exchange.headers |= admission.headers
         if not admission.metered:
@@ -141,8 +145,8 @@ def build_routes(gateway: Gateway, mcp: McpEndpoint) -> list[BaseRoute]:
 
     observed = gateway.observer
     admin = Admin(gateway)
-    responses = Responses(gateway, admit)
-    conversations = Conversations(gateway)
+    conversations = Conversations(gateway, admit)
+    responses = Responses(gateway, admit, conversations)
     return [
         Route(
             "/v1/chat/completions",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tool_registry.jsonio import canonical, dumps, loads_object
@@ -79,13 +78,6 @@ class TurnStore:
         self.saved = 0
         self.restored = 0
         self.misses = 0  # hidden turns that were gone (expired, or the store was down)
-
-    @staticmethod
-    def identity(tenant: str, headers: Mapping[str, str], bound_headers: Iterable[str]) -> str:
-        """Who is asking: the tenant and every request header a tool binds
-        (``ToolRegistry.bound_headers``: lower-case, sorted)."""
-        values = [f"{name}={headers.get(name, '')}" for name in bound_headers]
-        return "\0".join([tenant, *values])
 
     def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
         """The digest a turn saved after ``messages`` (as the client sent them) is bound to."""

@@ -11,6 +11,7 @@ from gateway.context_fit import (
     compact,
     compaction_threshold,
     estimate_tokens,
+    summary_messages,
     truncate,
 )
 
@@ -57,7 +58,10 @@ async def test_compaction_replaces_the_older_turns_with_the_models_summary() -> 
     assert await compact(HISTORY, 10_000, summarise) is None
     assert asked == []
     compacted = await compact(HISTORY, 100, summarise)
-    assert compacted == [user(SUMMARY_PREFIX + "facts: a, b, c"), HISTORY[-1]]
+    assert compacted == [*summary_messages("facts: a, b, c"), HISTORY[-1]]
+    # The summary retells tool output: it stands as a tool result, never a user's words.
+    assert [m["role"] for m in compacted[:2]] == ["assistant", "tool"]
+    assert compacted[1]["content"] == SUMMARY_PREFIX + "facts: a, b, c"
     assert asked[0][:4] == HISTORY[:4]  # the model read everything it replaces
     assert asked[0][-1]["role"] == "user"
 
