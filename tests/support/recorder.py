@@ -23,6 +23,12 @@ class Received:
     raw_path: str  # path and query exactly as sent
     headers: dict[str, str]
     body: bytes
+    # Every header as it came, in order, repeats included (``headers`` keeps the last).
+    header_list: tuple[tuple[str, str], ...] = ()
+
+    def all_values(self, name: str) -> list[str]:
+        """Every value a header arrived with (any letter case of its name)."""
+        return [v for k, v in self.header_list if k.lower() == name.lower()]
 
     @property
     def text(self) -> str:
@@ -74,12 +80,8 @@ class Recorder:
         raw_path = scope["raw_path"].decode("latin-1")
         if scope.get("query_string"):
             raw_path += "?" + scope["query_string"].decode("latin-1")
-        hit = Received(
-            scope["method"],
-            raw_path,
-            {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]},
-            body,
-        )
+        pairs = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
+        hit = Received(scope["method"], raw_path, dict(pairs), body, pairs)
         with self._lock:
             self.hits.append(hit)
         answer = self.respond(hit)

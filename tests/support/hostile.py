@@ -1,0 +1,99 @@
+"""Hostile far sides and a watch on the gateway's event loop.
+
+``HostileMcp`` is an MCP server built with the official SDK that advertises whatever
+tool list a test hands it (schemas with remote ``$ref``s, catastrophic patterns,
+thousands of properties), answers every call with its arguments, counts its listings
+and can send a storm of ``list_changed`` notifications. ``LoopWatch`` runs a ticker on
+a running server's event loop and keeps the longest gap between its ticks: a loop
+blocked by a validation or a rebuild shows as a long gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
+
+from tests.support.servers import ServerThread
+
+TICK_S = 0.005
+
+
+class HostileMcp(MCPServer):
+    """Lists ``advertised`` (plus its own ``storm`` tool); every advertised name answers
+    with the arguments it received, as JSON."""
+
+    def __init__(self, advertised: list[Tool]) -> None:
+        super().__init__("hostile")
+        self.advertised = advertised
+        self.listings = 0
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+        @self.tool()
+        async def storm(times: int, ctx: Context) -> str:
+            """Says the tool list changed ``times`` times, as fast as it can."""
+            for _ in range(times):
+                await ctx.session.send_tool_list_changed()
+            return "stormed"
+
+    async def _handle_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
+        if params.name not in {tool.name for tool in self.advertised}:
+            return await super()._handle_call_tool(ctx, params)
+        arguments = dict(params.arguments or {})
+        with self._lock:
+            self.received.append(arguments)
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(arguments))])
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> Any:
+        with self._lock:
+            self.listings += 1
+        own = await self.list_tools()
+        return ListToolsResult(tools=[*self.advertised, *(t for t in own if t.name == "storm")])
+
+
+def advertised(name: str, schema: dict[str, Any]) -> Tool:
+    return Tool(name=name, description=f"{name}.", input_schema=schema)
+
+
+class LoopWatch:
+    """The longest time a server's event loop went without running a ticker task."""
+
+    def __init__(self, server: ServerThread) -> None:
+        self._server = server
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = loop.time()
+            self.longest = max(self.longest, now - last - TICK_S)
+            last = now
+
+    def __enter__(self) -> LoopWatch:
+        async def start() -> None:
+            self._task = asyncio.create_task(self._tick())
+
+        self._server.call(start)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        async def stop() -> None:
+            if self._task is not None:
+                self._task.cancel()
+
+        self._server.call(stop)
