@@ -114,6 +114,7 @@ def test_deleting_every_item_takes_the_hidden_rounds_out_of_what_the_model_reads
     thread = alice.conversations.create()
     alice.responses.create(model=MODEL, input="my ledger?", conversation=thread.id)
     for item in alice.conversations.items.list(thread.id).data:
+        assert item.id is not None
         alice.conversations.items.delete(item.id, conversation_id=thread.id)
     assert alice.conversations.items.list(thread.id).data == []
     alice.responses.create(model=MODEL, input="hello again", conversation=thread.id)
@@ -178,10 +179,14 @@ def test_items_and_input_items_are_paged_by_limit_and_after(harness: Harness) ->
     first = alice.conversations.items.list(thread.id, limit=1, order="asc")
     assert len(first.data) == 1
     assert first.has_more
+    assert first.data[0].id is not None
     rest = alice.conversations.items.list(thread.id, limit=10, order="asc", after=first.data[0].id)
     assert len(rest.data) == 4
     assert not rest.has_more
-    texts = [item.content[0].text for item in [*first.data, *rest.data]]  # type: ignore[union-attr]
+    texts = [
+        json.loads(item.model_dump_json())["content"][0]["text"]
+        for item in [*first.data, *rest.data]
+    ]
     assert texts == [f"m{i}" for i in range(5)]
     everything = [item.id for item in alice.conversations.items.list(thread.id, limit=2)]
     assert len(everything) == 5  # the SDK's iterator pages through has_more
