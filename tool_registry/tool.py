@@ -189,6 +189,7 @@ class HttpTool(Tool):
             bind=spec.bind,
         )
         self.spec = spec
+        self._problem = None  # a ToolSpec's parameters passed ``schema_problem`` already
         self.request = RequestTemplate(spec.http)
         # Headers left out: a rotated credential does not change what the tool answers.
         shape = spec.model_dump_json(exclude={"http": {"headers"}})
