@@ -141,8 +141,12 @@ class Runtimes:
                 except ConfigError as exc:  # a source's new tools clash with the config
                     logger.error("tools changed but cannot be used, keeping the old ones: %s", exc)
                     continue
+                before = set(self.current.warnings)
                 self._swap(runtime)
             logger.info("tools changed: %d tools", len(runtime.registry))
+            for warning in runtime.warnings:
+                if warning not in before:  # a tool a source now brings that is left out
+                    logger.warning("tools: %s", warning)
 
     async def reload(self) -> Reloaded:
         """Read the configuration file again and swap in what it builds, or keep the

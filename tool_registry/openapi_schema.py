@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .schemas import follow_pointer
+
 _MAX_REF_DEPTH = 8  # references inlined inside one another
 MAX_OPERATION_NODES = 5_000  # schema objects produced for one operation, at most
 MAX_DOCUMENT_NODES = 200_000  # and for a whole document
@@ -35,17 +37,11 @@ class ExpansionError(RefError):
 
 def pointer(document: Any, ref: str) -> Any:
     """The value a local reference (``#/a/b``) names in ``document``."""
-    if not ref.startswith("#"):
+    if not (ref == "#" or ref.startswith("#/")):
         raise RefError(f"{ref!r} is not in this document (only local references are followed)")
-    value = document
-    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            raise RefError(f"{ref!r} names nothing in the document")
+    found, value = follow_pointer(document, ref)
+    if not found:
+        raise RefError(f"{ref!r} names nothing in the document")
     return value
 
 

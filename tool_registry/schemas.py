@@ -137,7 +137,9 @@ def _refuse(uri: str) -> Resource[Any]:
 NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
-def _pointer(root: Any, ref: str) -> tuple[bool, Any]:
+def follow_pointer(root: Any, ref: str) -> tuple[bool, Any]:
+    """Whether a local reference (``#`` or ``#/a/b``) names something in ``root``, and
+    what."""
     value = root
     for raw in ref[2:].split("/") if ref != "#" else []:
         part = raw.replace("~1", "/").replace("~0", "~")
@@ -192,7 +194,7 @@ class _Walk:
             return None
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             return f"$ref {ref!r} points outside the schema (only '#/…' references are kept)"
-        found, target = _pointer(self.root, ref)
+        found, target = follow_pointer(self.root, ref)
         if not found:
             return f"$ref {ref!r} names nothing in the schema"
         return self.schema(target, depth + 1, tuple(ref[2:].split("/")) if ref != "#" else ())
