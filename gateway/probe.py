@@ -108,7 +108,7 @@ async def probe_tools(gateway: Gateway) -> list[Probe]:
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 response = await send(gateway.tool_transport, request)
                 await response.aclose()
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, TimeoutError) as exc:
             denial = egress_denial(exc)
             detail = (
                 "refused by the egress policy"
