@@ -159,15 +159,19 @@ class Conversations:
             raise BadRequest("The request body must be a JSON object.")
         return body
 
-    async def _load(self, tenant: str, request: Request, exchange: Exchange) -> Conversation:
+    async def _admitted(self, request: Request, exchange: Exchange) -> tuple[str, Conversation]:
+        """The request admitted, and the conversation its path names, if the caller owns it."""
+        tenant = await self._tenant(request, exchange)
         conversation_id = request.path_params["conversation_id"]
-        return await self.owned(tenant, conversation_id, exchange.identity)
+        return tenant, await self.owned(tenant, conversation_id, exchange.identity)
 
-    async def owned(self, tenant: str, conversation_id: str, identity: str) -> Conversation:
+    async def owned(
+        self, tenant: str, conversation_id: str, identity: str, param: str | None = None
+    ) -> Conversation:
         """The conversation, if ``identity`` (of ``tenant``) owns it; else not found."""
         found = await self._gateway.conversations.load(tenant, conversation_id)
         if found is None or found.owner != owner_digest(identity):
-            raise NotFound(f"No conversation {conversation_id!r} for this key.")
+            raise NotFound(f"No conversation {conversation_id!r} for this key.", param=param)
         return found
 
     async def create(self, request: Request, exchange: Exchange) -> Response:
@@ -184,36 +188,33 @@ class Conversations:
         return json_response(conversation.resource())
 
     async def retrieve(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
+        _, conversation = await self._admitted(request, exchange)
         return json_response(conversation.resource())
 
     async def update(self, request: Request, exchange: Exchange) -> Response:
-        tenant = await self._tenant(request, exchange)
+        tenant, conversation = await self._admitted(request, exchange)
         body = await self._body(request, exchange)
-        conversation = await self._load(tenant, request, exchange)
         conversation.metadata = _metadata(body.get("metadata"))
         await self._gateway.conversations.save(tenant, conversation)
         return json_response(conversation.resource())
 
     async def delete(self, request: Request, exchange: Exchange) -> Response:
-        tenant = await self._tenant(request, exchange)
-        conversation = await self._load(tenant, request, exchange)
+        tenant, conversation = await self._admitted(request, exchange)
         await self._gateway.conversations.delete(tenant, conversation.id)
         return json_response(
             {"id": conversation.id, "object": "conversation.deleted", "deleted": True}
         )
 
     async def list_items(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
+        _, conversation = await self._admitted(request, exchange)
         return json_response(page(conversation.items, request.query_params))
 
     async def add_items(self, request: Request, exchange: Exchange) -> Response:
-        tenant = await self._tenant(request, exchange)
+        tenant, conversation = await self._admitted(request, exchange)
         body = await self._body(request, exchange)
         items = _items_param(body.get("items"))
         if not items:
             raise BadRequest("'items' must hold at least one item.", param="items")
-        conversation = await self._load(tenant, request, exchange)
         added = visible_entries(items)
         conversation.entries += added
         await self._gateway.conversations.save(tenant, conversation)
@@ -229,12 +230,11 @@ class Conversations:
         )
 
     async def get_item(self, request: Request, exchange: Exchange) -> Response:
-        conversation = await self._load(await self._tenant(request, exchange), request, exchange)
+        _, conversation = await self._admitted(request, exchange)
         return json_response(self._entry(conversation, request).item)
 
     async def delete_item(self, request: Request, exchange: Exchange) -> Response:
-        tenant = await self._tenant(request, exchange)
-        conversation = await self._load(tenant, request, exchange)
+        tenant, conversation = await self._admitted(request, exchange)
         conversation.entries = without(conversation.entries, self._entry(conversation, request))
         await self._gateway.conversations.save(tenant, conversation)
         return json_response(conversation.resource())

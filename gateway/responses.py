@@ -88,13 +88,9 @@ class Responses:
             history = previous.messages
         conversation = None
         if asked.conversation is not None:
-            try:
-                conversation = await self._conversations.owned(
-                    tenant.id, asked.conversation, identity
-                )
-            except NotFound as exc:
-                exc.param = "conversation"
-                raise
+            conversation = await self._conversations.owned(
+                tenant.id, asked.conversation, identity, "conversation"
+            )
             history = conversation.messages
         visible = [*history, *to_messages(asked.items)]
         turns = gateway.turns

@@ -101,6 +101,12 @@ def openapi_tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTo
         return _tools(document, source, where)
     except RecursionError as exc:
         raise ToolConfigError(f"{where}: the document nests too deep") from exc
+    except (AttributeError, LookupError, TypeError, ValueError) as exc:
+        # A value of another type than OpenAPI gives it (a list for 'components', a
+        # number for 'parameters'): the document as a whole cannot be used.
+        raise ToolConfigError(
+            f"{where}: not a usable OpenAPI document ({type(exc).__name__} reading it)"
+        ) from exc
 
 
 def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
@@ -455,7 +461,8 @@ def _apply_security(
 ) -> None:
     """Fill the first security requirement the configured secrets satisfy."""
     requirements = operation.get("security", document.get("security"))
-    schemes = document.get("components", {}).get("securitySchemes", {})
+    components = document.get("components")
+    schemes = components.get("securitySchemes") if isinstance(components, dict) else None
     if not isinstance(requirements, list) or not isinstance(schemes, dict):
         return
     for requirement in requirements:

@@ -26,12 +26,14 @@ def _forms(secret: str) -> set[str]:
     return {secret, json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe="")}
 
 
-def _proper_prefixes(secret: bytes) -> bytes:
-    """A pattern matching any non-empty proper prefix of ``secret``: ``a(?:b(?:c)?)?``."""
+def _proper_prefixes(secret: str) -> str:
+    """A pattern matching any non-empty proper prefix of ``secret``: ``a(?:b(?:c)?)?``.
+    Bytes pass as latin-1 text (a character a byte), so a byte pattern never splits a
+    character and a text pattern never splits a byte sequence."""
     head, middle = re.escape(secret[:1]), secret[1:-1]
-    inner = b""
+    inner = ""
     for index in range(len(middle) - 1, -1, -1):
-        inner = b"(?:" + re.escape(middle[index : index + 1]) + inner + b")?"
+        inner = "(?:" + re.escape(middle[index]) + inner + ")?"
     return head + inner
 
 
@@ -71,21 +73,12 @@ class Redactor:
         self._encoded = tuple(encoded)
         self._text = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
         self._bytes = re.compile(b"|".join(map(re.escape, encoded))) if forms else None
-        self._partial = (
-            re.compile(b"(?:" + b"|".join(_proper_prefixes(s) for s in encoded) + b")\\Z")
-            if forms
-            else None
-        )
+        # A secret's start at the end of a chunk (bytes, as latin-1 text) or a cut text.
+        in_bytes = "|".join(_proper_prefixes(s.decode("latin-1")) for s in encoded)
+        self._partial = re.compile(f"(?:{in_bytes})\\Z".encode("latin-1")) if forms else None
         self._longest = max((len(s) for s in encoded), default=0)
-        self._partial_text = (
-            re.compile(
-                "(?:"
-                + "|".join(_proper_prefixes(s.encode()).decode() for s in self.secrets)
-                + r")\Z"
-            )
-            if forms
-            else None
-        )
+        in_text = "|".join(_proper_prefixes(s) for s in self.secrets)
+        self._partial_text = re.compile(f"(?:{in_text})\\Z") if forms else None
 
     def __bool__(self) -> bool:
         return self._text is not None

@@ -255,7 +255,7 @@ def _metaschema_problem(nodes: list[tuple[tuple[str, ...], dict[str, Any]]]) -> 
     return None
 
 
-def schema_problem(schema: Any, max_bytes: int = MAX_SCHEMA_BYTES) -> str | None:
+def schema_problem(schema: Any) -> str | None:
     """Why a tool's argument schema cannot be used (see the module's list), or None."""
     if not isinstance(schema, dict):
         return "the parameters schema is not an object"
@@ -263,8 +263,10 @@ def schema_problem(schema: Any, max_bytes: int = MAX_SCHEMA_BYTES) -> str | None
         size = len(dumps(schema))
     except (TypeError, ValueError):  # orjson: nested past its depth, or not JSON
         return "the parameters schema nests too deep or is not JSON"
-    if size > max_bytes:
-        return f"the parameters schema is {size} bytes of JSON, over the limit of {max_bytes}"
+    if size > MAX_SCHEMA_BYTES:
+        return (
+            f"the parameters schema is {size} bytes of JSON, over the limit of {MAX_SCHEMA_BYTES}"
+        )
     walk = _Walk(schema)
     try:
         problem = walk.schema(schema)

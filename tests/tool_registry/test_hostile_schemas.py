@@ -308,3 +308,25 @@ def test_any_fan_out_loads_with_bounded_output(levels: int, width: int, operatio
         # What the registry takes is bounded; anything larger it leaves out, named.
         problem = tool.schema_problem
         assert problem is None or "over the limit" in problem
+
+
+def test_a_document_of_the_wrong_shape_is_a_clear_refusal() -> None:
+    """Whatever types a document puts where OpenAPI has others, reading it gives tools,
+    names what it left out, or is a ToolConfigError (a failed source, retried): never
+    another exception."""
+    source = OpenApiSource(
+        spec="doc.json", base_url="https://api.example.com", auth={"key": "k-123456789"}
+    )
+    ok = {"/a": {"get": {"operationId": "a"}}}
+    # 'components' a list: the security requirement cannot be filled, the tool stays.
+    found = openapi_tools(
+        document(ok) | {"components": [1], "security": [{"key": []}]}, source, "d"
+    )
+    assert [tool.name for tool in found.tools] == ["a"]
+    bad_ref = {"/a": {"get": {"parameters": [{"$ref": 3}]}}}
+    assert openapi_tools(document(bad_ref), source, "d").skipped == [
+        "GET /a: a parameter without a valid name and place: None in None"
+    ]
+    for paths in ({"/a": {"get": {"parameters": 5}}}, {"/a": {"parameters": 7, "get": {}}}):
+        with pytest.raises(ToolConfigError, match=r"^d: not a usable OpenAPI document"):
+            openapi_tools(document(paths), source, "d")

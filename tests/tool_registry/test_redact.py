@@ -62,3 +62,16 @@ def test_a_stream_in_any_chunking_carries_no_secret(
     for secret in secrets:
         assert secret.encode() not in out
     assert out == redactor.data(data)
+
+
+def test_a_cut_shows_no_part_of_any_secret_ascii_or_not() -> None:
+    for secret in ("sk-live-0123456789abcdef", "clé-secrète-0123456789"):
+        redactor = Redactor([secret])
+        text = f"prefix {secret} suffix"
+        for keep in range(len(text)):
+            shown = redactor.cut(text, keep)
+            assert not any(secret[:n] in shown for n in range(3, len(secret) + 1)), shown
+        # Cut by bytes (a stream's chunk): a non-ASCII secret's start is held back.
+        encoded = f"zz {secret}".encode()
+        for end in range(4, len(encoded)):
+            assert redactor.held_back(encoded[:end]) == end - 3
