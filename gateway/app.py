@@ -15,123 +15,19 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
-
-from . import probe
-from .config import GatewayConfig
-from .config_loader import load_config
-from .conversations import ConversationStore
-from .errors import GatewayError, NotFound
-from .gc_tuning import tune_gc
-from .http import error_response, new_request_id
-from .logs import configure_logging
-from .mcp_endpoint import McpEndpoint
-from .metrics import Metrics
-from .models import ModelRouter
-from .observe import Observer
-from .rate_limit import RateLimiter
-from .redaction import RedactionMiddleware, redactor_of
-from .response_store import ResponseStore
-from .result_cache import ResultCache
-from .routes import build_routes
-from .runtime import Runtime
-from .runtimes import Runtimes, reload_on_sighup
-from .store import Keys, open_store
-from .tenants import TenantDirectory
-from .tool_loop import ToolLoop
-from .traces import TraceStore
-from .turns import TurnStore
-from .upstream import UpstreamClient, create_upstream_transport
-
-
-class Gateway:
-    """The services one app uses. Clients are opened and closed by the app's lifespan."""
-
-    def __init__(
-        self,
-        config: GatewayConfig,
-        *,
-        config_path: str | Path | None = None,
-        upstream_transport: httpx.AsyncBaseTransport | None = None,
-        tool_transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.metrics = Metrics()
-        # One for the process: a reload extends it (see ``Redactor``).
-        self.redactor = redactor_of(config)
-        self.runtimes = Runtimes(config, self.metrics, self.redactor, config_path)
-        self.observer = Observer(self.metrics)
-        self.egress = EgressPolicy(
-            deny_private=config.egress.deny_private,
-            allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
-        )
-        self._upstream_transport = upstream_transport
-        self._tool_transport = tool_transport
-        self._transports: list[httpx.AsyncBaseTransport] = []
-        self.keys = Keys(config.store.prefix)
-
-    @property
-    def runtime(self) -> Runtime:
-        """The current snapshot: a request reads it once and uses it to its end."""
-        return self.runtimes.current
-
-    # The current snapshot's parts, for what is not a request (start-up, the CLI).
-
-    @property
-    def config(self) -> GatewayConfig:
-        return self.runtime.config
-
-    @property
-    def registry(self) -> ToolRegistry:
-        return self.runtime.registry
-
-    @property
-    def tenants(self) -> TenantDirectory:
-        return self.runtime.tenants
-
-    @property
-    def models(self) -> ModelRouter:
-        return self.runtime.models
-
-    async def __aenter__(self) -> Gateway:
-        config, metrics = self.config, self.metrics
-        self.store = open_store(
-            config.store.url,
-            config.store.timeout_s,
-            on_error=metrics.store_errors.inc,
-            memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
-        )
-        self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
-        self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
-        self.cache = ResultCache(self.store, self.keys, metrics)
-        self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
-        self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
-        self.traces = (
-            TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
-            if config.traces.enabled
-            else None
-        )
-        self.observer.traces = self.traces
-        upstream = self._upstream_transport or create_upstream_transport()
-        tools = self._tool_transport or create_tool_transport(self.egress)
-        self._transports = [upstream, tools]
-        self.tool_transport = tools
-        self.upstream = UpstreamClient(upstream, metrics=metrics)
-        self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
-        self.loop = ToolLoop(
-            self.upstream,
-            self.executor,
-            keepalive_s=config.server.stream_keepalive_s,
-            cache=self.cache,
-            metrics=metrics,
-        )
-        await self.runtimes.start(tools, self.egress)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.runtimes.aclose()
-        for transport in self._transports:
-            await transport.aclose()
-        await self.store.aclose()
+from gateway.config import GatewayConfig
+from gateway.errors import GatewayError, NotFound
+from gateway.ops.gc_tuning import tune_gc
+from gateway.ops.logs import configure_logging
+from gateway.ops.redaction import RedactionMiddleware
+from gateway.runtime import probe
+from gateway.runtime.loader import load_config
+from gateway.runtime.runtimes import reload_on_sighup
+from gateway.runtime.services import Gateway
+from gateway.surfaces.http import error_response, new_request_id
+from gateway.surfaces.mcp import McpEndpoint
+from gateway.surfaces.observe import Observer
+from gateway.surfaces.routes import build_routes
 
 
 def create_app(
@@ -153,11 +49,13 @@ def create_app(
         tool_transport=tool_transport,
     )
 
-    mcp = McpEndpoint(gateway)
+    observer = Observer(gateway.metrics)
+    mcp = McpEndpoint(gateway, observer)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway, mcp.running():
+            observer.traces = gateway.traces
             with reload_on_sighup(gateway.runtimes):
                 probing = (
                     asyncio.create_task(probe.announce(gateway, announce)) if announce else None
@@ -181,7 +79,7 @@ def create_app(
 
     middleware = [Middleware(RedactionMiddleware, redactor=gateway.redactor)]
     app = Starlette(
-        routes=build_routes(gateway, mcp),
+        routes=build_routes(gateway, mcp, observer),
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
         middleware=middleware,

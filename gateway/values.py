@@ -4,10 +4,12 @@ turn wire dicts into these and back; the engine sees nothing else."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 CallKind = Literal["function", "custom"]
+CapKind = Literal["iterations", "tool_calls", "time"]  # the caps a loop can reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +91,9 @@ class Round:
     usage: Any = None
     finish_reason: str | None = None
     raw: dict[str, Any] | None = field(default=None, compare=False)
+
+
+# Keeps the hidden items of a loop that hands calls back (a surface's own state):
+# the items before the hand-back, its whole turn, the outputs of the server calls of
+# that turn, and the calls handed back.
+KeepTurn = Callable[[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]], Awaitable[None]]

@@ -2,10 +2,10 @@
 caches. One interface, two backends: ``memory://`` for one process, Redis for several
 replicas. ``open_store`` picks the backend from the URL and bounds every call."""
 
-from .base import RateDecision, RateMode, Store, StoreUnavailable, gcra
-from .guard import GuardedStore
-from .keys import Keys
-from .open import open_store
+from gateway.store.base import RateDecision, RateMode, Store, StoreUnavailable, gcra
+from gateway.store.guard import GuardedStore
+from gateway.store.keys import Keys
+from gateway.store.open import open_store
 
 __all__ = [
     "GuardedStore",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .base import RateDecision, RateMode, Store, StoreUnavailable
+from gateway.store.base import RateDecision, RateMode, Store, StoreUnavailable
 
 logger = logging.getLogger("gateway.store")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .base import RateDecision, RateMode, gcra
+from gateway.store.base import RateDecision, RateMode, gcra
 
 _ENTRY_OVERHEAD = 100  # bytes a dict entry costs beyond its key and value, roughly
 

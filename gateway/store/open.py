@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .guard import GuardedStore
-from .memory import MemoryStore
+from gateway.store.guard import GuardedStore
+from gateway.store.memory import MemoryStore
 
 
 def open_store(
@@ -16,6 +16,6 @@ def open_store(
 ) -> GuardedStore:
     if url.startswith("memory://"):  # in the process: nothing to wait for, no timer
         return GuardedStore(MemoryStore(memory_max_bytes), None, on_error=on_error)
-    from .redis import RedisStore, redis_client  # only needed, and imported, for Redis
+    from gateway.store.redis import RedisStore, redis_client  # only needed, and imported, for Redis
 
     return GuardedStore(RedisStore(redis_client(url)), timeout_s, on_error=on_error)

@@ -13,7 +13,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from .base import RateDecision, RateMode, StoreUnavailable
+from gateway.store.base import RateDecision, RateMode, StoreUnavailable
 
 # The same steps as ``base.gcra``, atomically, on the server's clock (shared by all
 # replicas). KEYS[1]: the TAT key. ARGV: limit, period (ms), cost, mode (0 acquire,

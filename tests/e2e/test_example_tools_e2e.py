@@ -13,7 +13,7 @@ import httpx
 import openai
 
 from gateway import create_app, load_config
-from gateway.example_tools import create_example_tools_app
+from gateway.cli.example_tools import create_example_tools_app
 from tests.support.scripted import Harness, Model, asks, call, says
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import openai
 import pytest
 import yaml
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.support.scripted import Harness, Model, asks, call, says
 from tests.support.servers import ServeProcess, free_port, wait_for, wait_healthy
 

@@ -12,7 +12,7 @@ import openai
 import pytest
 import yaml
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.support.mcp_servers import HeaderLog, tools_server
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.support.recorder import Answer, Recorder
 from tests.support.scripted import Harness
 

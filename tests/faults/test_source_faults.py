@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from gateway import GatewayConfig, create_app, load_config
-from gateway.app import Gateway
-from gateway.probe import probe_tools
+from gateway.runtime.probe import probe_tools
+from gateway.runtime.services import Gateway
 from tests.support.hostile import HostileMcp, advertised
 from tests.support.mcp_servers import LegacyOnly
 from tests.support.recorder import Answer, Received, Recorder

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import ConfigError, GatewayConfig, create_app
-from gateway.http import Exchange, endpoint
+from gateway.surfaces.http import Exchange, endpoint
 from tests.support.schema import assert_valid_completion, assert_valid_error
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.cli import is_loopback, open_mode_refusal
+from gateway.cli.main import is_loopback, open_mode_refusal
 from gateway.config import GatewayConfig
 
 BASE = {

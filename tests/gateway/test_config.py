@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway import ConfigError, load_config
-from gateway.app import Gateway
-from gateway.cli import main
+from gateway.cli.main import main
+from gateway.runtime.services import Gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 

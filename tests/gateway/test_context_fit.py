@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.context_fit import (
+from gateway.surfaces.responses.context_fit import (
     SUMMARY_PREFIX,
     compact,
     compaction_threshold,

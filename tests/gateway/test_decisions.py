@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from gateway.caps import CapDecision, LoopState, check_caps, decide, last_round_due
-from gateway.chat_request import Narrowing, parse_chat_request, parse_narrowing
 from gateway.config import LimitsConfig
 from gateway.errors import BadRequest, PolicyDenied, ToolLimitExceeded
-from gateway.partition import partition_calls
-from gateway.policy import LoopLimits, effective_limits, effective_tools
+from gateway.policy.caps import CapDecision, LoopState, check_caps, decide, last_round_due
+from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
+from gateway.policy.partition import partition_calls
+from gateway.surfaces.chat.request import parse_chat_request
+from gateway.surfaces.request import parse_narrowing
 from gateway.values import ToolCall, Usage
 
 

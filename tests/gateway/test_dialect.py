@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gateway import dialect
-from gateway.chat import finalize, keep_calls
 from gateway.errors import UpstreamError
+from gateway.surfaces.chat.endpoint import finalize, keep_calls
+from gateway.upstream import dialect
 from gateway.values import Round, ToolCall, ToolOutput, Turn
 from tests.support.schema import assert_valid_completion
 

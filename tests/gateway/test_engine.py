@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from gateway.config import UpstreamConfig
-from gateway.engine import Delta, Event, Final, HandBack, Working, rounds
+from gateway.engine.loop import LoopJob, LoopSession, ToolLoop
+from gateway.engine.rounds import Delta, Event, Final, HandBack, Working, rounds
 from gateway.errors import ToolLimitExceeded, UpstreamError
-from gateway.policy import LoopLimits
-from gateway.tool_loop import LoopJob, LoopSession, ToolLoop
+from gateway.policy.limits import LoopLimits
 from gateway.values import Hidden, ToolCall, ToolOutput, Turn
 from tool_registry import CallContext, HttpTool, ToolExecutor, ToolRegistry, ToolSpec
 

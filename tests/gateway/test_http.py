@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
-from gateway.http import WATCH_AFTER_S, Exchange, endpoint, json_response, read_body
+from gateway.surfaces.http import WATCH_AFTER_S, Exchange, endpoint, json_response, read_body
 
 pytestmark = pytest.mark.anyio
 

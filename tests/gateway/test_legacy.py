@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.chat_request import parse_chat_request
-from gateway.legacy import call_id, from_functions, to_function_call, uses_functions
+from gateway.surfaces.chat.legacy import call_id, from_functions, to_function_call, uses_functions
+from gateway.surfaces.chat.request import parse_chat_request
 from tool_registry.jsonio import dumps
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import logging
 
-from gateway.logs import FIELDS, JsonFormatter
+from gateway.ops.logs import FIELDS, JsonFormatter
 
 
 def test_log_lines_are_json_with_fields() -> None:

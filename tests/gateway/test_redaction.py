@@ -15,8 +15,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway import GatewayConfig
-from gateway.logs import FIELDS, JsonFormatter
-from gateway.redaction import RedactionMiddleware, redactor_of, secrets_of
+from gateway.ops.logs import FIELDS, JsonFormatter
+from gateway.ops.redaction import RedactionMiddleware, redactor_of, secrets_of
 from tool_registry.redact import MARK, Redactor
 
 KEY = "sk-upstream-0123456789"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.dialect import Piece
 from gateway.errors import BadRequest, UpstreamError
-from gateway.responses_items import stored_items, to_messages, usage_of
-from gateway.responses_render import ResponseEvents, ResponseShape, output_of
-from gateway.responses_request import parse_responses_request
+from gateway.surfaces.responses.items import stored_items, to_messages, usage_of
+from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
+from gateway.surfaces.responses.request import parse_responses_request
+from gateway.upstream.dialect import Piece
 from gateway.values import ToolCall, Turn
 from tests.support.schema import assert_valid_response
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.result_cache import ResultCache
 from gateway.store import Keys, open_store
+from gateway.store.result_cache import ResultCache
 from tool_registry import CallContext, HttpTool, ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gateway import GatewayConfig, load_config
-from gateway.app import Gateway
+from gateway.runtime.services import Gateway
 
 pytestmark = pytest.mark.anyio
 

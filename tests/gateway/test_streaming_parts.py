@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway.chunks import ChunkWriter
-from gateway.dialect import RoundAssembler
 from gateway.errors import ToolLimitExceeded, UpstreamError
-from gateway.sse import SSEParser
+from gateway.surfaces.chat.chunks import ChunkWriter
+from gateway.upstream.dialect import RoundAssembler
+from gateway.upstream.sse import SSEParser
 from gateway.values import Round, ToolCall, Turn
 from tests.support.schema import assert_valid, assert_valid_error
 

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.errors import AuthError
-from gateway.tenants import TenantDirectory
+from gateway.policy.tenants import TenantDirectory
 
 BASE: dict[str, Any] = {
     "upstreams": [{"name": "u", "base_url": "http://127.0.0.1:1/v1"}],

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream import UpstreamClient
+from gateway.upstream.client import UpstreamClient
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,1 @@
+"""The ``toolgate`` command: serve, check, tools, example-tools."""

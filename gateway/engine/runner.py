@@ -1,0 +1,241 @@
+"""Running the server tool calls of one request: concurrently, deduplicated, on budget."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from gateway.ops.metrics import NONE, UNKNOWN, Metrics
+from gateway.policy.caps import LoopState
+from gateway.store.result_cache import ResultCache
+from gateway.values import ToolCall, ToolOutput
+from tool_registry import (
+    CallContext,
+    Outcome,
+    PreparedCall,
+    ToolArgumentsInvalid,
+    ToolExecutor,
+    ToolRegistry,
+    ToolResult,
+    error_result,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One tool call as it went, for logs, metrics and traces."""
+
+    call_id: str
+    name: str
+    outcome: Outcome
+    status: int | None
+    duration_s: float
+    reused: bool = False  # the same call ran earlier in this request
+    cached: bool = False  # answered from the tool-result cache
+    arguments: dict[str, Any] | None = None  # as sent, bound values included
+    result: str | None = None  # what the model read
+
+
+def _unavailable(available: list[str]) -> ToolResult:
+    names = ", ".join(available) or "none"
+    return error_result(f"This tool is not available. Available tools: {names}.", "unknown")
+
+
+_BUDGET_SPENT = error_result(
+    "The tool budget of this request is spent; this call was not made. "
+    "Answer with the information you have.",
+    "denied",
+)
+_TIME_SPENT = error_result(
+    "The time budget of this request ran out before this tool finished.", "timeout"
+)
+
+
+class ToolRunner:
+    """Runs the tool calls of one request, remembering results across its rounds."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        context: CallContext,
+        server_tools: frozenset[str],
+        available: list[str],
+        max_parallel: int,
+        state: LoopState,
+        cache: ResultCache | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._registry = registry
+        self._executor = executor
+        self._context = context
+        self.server_tools = server_tools
+        self._available = available
+        self._semaphore = asyncio.Semaphore(max_parallel)
+        self._state = state
+        self._cache = cache
+        self._metrics = metrics
+        self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
+        self.records: list[CallRecord] = []
+
+    async def run(
+        self, calls: Sequence[ToolCall], runnable: int, deadline: float
+    ) -> tuple[list[ToolOutput], bool]:
+        """The outputs of ``calls`` in their order, and whether time ran out.
+
+        At most ``runnable`` calls are executed; a call whose name and arguments were
+        already run in this request gets that result again with a note.
+        """
+        slots, to_run, first_ids = self._plan(calls, runnable)
+        side_effects = any(p.tool.side_effects for p in to_run.values())
+        self._state.start_tools(len(to_run), runnable, side_effects)
+        timed_out = await self._execute(to_run, first_ids, deadline)
+        outputs = []
+        for call, slot in zip(calls, slots, strict=True):
+            if isinstance(slot, ToolResult):
+                self._record(call.id, call.name or "", slot, 0.0)
+                outputs.append(ToolOutput(call.id, slot.content))
+                continue
+            first_id, result = self._done[slot]
+            content = result.content
+            if first_id != call.id:
+                content += f"\n[toolgate: same call as {first_id}; its result is reused]"
+                self._record(call.id, call.name or "", result, 0.0, reused=True)
+            outputs.append(ToolOutput(call.id, content))
+        return outputs, timed_out
+
+    def _plan(
+        self, calls: Sequence[ToolCall], runnable: int
+    ) -> tuple[list[ToolResult | str], dict[str, PreparedCall], dict[str, str]]:
+        """For each call, a result now or the key of the execution that answers it."""
+        slots: list[ToolResult | str] = []
+        to_run: dict[str, PreparedCall] = {}
+        first_ids: dict[str, str] = {}
+        for call in calls:
+            name = call.name
+            tool = self._registry.get(name) if name in self.server_tools else None
+            if name is None or tool is None:
+                result = _unavailable(self._available)
+                outcome: Outcome = "denied" if name in self._registry else "unknown"
+                slots.append(ToolResult(result.content, outcome))
+                continue
+            try:
+                prepared = tool.prepare(call.arguments, self._context)
+            except ToolArgumentsInvalid as exc:
+                slots.append(error_result(str(exc), "invalid_args"))
+                continue
+            key = prepared.key
+            if key not in self._done and key not in to_run:
+                if len(to_run) >= runnable:
+                    slots.append(_BUDGET_SPENT)
+                    continue
+                to_run[key] = prepared
+                first_ids[key] = call.id
+            slots.append(key)
+        return slots, to_run, first_ids
+
+    async def _execute(
+        self, to_run: dict[str, PreparedCall], first_ids: dict[str, str], deadline: float
+    ) -> bool:
+        if not to_run:
+            return False
+        if len(to_run) == 1:
+            return await self._execute_one(*next(iter(to_run.items())), first_ids, deadline)
+        tasks = {
+            key: asyncio.create_task(self._one(first_ids[key], prepared))
+            for key, prepared in to_run.items()
+        }
+        timeout = max(deadline - asyncio.get_running_loop().time(), 0)
+        try:
+            _, pending = await asyncio.wait(tasks.values(), timeout=timeout)
+        finally:
+            # Out of time, or the client went away: no tool call outlives its request.
+            for task in tasks.values():
+                task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for key, task in tasks.items():
+            if task.cancelled():
+                self._done[key] = (first_ids[key], _TIME_SPENT)
+                self._record(first_ids[key], to_run[key].tool.name, _TIME_SPENT, 0.0)
+            else:
+                self._done[key] = (first_ids[key], task.result())
+        return bool(pending)
+
+    async def _execute_one(
+        self, key: str, prepared: PreparedCall, first_ids: dict[str, str], deadline: float
+    ) -> bool:
+        """A single call runs in the request's own task: no task to create or wait for,
+        and the request's deadline is the tool's own timer when it comes first."""
+        call_id = first_ids[key]
+        try:
+            result = await self._one(call_id, prepared, deadline)
+        except TimeoutError:
+            self._done[key] = (call_id, _TIME_SPENT)
+            self._record(call_id, prepared.tool.name, _TIME_SPENT, 0.0)
+            return True
+        self._done[key] = (call_id, result)
+        return False
+
+    async def _one(
+        self, call_id: str, prepared: PreparedCall, deadline: float | None = None
+    ) -> ToolResult:
+        ttl = prepared.tool.cache_ttl_s if self._cache is not None else None
+        tenant = self._context.tenant_id
+        async with self._semaphore:
+            started = time.perf_counter()
+            if ttl is not None and self._cache is not None:
+                cached = await self._cache.get(tenant, prepared)
+                if cached is not None:
+                    elapsed = time.perf_counter() - started
+                    self._record(
+                        call_id,
+                        prepared.tool.name,
+                        cached,
+                        elapsed,
+                        cached=True,
+                        arguments=prepared.arguments,
+                    )
+                    return cached
+            result = await self._executor.execute(prepared, deadline)
+            elapsed = time.perf_counter() - started
+            self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
+        if ttl is not None and self._cache is not None and result.ok:
+            await self._cache.put(tenant, prepared, result, ttl)
+        return result
+
+    def _record(
+        self,
+        call_id: str,
+        name: str,
+        result: ToolResult,
+        duration: float,
+        reused: bool = False,
+        cached: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.records.append(
+            CallRecord(
+                call_id,
+                name,
+                result.outcome,
+                result.status,
+                duration,
+                reused,
+                cached,
+                arguments,
+                result.content,
+            )
+        )
+        if self._metrics is not None and not reused:
+            known = self._registry.get(name)
+            tool, source = (name, known.source) if known is not None else (UNKNOWN, NONE)
+            tenant = self._context.tenant_id
+            self._metrics.tool_calls.labels(tenant, tool, source, result.outcome).inc()
+            if duration:
+                self._metrics.tool_seconds.labels(tool, source).observe(duration)

@@ -1,0 +1,122 @@
+"""Keeping configured secrets out of everything the gateway sends (DESIGN.md §4).
+
+``secrets_of`` lists what the configuration holds that is a credential: upstream keys
+and headers, tenant keys, the metrics token, the store's password, the tools' headers,
+URL passwords and fixed query values. ``RedactionMiddleware`` replaces them in every
+response body the gateway sends — answers, errors, event streams, pass-through bytes,
+traces — so no path (an upstream quoting its key in an error, a tool echoing its
+headers) can carry one out. Tool results are redacted before the model reads them (the
+executor), and log lines before they are written (``JsonFormatter``).
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.config import GatewayConfig
+from tool_registry.redact import Redactor
+from tool_registry.spec import PUBLIC_HEADERS, HttpSpec
+
+
+def _password(url: str) -> list[str]:
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password] if password else []
+
+
+def secrets_of(config: GatewayConfig) -> list[str]:
+    found: list[str] = []
+    for upstream in config.upstreams:
+        if upstream.api_key is not None:
+            found.append(upstream.api_key.get_secret_value())
+        found += upstream.headers.values()
+        found += _password(upstream.base_url)
+    for tenant in config.tenants or []:
+        found += [key.get_secret_value() for key in tenant.keys]
+    for token in (config.server.metrics_token, config.server.admin_key):
+        if token is not None:
+            found.append(token.get_secret_value())
+    found += _password(config.store.url)
+    for tool in config.tools:
+        found += tool.http.secrets()
+    for source in config.openapi:
+        for secret in source.auth.values():
+            value = secret.get_secret_value()
+            found += [value, base64.b64encode(value.encode()).decode()]  # as HTTP Basic
+        found += [v for k, v in source.headers.items() if k.lower() not in PUBLIC_HEADERS]
+    for server in config.mcp:
+        found += HttpSpec(url=server.url, headers=server.headers).secrets()
+    return [secret for secret in found if secret]
+
+
+def redactor_of(config: GatewayConfig) -> Redactor:
+    return Redactor(secrets_of(config))
+
+
+def _head(start: Message, redactor: Redactor, length: int | None) -> Message:
+    """The response's start with header values redacted (an upstream's ``retry-after``
+    or ``content-type`` is passed on) and ``content-length`` set to ``length`` (none for
+    a streamed body, ``length=None``)."""
+    headers = [(k, redactor.data(v)) for k, v in start["headers"] if k != b"content-length"]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {**start, "headers": headers}
+
+
+class RedactionMiddleware:
+    """Redacts every HTTP response's header values and body. A whole body (one message)
+    is redacted at once and its ``content-length`` set again; a streamed body is
+    redacted as it goes, a possible secret's start held back until the next chunk
+    settles it."""
+
+    def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
+        self.app = app
+        self.redactor = redactor
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        redactor = self.redactor
+        if scope["type"] != "http" or not redactor:  # no secrets (yet: a reload may add some)
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        stream = None
+
+        async def redacting_send(message: Message) -> None:
+            nonlocal start, stream
+            kind = message["type"]
+            if kind == "http.response.start":
+                start = message
+                return
+            if kind != "http.response.body":
+                await send(message)
+                return
+            body = message.get("body", b"")
+            more = message.get("more_body", False)
+            if start is not None:
+                head, start = start, None
+                if not more and stream is None:
+                    # One search over all of it: nearly always there is nothing to do.
+                    values = [value for _, value in head["headers"]]
+                    if not redactor.found(b"\0".join([body, *values])):
+                        await send(head)
+                        await send(message)
+                        return
+                    body = redactor.data(body)
+                    await send(_head(head, redactor, len(body)))
+                    await send({**message, "body": body})
+                    return
+                await send(_head(head, redactor, None))
+                stream = redactor.stream()
+            assert stream is not None
+            body = stream.feed(body) if body else b""
+            if not more:
+                body += stream.flush()
+            if body or not more:
+                await send({"type": kind, "body": body, "more_body": more})
+
+        await self.app(scope, receive, redacting_send)

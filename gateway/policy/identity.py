@@ -1,0 +1,37 @@
+"""Who is asking, within a tenant (DESIGN.md §6, §11, §13).
+
+A caller's identity is its tenant and the value of every request header some tool
+binds (``ToolRegistry.bound_headers``, e.g. ``x-toolgate-user``). Hidden turns, stored
+responses and conversations are bound to it: another user of the same tenant neither
+continues nor reads them. A bound header sent twice is refused (400): one value is the
+one every surface binds, and no layer may pick another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from starlette.datastructures import Headers
+
+from gateway.errors import BadRequest
+
+
+def caller_identity(tenant: str, headers: Headers, bound_headers: Iterable[str]) -> str:
+    """The tenant and each bound header's value (``bound_headers``: lower-case, sorted)."""
+    values = []
+    for name in bound_headers:
+        given = headers.getlist(name)
+        if len(given) > 1:
+            raise BadRequest(
+                f"The header {name!r} is sent {len(given)} times; a header the tools bind "
+                "must be sent once.",
+                code="duplicate_header",
+            )
+        values.append(f"{name}={given[0] if given else ''}")
+    return "\0".join([tenant, *values])
+
+
+def owner_digest(identity: str) -> str:
+    """What a stored response or conversation keeps of who made it (never the values)."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:32]

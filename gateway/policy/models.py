@@ -1,0 +1,45 @@
+"""Model routing: the name a client asks for → an upstream and the name it knows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
+from gateway.errors import NotFound, PolicyDenied
+from gateway.policy.tenants import Tenant
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    model: ModelConfig
+    upstream: UpstreamConfig
+
+
+class ModelRouter:
+    def __init__(self, config: GatewayConfig) -> None:
+        upstreams = {u.name: u for u in config.upstreams}
+        self._routes = {m.name: Route(m, upstreams[m.upstream]) for m in config.models}
+
+    def resolve(self, name: str, tenant: Tenant) -> Route:
+        """The route of a model; 404 if unknown, 403 if the tenant may not use it."""
+        route = self._routes.get(name)
+        if route is None:
+            raise NotFound(
+                f"The model {name!r} does not exist.", param="model", code="model_not_found"
+            )
+        if name not in tenant.models:
+            raise PolicyDenied(
+                f"The model {name!r} is not available to this API key.",
+                param="model",
+                code="model_not_allowed",
+            )
+        return route
+
+    def describe(self, name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": 0, "owned_by": "toolgate"}
+
+    def listing(self, tenant: Tenant) -> dict[str, Any]:
+        """``GET /v1/models``: the tenant's models only."""
+        data = [self.describe(name) for name in self._routes if name in tenant.models]
+        return {"object": "list", "data": data}

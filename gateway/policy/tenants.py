@@ -1,0 +1,97 @@
+"""Tenants: who an API key belongs to, and which models and tools it may use."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.config import GatewayConfig, LimitsConfig, TenantConfig
+from gateway.errors import AuthError
+
+DEFAULT_TENANT_ID = "default"
+
+
+def key_digest(key: str) -> str:
+    """How a tenant's API key is kept and compared: its SHA-256, in hex."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A tenant with its allowlists resolved against the configuration."""
+
+    id: str
+    models: frozenset[str]
+    tools: tuple[str, ...]  # in registry order
+    limits: LimitsConfig
+
+    @classmethod
+    def resolve(cls, config: TenantConfig, models: Sequence[str], tools: Sequence[str]) -> Tenant:
+        return cls(
+            id=config.id,
+            models=frozenset(_matching(models, config.models)),
+            tools=tuple(_matching(tools, config.tools)),
+            limits=config.limits,
+        )
+
+
+def _matching(names: Sequence[str], patterns: list[str]) -> list[str]:
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+class TenantDirectory:
+    """Finds the tenant of a request from its bearer key.
+
+    Keys are kept only as SHA-256 digests. A presented key is hashed and compared with
+    every configured digest in constant time, without stopping at a match, so the time
+    taken says nothing about which key, if any, matched.
+    """
+
+    def __init__(self, config: GatewayConfig, tools: Sequence[str] | None = None) -> None:
+        """``tools``: every tool name, in registry order (default: the inline tools)."""
+        models = [m.name for m in config.models]
+        if tools is None:
+            tools = [t.name for t in config.tools]
+        self._open: Tenant | None = None
+        self._keys: list[tuple[bytes, Tenant]] = []
+        if config.tenants is None:
+            self._open = Tenant(DEFAULT_TENANT_ID, frozenset(models), tuple(tools), LimitsConfig())
+        for tenant_config in config.tenants or []:
+            tenant = Tenant.resolve(tenant_config, models, tools)
+            digests = [key_digest(k.get_secret_value()) for k in tenant_config.keys]
+            for digest in [*digests, *tenant_config.key_sha256]:
+                self._keys.append((bytes.fromhex(digest), tenant))
+
+    def all(self) -> list[Tenant]:
+        """Every tenant, once each."""
+        if self._open is not None:
+            return [self._open]
+        return list({id(tenant): tenant for _, tenant in self._keys}.values())
+
+    @property
+    def open_mode(self) -> bool:
+        return self._open is not None
+
+    def authenticate(self, authorization: str | None) -> Tenant:
+        """The tenant of an ``Authorization: Bearer <key>`` header; ``AuthError`` if none."""
+        if self._open is not None:
+            return self._open
+        if not authorization:
+            raise AuthError(
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+            )
+        scheme, _, key = authorization.partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            raise AuthError("The Authorization header must be 'Bearer <key>'.")
+        presented = hashlib.sha256(key.encode()).digest()
+        found: Tenant | None = None
+        for digest, tenant in self._keys:
+            if hmac.compare_digest(digest, presented):
+                found = tenant
+        if found is None:
+            raise AuthError("Incorrect API key provided.")
+        return found

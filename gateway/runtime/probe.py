@@ -1,0 +1,173 @@
+"""What the gateway will use, and whether each answered (DESIGN.md §9; issue 13).
+
+At start (``toolgate serve``) and on demand (``toolgate check --probe``) the gateway
+asks each upstream for ``GET /models`` and each tool origin for ``GET /`` — any HTTP
+answer counts as answering — and reads the state of its remote sources. The result
+is one block a person can read: a warning when something does not answer, never a
+refusal to start (a model server may come up after the gateway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+
+from gateway.config import UpstreamConfig
+from tool_registry import HttpTool
+from tool_registry.client import send
+from tool_registry.egress import egress_denial
+from tool_registry.executor import origin
+from tool_registry.logfields import FIELDS
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+logger = logging.getLogger("gateway.startup")
+
+PROBE_TIMEOUT_S = 3.0
+NO_MODEL_SERVER_HINT = (
+    "start one (`ollama serve`, then `ollama pull qwen2.5:7b`), or point UPSTREAM_BASE_URL "
+    "at any OpenAI-compatible server, or set OPENAI_API_KEY to use OpenAI"
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str  # "model server", "tools", "tool source"
+    name: str
+    target: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+async def probe_all(gateway: Gateway) -> list[Probe]:
+    """Every upstream, every tool origin and every remote source, concurrently."""
+    upstreams, tools = await asyncio.gather(probe_upstreams(gateway), probe_tools(gateway))
+    return [*upstreams, *tools]
+
+
+async def probe_upstreams(gateway: Gateway) -> list[Probe]:
+    async def one(upstream: UpstreamConfig) -> Probe:
+        try:
+            status = await gateway.upstream.probe(upstream, PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return Probe(
+                "model server",
+                upstream.name,
+                upstream.base_url,
+                False,
+                f"no answer within {PROBE_TIMEOUT_S:g}s",
+                NO_MODEL_SERVER_HINT,
+            )
+        except httpx.TransportError as exc:
+            return Probe(
+                "model server",
+                upstream.name,
+                upstream.base_url,
+                False,
+                f"not reachable ({type(exc).__name__})",
+                NO_MODEL_SERVER_HINT,
+            )
+        if status in (401, 403):
+            return Probe(
+                "model server",
+                upstream.name,
+                upstream.base_url,
+                False,
+                f"answered HTTP {status}",
+                "check its api_key (UPSTREAM_API_KEY)",
+            )
+        return Probe(
+            "model server", upstream.name, upstream.base_url, True, f"answered HTTP {status}"
+        )
+
+    return list(await asyncio.gather(*(one(u) for u in gateway.runtime.config.upstreams)))
+
+
+async def probe_tools(gateway: Gateway) -> list[Probe]:
+    """Each origin the HTTP tools call, once; the remote sources' states."""
+    by_origin: dict[str, list[str]] = defaultdict(list)
+    for tool in gateway.runtime.registry:
+        if isinstance(tool, HttpTool):
+            by_origin[origin(httpx.URL(tool.spec.http.url))].append(tool.name)
+
+    async def one(where: str, names: list[str]) -> Probe:
+        listed = ", ".join(names)
+        try:
+            request = httpx.Request("GET", where + "/", headers={"user-agent": "toolgate probe"})
+            request.extensions["timeout"] = httpx.Timeout(PROBE_TIMEOUT_S).as_dict()
+            gateway.egress.check_url(request.url)
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                response = await send(gateway.tool_transport, request)
+                await response.aclose()
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, TimeoutError) as exc:
+            denial = egress_denial(exc)
+            detail = (
+                "refused by the egress policy"
+                if denial is not None
+                else f"not reachable ({type(exc).__name__})"
+            )
+            return Probe(
+                "tools",
+                listed,
+                where,
+                False,
+                detail,
+                "calls to these tools will come back to the model as errors",
+            )
+        return Probe("tools", listed, where, True, f"answered HTTP {response.status_code}")
+
+    probes = list(await asyncio.gather(*(one(w, n) for w, n in by_origin.items())))
+    sources = gateway.runtimes.sources
+    for source in sources.all() if sources is not None else []:
+        probes.append(
+            Probe(
+                "tool source",
+                source.label,
+                f"{len(source.tools)} tools",
+                source.state == "ready",
+                source.state + (f" ({source.last_error})" if source.last_error else ""),
+                "" if source.state == "ready" else "retried in the background",
+            )
+        )
+    return probes
+
+
+def render(probes: list[Probe], listening: str | None = None) -> str:
+    """The block: what the gateway uses and how each answered."""
+    lines = []
+    if listening is not None:
+        lines.append(f"Toolgate is listening on {listening}")
+    width = max((len(p.kind) for p in probes), default=0)
+    for probe in probes:
+        mark = "ok  " if probe.ok else "FAIL"
+        lines.append(
+            f"  {mark} {probe.kind:<{width}}  {probe.name}  {probe.target}  {probe.detail}"
+        )
+        if probe.hint:
+            lines.append(f"       {'':<{width}}  -> {probe.hint}")
+    if not any(p.kind == "tools" or p.kind == "tool source" for p in probes):
+        lines.append("  (no tools configured)")
+    return "\n".join(lines)
+
+
+async def announce(gateway: Gateway, listening: str) -> None:
+    """The start-up block: on a terminal as text; in the log as one line per probe (a
+    warning for each that did not answer, with what to do)."""
+    probes = await probe_all(gateway)
+    if sys.stderr.isatty():
+        print(render(probes, listening), file=sys.stderr, flush=True)
+    for probe in probes:
+        fields = {"probe": probe.kind, "name": probe.name, "target": probe.target, "ok": probe.ok}
+        text = f"{probe.kind} {probe.name} at {probe.target}: {probe.detail}"
+        if probe.ok:
+            logger.info(text, extra={FIELDS: fields})
+        else:
+            logger.warning(f"{text}; {probe.hint}", extra={FIELDS: fields})

@@ -1,0 +1,115 @@
+"""The services one app uses (``Gateway``): the runtime snapshots, the store and what
+lives in it, the upstream and tool clients, the loop. Built by ``create_app``, opened and
+closed by its lifespan, and handed to the surfaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from gateway.config import GatewayConfig
+from gateway.engine.loop import ToolLoop
+from gateway.ops.metrics import Metrics
+from gateway.ops.redaction import redactor_of
+from gateway.policy.models import ModelRouter
+from gateway.policy.rate_limit import RateLimiter
+from gateway.policy.tenants import TenantDirectory
+from gateway.runtime.runtimes import Runtimes
+from gateway.runtime.snapshot import Runtime
+from gateway.store import Keys, open_store
+from gateway.store.conversations import ConversationStore
+from gateway.store.responses import ResponseStore
+from gateway.store.result_cache import ResultCache
+from gateway.store.traces import TraceStore
+from gateway.store.turns import TurnStore
+from gateway.upstream.client import UpstreamClient, create_upstream_transport
+from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
+
+
+class Gateway:
+    """The services one app uses. Clients are opened and closed by the app's lifespan."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        config_path: str | Path | None = None,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+        tool_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.metrics = Metrics()
+        # One for the process: a reload extends it (see ``Redactor``).
+        self.redactor = redactor_of(config)
+        self.runtimes = Runtimes(config, self.metrics, self.redactor, config_path)
+        self.egress = EgressPolicy(
+            deny_private=config.egress.deny_private,
+            allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
+        )
+        self._upstream_transport = upstream_transport
+        self._tool_transport = tool_transport
+        self._transports: list[httpx.AsyncBaseTransport] = []
+        self.keys = Keys(config.store.prefix)
+
+    @property
+    def runtime(self) -> Runtime:
+        """The current snapshot: a request reads it once and uses it to its end."""
+        return self.runtimes.current
+
+    # The current snapshot's parts, for what is not a request (start-up, the CLI).
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self.runtime.config
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self.runtime.registry
+
+    @property
+    def tenants(self) -> TenantDirectory:
+        return self.runtime.tenants
+
+    @property
+    def models(self) -> ModelRouter:
+        return self.runtime.models
+
+    async def __aenter__(self) -> Gateway:
+        config, metrics = self.config, self.metrics
+        self.store = open_store(
+            config.store.url,
+            config.store.timeout_s,
+            on_error=metrics.store_errors.inc,
+            memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
+        )
+        self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
+        self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
+        self.cache = ResultCache(self.store, self.keys, metrics)
+        self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
+        self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
+        self.traces = (
+            TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
+            if config.traces.enabled
+            else None
+        )
+        upstream = self._upstream_transport or create_upstream_transport()
+        tools = self._tool_transport or create_tool_transport(self.egress)
+        self._transports = [upstream, tools]
+        self.tool_transport = tools
+        self.upstream = UpstreamClient(upstream, metrics=metrics)
+        self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
+        self.loop = ToolLoop(
+            self.upstream,
+            self.executor,
+            keepalive_s=config.server.stream_keepalive_s,
+            cache=self.cache,
+            metrics=metrics,
+        )
+        await self.runtimes.start(tools, self.egress)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.runtimes.aclose()
+        for transport in self._transports:
+            await transport.aclose()
+        await self.store.aclose()

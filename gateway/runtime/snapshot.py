@@ -1,0 +1,59 @@
+"""The runtime snapshot (DESIGN.md §12): everything a request reads from the
+configuration, built in one go and never changed. A request reads the gateway's
+current snapshot once and uses it to the end; a reload or a changed tool list builds
+a new one and swaps it in, so a request never sees half of each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gateway.config import GatewayConfig
+from gateway.errors import ConfigError
+from gateway.policy.models import ModelRouter
+from gateway.policy.tenants import TenantDirectory
+from gateway.runtime.loader import check_references
+from tool_registry import Tool, ToolRegistry
+from tool_registry.errors import ToolConfigError
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Runtime:
+    config: GatewayConfig
+    registry: ToolRegistry
+    tenants: TenantDirectory
+    models: ModelRouter
+    warnings: tuple[str, ...] = ()  # what was left out or is suspect, for the log
+
+    @classmethod
+    def build(
+        cls,
+        config: GatewayConfig,
+        tools: Iterable[Tool],
+        discovered: Iterable[Tool] = (),
+        warnings: Iterable[str] = (),
+    ) -> Runtime:
+        """``tools`` come from the configuration: a duplicate name or invalid schema is a
+        ``ConfigError``. ``discovered`` tools (MCP servers) that clash or are invalid are
+        left out with a warning: a server's list must not take the gateway down."""
+        try:
+            registry = ToolRegistry(tools, discovered=discovered)
+        except ToolConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+        problems = check_references(config, registry.names)
+        if problems:
+            raise ConfigError("; ".join(problems))
+        # Patterns left to sources read at run time that still match nothing.
+        unmatched = [
+            f"tenants[{i}].tools[{j}]: {pattern!r} matches no tool (yet)"
+            for i, tenant in enumerate(config.tenants or [])
+            for j, pattern in enumerate(tenant.tools)
+            if not registry.match(pattern)
+        ]
+        return cls(
+            config,
+            registry,
+            TenantDirectory(config, registry.names),
+            ModelRouter(config),
+            (*warnings, *registry.problems, *unmatched),
+        )

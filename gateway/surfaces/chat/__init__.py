@@ -1,0 +1,2 @@
+"""``POST /v1/chat/completions``: parsing, the legacy ``functions`` shape, rendering and
+the chunk writer."""

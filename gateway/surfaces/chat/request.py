@@ -1,0 +1,79 @@
+"""Reading a chat-completion request: lenient about what it passes on, strict about
+what the gateway itself relies on (see DESIGN.md §2, §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import BadRequest
+from gateway.policy.limits import Narrowing
+from gateway.surfaces.request import model_request, parse_narrowing
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
+    model: str
+    stream: bool
+    client_tools: list[dict[str, Any]]
+    client_tool_names: frozenset[str]
+    narrowing: Narrowing
+    changed: bool  # the body differs from the bytes received
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty array.", param="messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise BadRequest(f"'messages[{index}]' must be an object.", param=f"messages[{index}]")
+        if not isinstance(message.get("role"), str):
+            param = f"messages[{index}].role"
+            raise BadRequest(f"'{param}' is required and must be a string.", param=param)
+
+
+def _client_tools(tools: Any) -> list[dict[str, Any]]:
+    """The request's own tools: each an object with a string ``type``; a ``function``
+    or ``custom`` tool names itself in an object of that key."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array.", param="tools")
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise BadRequest(f"'tools[{index}]' must be an object.", param=f"tools[{index}]")
+        kind = tool.get("type", "function")
+        if not isinstance(kind, str):
+            param = f"tools[{index}].type"
+            raise BadRequest(f"'{param}' must be a string.", param=param)
+        if kind in ("function", "custom"):
+            spec = tool.get(kind)
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                param = f"tools[{index}].{kind}.name"
+                raise BadRequest(f"'{param}' is required and must be a string.", param=param)
+    return tools
+
+
+def client_tool_name(tool: dict[str, Any]) -> str | None:
+    """The name of a client tool (checked by ``_client_tools``), or None for a type
+    that carries none."""
+    kind = tool.get("type", "function")
+    spec = tool.get(kind) if isinstance(kind, str) else None
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+    """Check the fields the gateway relies on; everything else passes through untouched."""
+    body, model = model_request(raw)
+    _check_messages(body.get("messages"))
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean.", param="stream")
+    client_tools = _client_tools(body.get("tools"))
+    names = frozenset(n for n in (client_tool_name(t) for t in client_tools) if n is not None)
+    changed = "toolgate" in body
+    narrowing = parse_narrowing(body.pop("toolgate", None), headers)
+    return ChatRequest(body, model, bool(stream), client_tools, names, narrowing, changed)

@@ -1,0 +1,267 @@
+"""HTTP plumbing shared by the routes: request ids, bounded body reads, error responses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Message
+
+from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
+from gateway.ops.metrics import NONE
+from gateway.surfaces.event_stream import EventStreamResponse
+from tool_registry.jsonio import dumps
+
+if TYPE_CHECKING:
+    from gateway.engine.loop import LoopSession
+
+logger = logging.getLogger("gateway")
+
+
+WATCH_AFTER_S = 0.05  # a request answered sooner never starts a watcher
+
+
+class DisconnectWatch:
+    """Cancels a request's handler when its body is late or its client goes away.
+
+    While the body is read, one timer stands for ``server.body_timeout_s``: if it fires,
+    the handler's task is cancelled and the request answered 408. Once the body is in
+    (``arm``; ``receive`` then only reports the disconnect), a request answered within
+    ``WATCH_AFTER_S`` costs one more timer and nothing else; a longer one gets a task
+    that waits for the disconnect and cancels the handler's task, so a client that
+    leaves stops the upstream call and running tools before any answer exists (noticed
+    at most ``WATCH_AFTER_S`` late). Stopped when the handler has its answer; an event
+    stream watches for itself from there.
+    """
+
+    __slots__ = ("_handler", "_timer", "_waiting", "body_timeout_s", "cancelled", "gone", "late")
+
+    def __init__(self) -> None:
+        self._handler: asyncio.Task[Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: asyncio.Task[Message] | None = None
+        self.gone = False  # the client left
+        self.late = False  # the body did not arrive within body_timeout_s
+        self.body_timeout_s = 0.0
+        self.cancelled = False  # the handler's task was cancelled for one of these
+
+    def expect_body(self, timeout_s: float) -> None:
+        self.body_timeout_s = timeout_s
+        self._handler = asyncio.current_task()
+        self._timer = asyncio.get_running_loop().call_later(timeout_s, self._body_late)
+
+    def _body_late(self) -> None:
+        self._timer = None
+        self.late = True
+        self._cancel_handler()
+
+    def _cancel_handler(self) -> None:
+        handler = self._handler
+        if handler is not None and not handler.done() and not self.cancelled:
+            handler.cancel()
+            self.cancelled = True
+
+    def arm(self, request: Request) -> None:
+        """The body is in: from now on, watch for the client leaving."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._handler is None:
+            self._handler = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(WATCH_AFTER_S, self._watch, request)
+
+    def _watch(self, request: Request) -> None:
+        self._timer = None
+        self._waiting = asyncio.ensure_future(request.receive())
+        self._waiting.add_done_callback(self._received)
+
+    @staticmethod
+    def _left(task: asyncio.Task[Message]) -> bool:
+        if task.cancelled():
+            return False
+        return task.exception() is not None or task.result().get("type") == "http.disconnect"
+
+    def _received(self, task: asyncio.Task[Message]) -> None:
+        if self._waiting is not task or not self._left(task):
+            return
+        self.gone = True
+        self._cancel_handler()
+
+    def stop(self) -> None:
+        """Called by the handler's task once it has its answer (or its error)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            if waiting.done():
+                self.gone = self.gone or self._left(waiting)
+            else:
+                waiting.cancel()
+        if self.cancelled and self._handler is not None:
+            # Ours was swallowed on the way (the handler returned or raised another error).
+            self.cancelled = False
+            self._handler.uncancel()
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request as the routes see it: its id, the headers its response will carry
+    whatever it turns out to be (an answer, an error, a stream), and what the end of
+    the request reports (metrics, the log line, the trace)."""
+
+    request_id: str
+    headers: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    wall_start: float = field(default_factory=time.time)
+    tenant: str = NONE
+    identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
+    model: str = NONE
+    session: LoopSession | None = None  # a request with server tools in play: its first loop
+    usage: Any = None  # the usage of a pass-through answer, when read
+    first_byte: float | None = None
+    error: str | None = None
+    disconnect: DisconnectWatch = field(default_factory=DisconnectWatch)
+
+
+Handler = Callable[[Request, Exchange], Awaitable[Response]]
+
+
+class Observing(Protocol):
+    def begin(self) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    async def finish(self, exchange: Exchange, status: int) -> None: ...
+
+
+def new_request_id() -> str:
+    return f"req_{secrets.token_hex(16)}"  # as random as uuid4().hex, a third of the cost
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    # The rest of the body may still come: the connection ends with the answer.
+    message = f"The request body is larger than {limit} bytes."
+    return PayloadTooLarge(message, headers={"connection": "close"})
+
+
+async def read_body(request: Request, exchange: Exchange, limit: int, timeout_s: float) -> bytes:
+    """The request body, refused with 413 as soon as it is known to pass ``limit`` and
+    with 408 if it has not all come within ``timeout_s``. From then on, the client
+    leaving cancels the request (``DisconnectWatch``)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    watch = exchange.disconnect
+    watch.expect_body(timeout_s)
+    chunks = []
+    size = 0
+    more = True
+    while more:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    watch.arm(request)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def json_response(
+    content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    return Response(dumps(content), status_code, headers, media_type="application/json")
+
+
+def error_response(exc: GatewayError, request_id: str) -> Response:
+    headers = {**exc.headers, "x-request-id": request_id}
+    return json_response(exc.envelope(), exc.status, headers)
+
+
+async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Response:
+    """The handler's answer, or the error envelope of what it raised."""
+    watch = exchange.disconnect
+    response: Response | None = None
+    try:
+        response = await handler(request, exchange)
+    except asyncio.CancelledError:
+        if not watch.cancelled:
+            raise  # cancelled from outside (shutdown): not ours to stop
+        watch.cancelled = False
+        task = asyncio.current_task()
+        if task is not None and task.uncancel() > 0:
+            raise  # cancelled from outside as well
+        if watch.late:  # the rest of the body may still come: the connection ends here
+            late = BodyTimeout(
+                f"The request body did not arrive within {watch.body_timeout_s:g}s.",
+                headers={"connection": "close"},
+            )
+            response = error_response(late, exchange.request_id)
+            exchange.error = late.code
+    except GatewayError as exc:
+        response = error_response(exc, exchange.request_id)
+        exchange.error = exc.code or exc.type
+    except ClientDisconnect:
+        watch.gone = True
+    except Exception:
+        logger.exception("unhandled error in request %s", exchange.request_id)
+        error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
+        response = error_response(error, exchange.request_id)
+    finally:
+        watch.stop()
+    if watch.gone or response is None:
+        if isinstance(response, EventStreamResponse):
+            await response.discard()  # the client left as its stream was about to start
+        # Nobody reads this answer; it is what the request's metrics and log line say.
+        gone = ClientClosedRequest("The client closed the connection.")
+        exchange.error = gone.code
+        return error_response(gone, exchange.request_id)
+    return response
+
+
+def endpoint(
+    handler: Handler, observer: Observing | None = None
+) -> Callable[[Request], Awaitable[Response]]:
+    """Give a handler a request id, and render what it raises as OpenAI's error envelope.
+
+    This is the boundary: an unexpected exception is logged with its traceback and the
+    client gets a 500 that carries the request id, never the traceback.
+    """
+
+    async def wrapped(request: Request) -> Response:
+        exchange = Exchange(new_request_id())
+        if observer is not None:
+            observer.begin()
+        try:
+            response = await _respond(handler, request, exchange)
+        except BaseException:  # cancelled from outside: no answer, but the request is over
+            if observer is not None:
+                observer.abandon()
+            raise
+        headers = response.headers
+        for name, value in exchange.headers.items():
+            if name not in headers:
+                headers[name] = value
+        headers["x-request-id"] = exchange.request_id
+        if observer is not None:
+            if isinstance(response, EventStreamResponse):
+                if exchange.first_byte is None:
+                    exchange.first_byte = time.perf_counter()
+                response.on_close = partial(observer.finish, exchange, response.status_code)
+            else:
+                await observer.finish(exchange, response.status_code)
+        return response
+
+    return wrapped

@@ -1,0 +1,211 @@
+"""The registry as an MCP server: ``POST /mcp`` (DESIGN.md §12).
+
+Any MCP client — a desktop agent, an IDE — lists and calls the calling tenant's tools
+with the same governance as the chat loop: the tenant's key, its allowlist, its
+``bind`` values (from the request's headers), the egress policy, its rate limit (each
+HTTP request counts as one request), the tool-result cache, metrics and a trace per
+call (``GET /v1/toolgate/traces/{x-request-id}``). A tenant can neither list nor call
+another tenant's tools: a name outside its allowlist is an error result naming only
+its own tools.
+
+The protocol is the official ``mcp`` SDK's, stateless: the current revision and the
+earlier session-based one both work, on any replica, with nothing kept between
+requests. Calls run through ``ToolRunner`` exactly as a loop's calls do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from gateway.engine.runner import ToolRunner
+from gateway.errors import AuthError, GatewayError
+from gateway.policy.caps import LoopState
+from gateway.policy.identity import caller_identity
+from gateway.policy.tenants import Tenant
+from gateway.runtime.snapshot import Runtime
+from gateway.surfaces.http import error_response, new_request_id
+from gateway.surfaces.observe import Observer, call_entry
+from gateway.values import ToolCall
+from tool_registry import CallContext
+from tool_registry.jsonio import dumps_text
+from tool_registry.logfields import FIELDS
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+logger = logging.getLogger("gateway.mcp")
+access = logging.getLogger("gateway.access")
+
+_STATE_KEY = "toolgate.mcp"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who an MCP request is from, worked out once by the HTTP layer."""
+
+    runtime: Runtime
+    tenant: Tenant
+    request_id: str
+    headers: dict[str, str]
+
+
+class McpEndpoint:
+    def __init__(self, gateway: Gateway, observer: Observer) -> None:
+        self._gateway = gateway
+        self._observer = observer
+        server: Server[Any] = Server(
+            "toolgate",
+            version="0.1.0",
+            instructions="The tools this API key may use, run by Toolgate.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self._manager = StreamableHTTPSessionManager(
+            app=server,
+            stateless=True,
+            json_response=True,
+            max_request_body_size=gateway.config.server.max_body_bytes,
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's session manager, for the app's life. It is held by a task of its
+        own: its task group must be left by the task that entered it, and a lifespan's
+        start and end need not run in one task (an in-process harness's do not)."""
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self._manager.run():
+                started.set()
+                await stop.wait()
+
+        task = asyncio.create_task(hold(), name="mcp endpoint")
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()  # it failed to start: say why
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Authenticate and admit the HTTP request, then hand it to the SDK."""
+        gateway = self._gateway
+        request = Request(scope, receive)
+        request_id = new_request_id()
+        headers = {"x-request-id": request_id}
+        try:
+            runtime = gateway.runtime
+            tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+            # One value per bound header, as on every surface (a second is refused).
+            caller_identity(tenant.id, request.headers, runtime.registry.bound_headers)
+            admission = await gateway.limiter.admit(tenant)
+            headers |= admission.headers
+        except GatewayError as exc:
+            response = error_response(exc, request_id)
+            response.headers.update({k: v for k, v in headers.items() if k not in response.headers})
+            await response(scope, receive, send)
+            return
+        caller = Caller(
+            runtime, tenant, request_id, {k.lower(): v for k, v in request.headers.items()}
+        )
+        scope.setdefault("state", {})[_STATE_KEY] = caller
+        extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self._manager.handle_request(scope, receive, send_with_headers)
+
+    @staticmethod
+    def _caller(ctx: Any) -> Caller:
+        request = getattr(ctx, "request", None)
+        state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+        caller = state.get(_STATE_KEY)
+        if not isinstance(caller, Caller):  # not through ``__call__``: never served
+            raise AuthError("No API key was checked for this request.")
+        return caller
+
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = self._caller(ctx)
+        tools = []
+        for name in caller.tenant.tools:
+            tool = caller.runtime.registry.get(name)
+            if tool is None:
+                continue
+            function = tool.definition["function"]
+            tools.append(
+                types.Tool(
+                    name=name,
+                    description=function.get("description"),
+                    input_schema=function["parameters"],
+                    annotations=types.ToolAnnotations(read_only_hint=not tool.side_effects),
+                )
+            )
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = self._caller(ctx)
+        gateway, tenant = self._gateway, caller.tenant
+        started = time.perf_counter()
+        runner = ToolRunner(
+            caller.runtime.registry,
+            gateway.executor,
+            CallContext(tenant.id, caller.headers),
+            frozenset(tenant.tools),
+            list(tenant.tools),
+            1,
+            LoopState(),
+            gateway.cache,
+            gateway.metrics,
+        )
+        call = ToolCall(caller.request_id, params.name, dumps_text(params.arguments or {}))
+        deadline = asyncio.get_running_loop().time() + tenant.limits.request_timeout_s
+        runnable = min(1, tenant.limits.max_tool_calls)
+        outputs, _ = await runner.run([call], runnable, deadline)
+        record = runner.records[-1] if runner.records else None
+        outcome = record.outcome if record is not None else "denied"
+        line = {
+            "request_id": caller.request_id,
+            "tenant": tenant.id,
+            "route": "/mcp",
+            "tool": params.name,
+            "outcome": outcome,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+        access.info("mcp tools/call", extra={FIELDS: line})
+        traces = gateway.traces
+        if traces is not None:
+            trace = {
+                **line,
+                "tool_calls": [
+                    call_entry(caller.runtime.registry, r, traces.result_chars)
+                    for r in runner.records
+                ],
+            }
+            await traces.save(tenant.id, caller.request_id, trace)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outputs[0].content)],
+            is_error=outcome != "ok",
+        )

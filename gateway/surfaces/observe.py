@@ -1,0 +1,129 @@
+"""What happens when a request ends: its metrics, its JSON log line, its trace."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from gateway.engine.loop import LoopSession
+from gateway.engine.runner import CallRecord
+from gateway.ops.logs import FIELDS
+from gateway.ops.metrics import Metrics, status_class
+from gateway.store.traces import TraceStore
+from gateway.surfaces.http import Exchange
+from tool_registry import ToolRegistry
+
+access = logging.getLogger("gateway.access")
+
+REDACTED = "[redacted]"
+
+
+def redacted_arguments(registry: ToolRegistry, record: CallRecord) -> dict[str, Any] | None:
+    """The call's arguments with every value bound from a request header hidden."""
+    if record.arguments is None:
+        return None
+    tool = registry.get(record.name)
+    if tool is None:
+        return record.arguments
+    hidden = tool.header_bound
+    return {k: REDACTED if k in hidden else v for k, v in record.arguments.items()}
+
+
+def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) -> dict[str, Any]:
+    """One tool call in a trace: its arguments redacted, its result cut."""
+    result = record.result or ""
+    if len(result) > result_chars:
+        result = result[:result_chars] + f"…[{len(result) - result_chars} more]"
+    return {
+        "id": record.call_id,
+        "name": record.name,
+        "arguments": redacted_arguments(registry, record),
+        "outcome": record.outcome,
+        "status": record.status,
+        "duration_ms": round(record.duration_s * 1000, 3),
+        "reused": record.reused,
+        "cached": record.cached,
+        "result": result,
+    }
+
+
+class Observer:
+    def __init__(self, metrics: Metrics, traces: TraceStore | None = None) -> None:
+        self.metrics = metrics
+        self.traces = traces
+
+    def begin(self) -> None:
+        self.metrics.in_flight.inc()
+
+    def abandon(self) -> None:
+        """A request cancelled before it had an answer."""
+        self.metrics.in_flight.dec()
+
+    async def finish(self, exchange: Exchange, status: int) -> None:
+        m = self.metrics
+        m.in_flight.dec()
+        elapsed = time.perf_counter() - exchange.started
+        tenant, model = exchange.tenant, exchange.model
+        m.requests.labels(tenant, model, status_class(status)).inc()
+        m.request_seconds.labels(tenant, model).observe(elapsed)
+        if exchange.first_byte is not None:
+            m.first_byte_seconds.labels(tenant, model).observe(
+                exchange.first_byte - exchange.started
+            )
+        session = exchange.session
+        usage = session.state.usage.totals if session is not None else exchange.usage
+        prompt, completion = _tokens(usage)
+        if prompt:
+            m.tokens.labels(tenant, model, "prompt").inc(prompt)
+        if completion:
+            m.tokens.labels(tenant, model, "completion").inc(completion)
+        line: dict[str, Any] = {
+            "request_id": exchange.request_id,
+            "tenant": tenant,
+            "model": model,
+            "status": status,
+            "latency_ms": round(elapsed * 1000, 3),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+        }
+        if session is not None:
+            state = session.state
+            m.iterations.labels(tenant).observe(state.iterations)
+            for kind in state.caps:
+                m.cap_hits.labels(tenant, kind).inc()
+            line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
+            if state.caps:
+                line["caps"] = state.caps
+            if session.error is not None:
+                exchange.error = session.error.code or session.error.type
+        if exchange.error is not None:
+            line["error"] = exchange.error
+        access.info("request", extra={FIELDS: line})
+        if session is not None and self.traces is not None:
+            trace = self._trace(self.traces, session, exchange, line)
+            await self.traces.save(tenant, exchange.request_id, trace)
+
+    def _trace(
+        self, traces: TraceStore, session: LoopSession, exchange: Exchange, line: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            **line,
+            "started_at": exchange.wall_start,
+            "rounds": session.state.rounds,
+            "tool_calls": [
+                call_entry(session.job.registry, r, traces.result_chars)
+                for r in session.runner.records
+            ],
+            "usage": session.state.usage.totals,
+        }
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return (
+        prompt if isinstance(prompt, int) else 0,
+        completion if isinstance(completion, int) else 0,
+    )

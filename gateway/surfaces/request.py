@@ -1,0 +1,80 @@
+"""What every surface reads first: a JSON object naming a model, and the narrowing a
+request asks for (the ``toolgate`` body field and ``x-toolgate-*`` headers, DESIGN.md §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.errors import BadRequest
+from gateway.policy.limits import Narrowing
+from tool_registry.jsonio import loads
+
+_NARROWING_KEYS = frozenset({"tools", "max_iterations", "max_tool_calls"})
+
+
+def _positive_int(value: Any, param: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise BadRequest(f"'{param}' must be an integer of at least {minimum}.", param=param)
+    return value
+
+
+def _header_int(headers: Mapping[str, str], name: str, minimum: int) -> int | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = minimum - 1
+    return _positive_int(value, name, minimum)
+
+
+def _narrowest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _tool_names(value: Any, param: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"'{param}' must be a list of tool names.", param=param)
+    return frozenset(value)
+
+
+def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
+    """Narrowing from the ``toolgate`` body field and ``x-toolgate-*`` headers together."""
+    tools: frozenset[str] | None = None
+    iterations = _header_int(headers, "x-toolgate-max-iterations", 1)
+    calls = _header_int(headers, "x-toolgate-max-tool-calls", 0)
+    header_tools = headers.get("x-toolgate-tools")
+    if header_tools is not None:
+        tools = frozenset(t.strip() for t in header_tools.split(",") if t.strip())
+    if field is not None:
+        if not isinstance(field, dict):
+            raise BadRequest("'toolgate' must be an object.", param="toolgate")
+        unknown = sorted(set(field) - _NARROWING_KEYS)
+        if unknown:
+            raise BadRequest(f"'toolgate.{unknown[0]}' is not a known field.", param="toolgate")
+        if "tools" in field:
+            body_tools = _tool_names(field["tools"], "toolgate.tools")
+            tools = body_tools if tools is None else tools & body_tools
+        if "max_iterations" in field:
+            value = _positive_int(field["max_iterations"], "toolgate.max_iterations", 1)
+            iterations = _narrowest(iterations, value)
+        if "max_tool_calls" in field:
+            value = _positive_int(field["max_tool_calls"], "toolgate.max_tool_calls", 0)
+            calls = _narrowest(calls, value)
+    return Narrowing(tools, iterations, calls)
+
+
+def model_request(raw: bytes) -> tuple[dict[str, Any], str]:
+    """A request body that is a JSON object naming a model (any API surface's first check)."""
+    try:
+        body = loads(raw)
+    except ValueError as exc:
+        raise BadRequest("The request body is not valid JSON.") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a non-empty string.", param="model")
+    return body, model

@@ -1,0 +1,209 @@
+"""Items of the Responses API (DESIGN.md §11): the client's input turned into the
+upstream dialect's messages, and the loop's outcome turned into output items.
+
+Pure: no I/O. What the client sends is checked where the gateway relies on it; a
+shape it cannot carry to a chat-completions upstream is a 400 naming where it is.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from gateway.errors import BadRequest
+from gateway.values import ToolCall, Turn
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+def input_items(value: Any) -> list[dict[str, Any]]:
+    """``input`` as a list of items: a string is one user message."""
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise BadRequest("'input' must be a string or an array of items.", param="input")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise BadRequest(f"'input[{index}]' must be an object.", param=f"input[{index}]")
+    return value
+
+
+def _text_of(part: dict[str, Any], where: str) -> str:
+    text = part.get("text") if "text" in part else part.get("refusal")
+    if not isinstance(text, str):
+        raise BadRequest(f"'{where}.text' must be a string.", param=f"{where}.text")
+    return text
+
+
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
+
+
+def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
+    """A message's content in the dialect: text, or parts when it holds an image."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise BadRequest(f"'{where}' must be a string or an array.", param=where)
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(content):
+        at = f"{where}[{index}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part, dict) or not isinstance(kind, str):
+            raise BadRequest(f"'{at}' must be an object with a 'type'.", param=at)
+        if kind in _TEXT_PARTS:
+            parts.append({"type": "text", "text": _text_of(part, at)})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            image = {"url": part["image_url"]}
+            if isinstance(part.get("detail"), str) and part["detail"] in ("low", "high", "auto"):
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        else:
+            raise BadRequest(
+                f"'{at}': content of type {kind!r} cannot be sent to this model "
+                "(text, and images by URL, can).",
+                param=f"{at}.type",
+            )
+    if all(part["type"] == "text" for part in parts):
+        return "".join(part["text"] for part in parts)
+    return parts
+
+
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[str, Any]]:
+    """Input items as chat messages. A ``function_call`` joins the assistant message
+    before it (the dialect carries a turn's calls on its message); reasoning items
+    are the upstream's own and are left out."""
+    messages: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            role = _ROLES.get(role) if isinstance(role, str) else None
+            if role is None:
+                raise BadRequest(
+                    f"'{at}.role' must be one of user, assistant, system, developer.",
+                    param=f"{at}.role",
+                )
+            messages.append(
+                {"role": role, "content": _content(item.get("content"), f"{at}.content")}
+            )
+        elif kind == "function_call":
+            call_id, name = item.get("call_id"), item.get("name")
+            arguments = item.get("arguments", "")
+            if (
+                not isinstance(call_id, str)
+                or not isinstance(name, str)
+                or not isinstance(arguments, str)
+            ):
+                raise BadRequest(
+                    f"'{at}' needs string 'call_id', 'name' and 'arguments'.", param=at
+                )
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str):
+                raise BadRequest(f"'{at}.call_id' must be a string.", param=f"{at}.call_id")
+            if not isinstance(output, str):
+                output = _content(output, f"{at}.output")
+                if not isinstance(output, str):
+                    raise BadRequest(f"'{at}.output' must be text.", param=f"{at}.output")
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind == "reasoning":
+            continue
+        else:
+            raise BadRequest(
+                f"'{at}': items of type {kind!r} are not supported by this gateway.",
+                param=f"{at}.type",
+            )
+    return messages
+
+
+def message_item(turn: Turn, item_id: str, status: str = "completed") -> dict[str, Any]:
+    """The assistant's text (or refusal) as an output ``message`` item."""
+    content: list[dict[str, Any]] = []
+    if turn.refusal:
+        content.append({"type": "refusal", "refusal": turn.refusal})
+    if turn.content or not content:
+        text = turn.content or ""
+        content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def call_item(call: ToolCall, item_id: str, status: str = "completed") -> dict[str, Any]:
+    """A client call handed back, as a ``function_call`` output item."""
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call.id,
+        "name": call.name or "",
+        "arguments": call.arguments,
+    }
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(totals: dict[str, Any]) -> dict[str, Any]:
+    """Chat-completions usage, summed over the rounds, as the Responses API counts it."""
+    prompt = totals.get("prompt_tokens_details")
+    completion = totals.get("completion_tokens_details")
+    cached = _int(prompt.get("cached_tokens")) if isinstance(prompt, dict) else 0
+    reasoning = _int(completion.get("reasoning_tokens")) if isinstance(completion, dict) else 0
+    input_tokens, output_tokens = (
+        _int(totals.get("prompt_tokens")),
+        _int(totals.get("completion_tokens")),
+    )
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": _int(totals.get("total_tokens")) or input_tokens + output_tokens,
+    }
+
+
+_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
+
+
+def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Input items as ``input_items`` lists them: each with an id (a list is paged by
+    ids, whatever kind of item the client sent), messages with parts."""
+    stored = []
+    for item in items:
+        item = dict(item)
+        kind = item.setdefault("type", "message")
+        content = item.get("content")
+        if kind == "message" and isinstance(content, str):
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            text_part: dict[str, Any] = {"type": part, "text": content}
+            if part == "output_text":
+                text_part |= {"annotations": [], "logprobs": []}
+            item["content"] = [text_part]
+        if not isinstance(item.get("id"), str):
+            item["id"] = new_id(_ID_PREFIXES.get(kind, "item"))
+        if kind in _ID_PREFIXES:
+            item.setdefault("status", "completed")
+        stored.append(item)
+    return stored

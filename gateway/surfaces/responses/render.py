@@ -1,0 +1,301 @@
+"""Rendering the loop's outcome as the Responses API's objects (DESIGN.md §11): the
+response itself, and its event stream — one lifecycle per request however many
+rounds ran, ``sequence_number`` rising by one per event, ``output_index`` counting
+only the items the client sees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.errors import GatewayError
+from gateway.surfaces.responses.items import call_item, message_item, new_id, usage_of
+from gateway.surfaces.responses.request import ResponsesRequest
+from gateway.upstream.dialect import Piece
+from gateway.upstream.sse import encode
+from gateway.values import ToolCall, Turn
+
+
+class ResponseShape:
+    """The fields of one response that do not depend on how it ends."""
+
+    __slots__ = ("_fixed", "created_at", "id")
+
+    def __init__(self, request: ResponsesRequest, response_id: str | None = None) -> None:
+        self.id = response_id or new_id("resp")
+        self.created_at = int(time.time())
+        body = request.body
+        self._fixed: dict[str, Any] = {
+            "instructions": request.instructions,
+            "model": request.model,
+            "tools": [_echoed(tool) for tool in body.get("tools") or []],
+            "tool_choice": body.get("tool_choice") or "auto",
+            "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+            "metadata": body.get("metadata") or {},
+            "temperature": body.get("temperature"),
+            "top_p": body.get("top_p"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "max_tool_calls": body.get("max_tool_calls"),
+            "previous_response_id": request.previous_response_id,
+            "reasoning": body.get("reasoning"),
+            "store": request.store,
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "truncation": body.get("truncation") or "disabled",
+        }
+        if isinstance(body.get("user"), str):
+            self._fixed["user"] = body["user"]
+        if request.conversation is not None:
+            self._fixed["conversation"] = {"id": request.conversation}
+
+    def response(
+        self,
+        status: str,
+        output: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+        error: GatewayError | None = None,
+        incomplete: str | None = None,
+    ) -> dict[str, Any]:
+        response: dict[str, Any] = {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": None if error is None else {"code": _code(error), "message": error.message},
+            "incomplete_details": None if incomplete is None else {"reason": incomplete},
+            **self._fixed,
+            "output": output,
+        }
+        if status in ("completed", "incomplete"):
+            response["completed_at"] = int(time.time())
+        if usage is not None:
+            response["usage"] = usage_of(usage)
+        return response
+
+
+def _echoed(tool: dict[str, Any]) -> dict[str, Any]:
+    """A client function tool as a response lists it (every field the schema asks for)."""
+    echoed = {
+        "type": "function",
+        "name": tool["name"],
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
+    }
+    if isinstance(tool.get("description"), str):
+        echoed["description"] = tool["description"]
+    return echoed
+
+
+def _code(error: GatewayError) -> str:
+    """A ``ResponseErrorCode``: the schema knows few; the gateway's are server errors."""
+    if error.status == 429:
+        return "rate_limit_exceeded"
+    return "server_error"
+
+
+def incomplete_reason(finish_reason: str | None) -> str | None:
+    if finish_reason == "length":
+        return "max_output_tokens"
+    if finish_reason == "content_filter":
+        return "content_filter"
+    return None
+
+
+def output_of(turn: Turn, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """A non-streamed answer's output: its text, then the client calls handed back."""
+    output = []
+    if turn.content or turn.refusal or not calls:
+        output.append(message_item(turn, new_id("msg")))
+    output += [call_item(call, new_id("fc")) for call in calls]
+    return output
+
+
+class ResponseEvents:
+    """Writes one response's event stream (``stream_loop``'s writer protocol)."""
+
+    __slots__ = (
+        "_finish",
+        "_message",
+        "_output",
+        "_part",
+        "_sequence",
+        "_shape",
+        "_started",
+        "_text",
+        "last_response",
+    )
+
+    def __init__(self, shape: ResponseShape) -> None:
+        self._shape = shape
+        self._sequence = 0
+        self._started = False
+        self._output: list[dict[str, Any]] = []  # the items done, in order
+        self._message: dict[str, Any] | None = None  # the message item being written
+        self._part: str | None = None  # the kind of content part open in it
+        self._text: dict[str, list[str]] = {"content": [], "refusal": []}
+        self._finish: str | None = None
+        self.last_response: dict[str, Any] = {}  # the response of the last lifecycle event
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        event = {"type": kind, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return encode(event)
+
+    def open(self) -> list[bytes]:
+        if self._started:
+            return []
+        self._started = True
+        response = self._shape.response("in_progress", [])
+        return [
+            self._event("response.created", response=response),
+            self._event("response.in_progress", response=response),
+        ]
+
+    def _open_message(self) -> list[bytes]:
+        if self._message is not None:
+            return []
+        self._message = {
+            "id": new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        return [
+            self._event(
+                "response.output_item.added", output_index=len(self._output), item=self._message
+            )
+        ]
+
+    def _part_event(self, kind: str, done: bool) -> bytes:
+        assert self._message is not None
+        text = "".join(self._text[kind])
+        if kind == "content":
+            part = {
+                "type": "output_text",
+                "text": text if done else "",
+                "annotations": [],
+                "logprobs": [],
+            }
+        else:
+            part = {"type": "refusal", "refusal": text if done else ""}
+        return self._event(
+            "response.content_part.done" if done else "response.content_part.added",
+            item_id=self._message["id"],
+            output_index=len(self._output),
+            content_index=len(self._message["content"]),
+            part=part,
+        )
+
+    def _close_part(self) -> list[bytes]:
+        if self._message is None or self._part is None:
+            return []
+        kind, item_id = self._part, self._message["id"]
+        text = "".join(self._text[kind])
+        where = {
+            "item_id": item_id,
+            "output_index": len(self._output),
+            "content_index": len(self._message["content"]),
+        }
+        if kind == "content":
+            done = self._event("response.output_text.done", text=text, logprobs=[], **where)
+        else:
+            done = self._event("response.refusal.done", refusal=text, **where)
+        events = [done, self._part_event(kind, done=True)]
+        if kind == "content":
+            self._message["content"].append(
+                {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            )
+        else:
+            self._message["content"].append({"type": "refusal", "refusal": text})
+        self._text[kind] = []
+        self._part = None
+        return events
+
+    def piece(self, piece: Piece) -> list[bytes]:
+        events = self._open_message()
+        assert self._message is not None
+        for kind in ("refusal", "content"):
+            text = piece.delta.get(kind)
+            if not text:
+                continue
+            if self._part != kind:
+                events += self._close_part()
+                self._part = kind
+                events.append(self._part_event(kind, done=False))
+            self._text[kind].append(text)
+            where = {
+                "item_id": self._message["id"],
+                "output_index": len(self._output),
+                "content_index": len(self._message["content"]),
+            }
+            if kind == "content":
+                events.append(
+                    self._event("response.output_text.delta", delta=text, logprobs=[], **where)
+                )
+            else:
+                events.append(self._event("response.refusal.delta", delta=text, **where))
+        return events
+
+    def _close_message(self, always: bool) -> list[bytes]:
+        """End the message item; ``always``: write an empty one if none was started."""
+        if self._message is None and not always:
+            return []
+        events = self._open_message()
+        assert self._message is not None
+        if not self._message["content"] and self._part is None:
+            self._part = "content"
+            events.append(self._part_event("content", done=False))
+        events += self._close_part()
+        self._message["status"] = "completed"
+        events.append(
+            self._event(
+                "response.output_item.done", output_index=len(self._output), item=self._message
+            )
+        )
+        self._output.append(self._message)
+        self._message = None
+        return events
+
+    def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
+        events = self._close_message(always=False)
+        for call in calls:
+            index, item = len(self._output), call_item(call, new_id("fc"), "in_progress")
+            item["arguments"] = ""
+            events.append(self._event("response.output_item.added", output_index=index, item=item))
+            where = {"item_id": item["id"], "output_index": index}
+            events.append(
+                self._event("response.function_call_arguments.delta", delta=call.arguments, **where)
+            )
+            events.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    name=item["name"],
+                    arguments=call.arguments,
+                    **where,
+                )
+            )
+            item = {**item, "arguments": call.arguments, "status": "completed"}
+            events.append(self._event("response.output_item.done", output_index=index, item=item))
+            self._output.append(item)
+        return events
+
+    def final(self, finish_reason: str) -> list[bytes]:
+        self._finish = finish_reason
+        return self._close_message(always=True)
+
+    def close(self, usage: dict[str, Any]) -> list[bytes]:
+        """The last event: the whole response, its usage summed over every round."""
+        incomplete = incomplete_reason(self._finish)
+        status = "incomplete" if incomplete else "completed"
+        response = self._shape.response(status, self._output, usage, incomplete=incomplete)
+        self.last_response = response
+        kind = "response.incomplete" if incomplete else "response.completed"
+        return [self._event(kind, response=response)]
+
+    def error(self, exc: GatewayError) -> bytes:
+        """After the first event, a failure is an ``error`` event and ``response.failed``."""
+        failed = self._shape.response("failed", self._output, error=exc)
+        return self._event(
+            "error", code=exc.code or exc.type, message=exc.message, param=exc.param
+        ) + self._event("response.failed", response=failed)

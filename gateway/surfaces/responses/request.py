@@ -1,0 +1,243 @@
+"""Reading a Responses API request (DESIGN.md §11) into what the loop needs: the
+upstream dialect's parameters and the client's own tools. A parameter the gateway
+cannot honour is a 400 naming it, never dropped in silence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gateway.errors import BadRequest
+from gateway.policy.limits import Narrowing
+from gateway.surfaces.request import model_request, parse_narrowing
+from gateway.surfaces.responses.items import input_items
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRequest:
+    body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
+    model: str
+    stream: bool
+    items: list[dict[str, Any]]  # ``input`` as items
+    instructions: str | None
+    params: dict[str, Any]  # in the upstream dialect (chat completions)
+    client_tools: list[dict[str, Any]]  # in the upstream dialect
+    client_tool_names: frozenset[str]
+    narrowing: Narrowing
+    store: bool
+    previous_response_id: str | None
+    conversation: str | None = None
+
+
+# Honoured by a hosted model only, or not at all here: a 400, not a silent change.
+_REFUSED = {
+    "background": "background responses are not supported by this gateway",
+    "prompt": "prompt templates are not supported by this gateway",
+    "top_logprobs": "top_logprobs is not supported by this gateway",
+}
+
+
+def _refuse(body: dict[str, Any]) -> None:
+    for name, reason in _REFUSED.items():
+        value = body.get(name)
+        if value is None or value is False or value == 0 or value == []:
+            continue
+        raise BadRequest(f"'{name}': {reason}.", param=name)
+    if body.get("truncation") not in (None, "disabled", "auto"):
+        raise BadRequest("'truncation' must be 'auto' or 'disabled'.", param="truncation")
+    management = body.get("context_management")
+    if management is not None:
+        entries = management if isinstance(management, list) else [None]
+        for index, entry in enumerate(entries):
+            kind = entry.get("type") if isinstance(entry, dict) else None
+            threshold = entry.get("compact_threshold") if isinstance(entry, dict) else None
+            if kind != "compaction" or not (
+                threshold is None or (isinstance(threshold, int) and threshold > 0)
+            ):
+                param = f"context_management[{index}]"
+                raise BadRequest(
+                    f"'{param}' must be {{type: compaction, compact_threshold: <tokens>}}.",
+                    param=param,
+                )
+
+
+def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """The client's function tools, as the dialect declares them."""
+    if value is None:
+        return [], frozenset()
+    if not isinstance(value, list):
+        raise BadRequest("'tools' must be an array.", param="tools")
+    tools, names = [], set()
+    for index, tool in enumerate(value):
+        at = f"tools[{index}]"
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise BadRequest(
+                f"'{at}.type': only 'function' tools are supported by this gateway, "
+                f"not {kind!r} (its own tools are the tenant's server tools).",
+                param=f"{at}.type",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
+        function: dict[str, Any] = {"name": name}
+        for key in ("description", "parameters", "strict"):
+            if tool.get(key) is not None:
+                function[key] = tool[key]
+        tools.append({"type": "function", "function": function})
+        names.add(name)
+    return tools, frozenset(names)
+
+
+def _tool_choice(value: Any) -> Any:
+    if value is None or value in ("auto", "none", "required"):
+        return value
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "function" and isinstance(value.get("name"), str):
+        return {"type": "function", "function": {"name": value["name"]}}
+    if kind == "allowed_tools" and isinstance(value.get("tools"), list):
+        names = [t.get("name") for t in value["tools"] if isinstance(t, dict)]
+        if all(isinstance(name, str) for name in names):
+            tools = [{"type": "function", "function": {"name": name}} for name in names]
+            return {
+                "type": "allowed_tools",
+                "allowed_tools": {"mode": value.get("mode", "auto"), "tools": tools},
+            }
+    raise BadRequest(
+        "'tool_choice' must be 'auto', 'none', 'required', a function or allowed function tools.",
+        param="tool_choice",
+    )
+
+
+def _response_format(text: Any) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(text, dict) or (fmt is not None and not isinstance(fmt, dict)):
+        raise BadRequest("'text' must be an object with an object 'format'.", param="text")
+    kind = fmt.get("type") if fmt else "text"
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema" and fmt is not None and isinstance(fmt.get("schema"), dict):
+        schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
+        schema.setdefault("name", "response")
+        return {"type": "json_schema", "json_schema": schema}
+    raise BadRequest(
+        "'text.format' must be text, json_object, or json_schema with a 'schema'.",
+        param="text.format",
+    )
+
+
+_RANGES = {"temperature": 2.0, "top_p": 1.0}
+
+
+def _number(body: dict[str, Any], name: str) -> Any:
+    value = body.get(name)
+    if value is None:
+        return None
+    top = _RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
+        raise BadRequest(f"'{name}' must be a number from 0 to {top:g}.", param=name)
+    return value
+
+
+def _params(body: dict[str, Any]) -> dict[str, Any]:
+    """What the upstream dialect is asked for, from the request's own parameters."""
+    params: dict[str, Any] = {}
+    for name in ("temperature", "top_p"):
+        if (value := _number(body, name)) is not None:
+            params[name] = value
+    tokens = body.get("max_output_tokens")
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise BadRequest(
+                "'max_output_tokens' must be a positive integer.", param="max_output_tokens"
+            )
+        params["max_tokens"] = tokens  # the name every chat-completions server knows
+    if body.get("tool_choice") is not None:
+        params["tool_choice"] = _tool_choice(body["tool_choice"])
+    if isinstance(body.get("parallel_tool_calls"), bool):
+        params["parallel_tool_calls"] = body["parallel_tool_calls"]
+    if (fmt := _response_format(body.get("text"))) is not None:
+        params["response_format"] = fmt
+    reasoning = body.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, dict):
+        raise BadRequest("'reasoning' must be an object.", param="reasoning")
+    if reasoning is not None and isinstance(reasoning.get("effort"), str):
+        params["reasoning_effort"] = reasoning["effort"]
+    if isinstance(body.get("user"), str):
+        params["user"] = body["user"]
+    return params
+
+
+def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> ResponsesRequest:
+    body, model = model_request(raw)
+    if "input" not in body and body.get("previous_response_id") is None:
+        raise BadRequest("'input' is required.", param="input")
+    _refuse(body)
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean.", param="stream")
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise BadRequest("'instructions' must be a string.", param="instructions")
+    previous = body.get("previous_response_id")
+    if previous is not None and not isinstance(previous, str):
+        raise BadRequest("'previous_response_id' must be a string.", param="previous_response_id")
+    conversation = body.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if conversation is not None and not isinstance(conversation, str):
+        raise BadRequest(
+            "'conversation' must be a conversation id or an object with an 'id'.",
+            param="conversation",
+        )
+    if conversation is not None and previous is not None:
+        raise BadRequest(
+            "'conversation' and 'previous_response_id' cannot both be given.",
+            param="conversation",
+        )
+    store = body.get("store", True)
+    if store is not None and not isinstance(store, bool):
+        raise BadRequest("'store' must be a boolean.", param="store")
+    metadata = body.get("metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict)
+        or len(metadata) > 16
+        or not all(isinstance(v, str) and len(k) <= 64 for k, v in metadata.items())
+    ):
+        raise BadRequest(
+            "'metadata' must be an object of at most 16 string values.", param="metadata"
+        )
+    tools, names = _tools(body.get("tools"))
+    narrowing = parse_narrowing(body.pop("toolgate", None), headers)
+    max_tool_calls = body.get("max_tool_calls")
+    if max_tool_calls is not None:
+        if (
+            isinstance(max_tool_calls, bool)
+            or not isinstance(max_tool_calls, int)
+            or max_tool_calls < 0
+        ):
+            raise BadRequest(
+                "'max_tool_calls' must be a non-negative integer.", param="max_tool_calls"
+            )
+        current = narrowing.max_tool_calls
+        narrowed = max_tool_calls if current is None else min(current, max_tool_calls)
+        narrowing = replace(narrowing, max_tool_calls=narrowed)
+    return ResponsesRequest(
+        body=body,
+        model=model,
+        stream=bool(stream),
+        items=input_items(body.get("input", [])),
+        instructions=instructions,
+        params=_params(body),
+        client_tools=tools,
+        client_tool_names=names,
+        narrowing=narrowing,
+        store=store is not False,
+        previous_response_id=previous,
+        conversation=conversation,
+    )

@@ -1,0 +1,188 @@
+"""The HTTP routes (DESIGN.md §7, §9)."""
+
+from __future__ import annotations
+
+import hmac
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.errors import AuthError, NotFound
+from gateway.policy.identity import caller_identity
+from gateway.policy.tenants import Tenant
+from gateway.runtime.snapshot import Runtime
+from gateway.store import StoreUnavailable
+from gateway.surfaces.admin import Admin
+from gateway.surfaces.chat.endpoint import ChatCompletions
+from gateway.surfaces.forward import Meter, forward_json
+from gateway.surfaces.http import Exchange, endpoint, json_response, read_body
+from gateway.surfaces.mcp import McpEndpoint
+from gateway.surfaces.observe import Observer
+from gateway.surfaces.responses.conversations import Conversations
+from gateway.surfaces.responses.endpoint import Responses
+from tool_registry.jsonio import loads
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+# OpenAI routes forwarded to the model's upstream as they are (JSON bodies naming a
+# model). Any other path is a 404 here: the upstream key never goes anywhere else.
+FORWARDED_ROUTES = (
+    "/completions",
+    "/embeddings",
+    "/moderations",
+    "/images/generations",
+    "/audio/speech",
+)
+
+
+def build_routes(gateway: Gateway, mcp: McpEndpoint, observed: Observer) -> list[BaseRoute]:
+    config = gateway.config
+    max_body = config.server.max_body_bytes
+    body_timeout = config.server.body_timeout_s
+
+    async def admit(request: Request, exchange: Exchange) -> tuple[Runtime, Tenant, Meter | None]:
+        """The runtime snapshot this request uses to its end, who is asking, and whether
+        the rate limits let them: the limit headers go on whatever the answer is; a
+        tenant with a token limit has its usage charged."""
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        exchange.identity = caller_identity(
+            tenant.id, request.headers, runtime.registry.bound_headers
+        )
+        admission = await gateway.limiter.admit(tenant)
+        exchange.headers |= admission.headers
+        if not admission.metered:
+            return runtime, tenant, None
+
+        async def meter(usage: Any) -> None:
+            await gateway.limiter.charge(tenant, usage)
+
+        return runtime, tenant, meter
+
+    async def list_models(request: Request, exchange: Exchange) -> Response:
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        return json_response(runtime.models.listing(tenant))
+
+    async def get_model(request: Request, exchange: Exchange) -> Response:
+        runtime = gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        name = request.path_params["model"]
+        runtime.models.resolve(name, tenant)
+        return json_response(runtime.models.describe(name))
+
+    async def forward(path: str, request: Request, exchange: Exchange) -> Response:
+        """The other OpenAI routes with a JSON body naming a model go to its upstream, at
+        ``path`` under its base URL: a fixed path from ``FORWARDED_ROUTES``, never one
+        read from the request, so nothing a client writes leaves the base path."""
+        runtime, tenant, meter = await admit(request, exchange)
+        raw = await read_body(request, exchange, max_body, body_timeout)
+        try:
+            body = loads(raw)
+        except ValueError:
+            body = None
+        model = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(model, str):
+            raise NotFound(
+                f"{request.url.path} is forwarded only with a JSON body naming a 'model'."
+            )
+        route = runtime.models.resolve(model, tenant)
+        exchange.model = model
+        stream = body.get("stream") is True
+        return await forward_json(
+            gateway.upstream,
+            route,
+            path,
+            raw,
+            body,
+            False,
+            model,
+            stream=stream,
+            meter=meter,
+            on_usage=partial(setattr, exchange, "usage"),
+            forwarded=True,
+        )
+
+    async def trace(request: Request, exchange: Exchange) -> Response:
+        """A request's hidden rounds, for the tenant that made it (404 for any other)."""
+        tenant = gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        request_id = request.path_params["request_id"]
+        found = None
+        if gateway.traces is not None:
+            found = await gateway.traces.load(tenant.id, request_id)
+        if found is None:
+            raise NotFound(f"No trace of request {request_id!r} for this key.")
+        return json_response(found)
+
+    async def metrics(request: Request) -> Response:
+        token = config.server.metrics_token
+        if token is not None:
+            expected = f"Bearer {token.get_secret_value()}".encode()
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return json_response(AuthError("/metrics needs its bearer token.").envelope(), 401)
+        return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        """Ready when the configuration is loaded and the store answers."""
+        try:
+            await gateway.store.ping()
+        except StoreUnavailable:
+            return json_response({"status": "unavailable", "store": "unavailable"}, 503)
+        return json_response({"status": "ready", "store": "ok"})
+
+    admin = Admin(gateway)
+    conversations = Conversations(gateway, admit)
+    responses = Responses(gateway, admit, conversations)
+    return [
+        Route(
+            "/v1/chat/completions",
+            endpoint(ChatCompletions(gateway, admit), observed),
+            methods=["POST"],
+        ),
+        Route("/v1/responses", endpoint(responses.create, observed), methods=["POST"]),
+        Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
+        Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),
+        Route(
+            "/v1/responses/{response_id}/input_items",
+            endpoint(responses.input_items),
+            methods=["GET"],
+        ),
+        Route("/v1/conversations", endpoint(conversations.create), methods=["POST"]),
+        *(
+            Route(f"/v1/conversations/{{conversation_id}}{path}", endpoint(handler), methods=[m])
+            for path, m, handler in (
+                ("", "GET", conversations.retrieve),
+                ("", "POST", conversations.update),
+                ("", "DELETE", conversations.delete),
+                ("/items", "GET", conversations.list_items),
+                ("/items", "POST", conversations.add_items),
+                ("/items/{item_id}", "GET", conversations.get_item),
+                ("/items/{item_id}", "DELETE", conversations.delete_item),
+            )
+        ),
+        Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
+        Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),
+        Route("/v1/toolgate/traces/{request_id}", endpoint(trace), methods=["GET"]),
+        *(
+            Route(f"/v1{path}", endpoint(partial(forward, path), observed), methods=["POST"])
+            for path in FORWARDED_ROUTES
+        ),
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]

@@ -1,0 +1,315 @@
+"""The client for upstream model servers: retries, key injection, error mapping.
+
+Every I/O error of an upstream exchange becomes the gateway's error tree in one place,
+``upstream_errors``, as httpx's ``map_httpcore_exceptions`` does for its transports:
+what the client reads depends only on the stage the exchange was in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+import httpx
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from gateway.ops.metrics import Metrics, status_class
+from gateway.upstream.sse import SSEParser
+from tool_registry.client import body_chunks, send
+from tool_registry.jsonio import dumps, loads, loads_object
+from tool_registry.logfields import FIELDS
+from tool_registry.retry import backoff_delay, retry_after_s, should_retry
+from tool_registry.transport import GatewayTransport
+
+logger = logging.getLogger("gateway.upstream")
+
+_PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: passed on
+_MESSAGE_CHARS = 1000
+_URLS_KEPT = 64
+RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itself
+CHAT_PATH = "/chat/completions"
+
+
+Stage = Literal["send", "read", "stream"]
+
+
+class _UpstreamErrors:
+    """The context manager of ``upstream_errors`` (a class: it runs on every exchange)."""
+
+    __slots__ = ("_name", "_stage")
+
+    def __init__(self, name: str, stage: Stage) -> None:
+        self._name = name
+        self._stage = stage
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, httpx.TransportError):
+            raise _mapped(self._name, self._stage, exc) from exc
+
+
+def _mapped(name: str, stage: Stage, exc: httpx.TransportError) -> UpstreamError:
+    server = f"The upstream model server {name!r}"
+    if stage == "send":
+        # Only a server that took the request and went quiet has timed out; a connect
+        # timeout, like a refusal, means it could not be reached (and is retried).
+        if isinstance(exc, httpx.ReadTimeout):
+            return UpstreamTimeout(f"{server} did not answer in time.")
+        return UpstreamError(f"{server} could not be reached.", code="upstream_unavailable")
+    if isinstance(exc, httpx.TimeoutException):
+        if stage == "read":
+            return UpstreamTimeout(f"{server} did not answer in time.")
+        return UpstreamTimeout(f"{server} stalled.")
+    return UpstreamError(f"{server} broke off its answer.")
+
+
+async def close_quietly(response: httpx.Response) -> None:
+    """Close an upstream response even while the request is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await response.aclose()
+
+
+def upstream_errors(name: str, stage: Stage) -> _UpstreamErrors:
+    """Re-raise httpx's errors of an exchange with upstream ``name`` as ``UpstreamError``s:
+    ``send`` (until the status line), ``read`` (a whole body), ``stream`` (a stream's
+    events). Anything else passes untouched."""
+    return _UpstreamErrors(name, stage)
+
+
+def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTransport:
+    """One aiohttp transport shared by every upstream."""
+    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=60)
+    return GatewayTransport(limits=limits, trust_env=False)
+
+
+def upstream_error_message(body: bytes) -> str | None:
+    """The ``error.message`` of an OpenAI-style error body, if it has one."""
+    try:
+        data = loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:_MESSAGE_CHARS]
+    if isinstance(error, str):
+        return error[:_MESSAGE_CHARS]
+    return None
+
+
+def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> UpstreamError:
+    """The error a client gets for an upstream's error status.
+
+    What the client caused (400, 413, 422) or may retry (429) keeps its status and the
+    upstream's message; the upstream refusing the gateway itself (401, 403, 404) or
+    failing (5xx) is a 502 that does not pass the upstream's words on.
+    """
+    status = response.status_code
+    if status in _PASSED_STATUSES:
+        message = upstream_error_message(body) or f"The upstream answered HTTP {status}."
+        headers = {}
+        if status == 429:
+            for name in ("retry-after", "retry-after-ms"):
+                if name in response.headers:
+                    headers[name] = response.headers[name]
+        error_type = "rate_limit_error" if status == 429 else "invalid_request_error"
+        return UpstreamStatusError(
+            message, status=status, error_type=error_type, code="upstream_error", headers=headers
+        )
+    logger.warning(
+        "upstream %s answered HTTP %s",
+        upstream,
+        status,
+        extra={FIELDS: {"upstream": upstream, "status": status}},
+    )
+    return UpstreamStatusError(
+        f"The upstream model server {upstream!r} answered HTTP {status}.", status=502
+    )
+
+
+async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
+    """The whole body of an upstream response, which is closed afterwards."""
+    try:
+        with upstream_errors(upstream.name, "read"):
+            return b"".join([chunk async for chunk in body_chunks(response)])
+    finally:
+        await response.aclose()
+
+
+async def sse_data(upstream: UpstreamConfig, response: httpx.Response) -> AsyncGenerator[str, None]:
+    """The ``data`` of an upstream's event stream as it comes (``[DONE]`` included),
+    its errors mapped; the response is closed at the end, however it ends."""
+    parser = SSEParser()
+    try:
+        with upstream_errors(upstream.name, "stream"):
+            async for chunk in response.aiter_raw():
+                for data in parser.feed(chunk):
+                    yield data
+            for data in parser.close():
+                yield data
+    finally:
+        await close_quietly(response)
+
+
+class UpstreamClient:
+    """Sends requests to upstream model servers with the upstream's own credentials."""
+
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        *,
+        backoff_base_s: float = 0.5,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._transport = transport
+        self._metrics = metrics
+        self._backoff_base_s = backoff_base_s
+        # By upstream name, for the configuration object they were made from: a reload
+        # brings new objects, so rotated keys and moved base URLs take effect.
+        self._prepared: dict[
+            str, tuple[UpstreamConfig, dict[str, str], dict[str, float | None]]
+        ] = {}
+        self._urls: dict[tuple[str, str], tuple[UpstreamConfig, httpx.URL]] = {}
+
+    def _prepare(self, upstream: UpstreamConfig) -> tuple[dict[str, str], dict[str, float | None]]:
+        """Headers and timeouts of an upstream, worked out once."""
+        prepared = self._prepared.get(upstream.name)
+        if prepared is None or prepared[0] is not upstream:
+            headers = {"content-type": "application/json", **upstream.headers}
+            if upstream.api_key is not None and upstream.api_key.get_secret_value():
+                headers["authorization"] = f"Bearer {upstream.api_key.get_secret_value()}"
+            timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
+            prepared = self._prepared[upstream.name] = (upstream, headers, timeout.as_dict())
+        return prepared[1], prepared[2]
+
+    def _url(self, upstream: UpstreamConfig, path: str) -> httpx.URL:
+        known = self._urls.get((upstream.name, path))
+        if known is not None and known[0] is upstream:
+            return known[1]
+        if len(self._urls) >= _URLS_KEPT:
+            self._urls.clear()
+        url = httpx.URL(upstream.base_url + path)
+        self._urls[(upstream.name, path)] = (upstream, url)
+        return url
+
+    async def probe(self, upstream: UpstreamConfig, timeout_s: float = 3.0) -> int:
+        """``GET {base_url}/models`` once (no retries, no metrics): the status it
+        answered. Raises ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
+        headers, _ = self._prepare(upstream)
+        request = httpx.Request(
+            "GET",
+            self._url(upstream, "/models"),
+            headers={k: v for k, v in headers.items() if k != "content-type"},
+            extensions={"timeout": httpx.Timeout(timeout_s).as_dict()},
+        )
+        async with asyncio.timeout(timeout_s):
+            response = await send(self._transport, request)
+            await response.aclose()
+        return response.status_code
+
+    async def send(
+        self,
+        upstream: UpstreamConfig,
+        path: str,
+        content: bytes,
+        *,
+        method: str = "POST",
+        accept: str | None = None,
+    ) -> httpx.Response:
+        """Send a request and return the open response once its status is final.
+
+        Connect errors, 429 and 502/503/504 are retried ``max_retries`` times honouring
+        ``Retry-After`` when the wait it asks for fits ``RETRY_WAIT_BUDGET_S``; a longer
+        wait, and other statuses, are returned as they are (a 429 reaches the client
+        with the upstream's ``Retry-After``). The caller reads or
+        streams the body and closes the response.
+        """
+        headers, timeout = self._prepare(upstream)
+        if accept is not None:
+            headers = {**headers, "accept": accept}
+        url = self._url(upstream, path)
+        for attempt in range(upstream.max_retries + 1):
+            last = attempt == upstream.max_retries
+            request = httpx.Request(
+                method, url, content=content, headers=headers, extensions={"timeout": timeout}
+            )
+            started = time.perf_counter()
+            try:
+                with upstream_errors(upstream.name, "send"):
+                    response = await send(self._transport, request)
+            except UpstreamTimeout:
+                self._observe(upstream, "timeout", started)
+                raise
+            except UpstreamError as exc:
+                self._observe(upstream, "error", started)
+                if last:
+                    logger.warning(
+                        "upstream %s unreachable: %s",
+                        upstream.name,
+                        type(exc.__cause__).__name__,
+                        extra={FIELDS: {"upstream": upstream.name, "status": "unreachable"}},
+                    )
+                    raise
+                await asyncio.sleep(backoff_delay(attempt, {}, self._backoff_base_s))
+                continue
+            self._observe(upstream, status_class(response.status_code), started)
+            if last or not should_retry(response.status_code, response.headers):
+                return response
+            asked = retry_after_s(response.headers)
+            if asked is not None and asked > RETRY_WAIT_BUDGET_S:
+                return response  # the client hears the wait at once, not after it
+            await response.aclose()
+            await asyncio.sleep(backoff_delay(attempt, response.headers, self._backoff_base_s))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _observe(self, upstream: UpstreamConfig, status: str, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.upstream_calls.labels(upstream.name, status).inc()
+            elapsed = time.perf_counter() - started
+            self._metrics.upstream_seconds.labels(upstream.name).observe(elapsed)
+
+    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
+        """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
+        response = await self.send(upstream, CHAT_PATH, dumps(body))
+        data = await read_all(upstream, response)
+        if response.status_code >= 300:
+            raise map_status_error(upstream.name, response, data)
+        try:
+            parsed = loads(data)
+        except ValueError as exc:
+            raise UpstreamError(
+                f"The upstream model server {upstream.name!r} answered with invalid JSON."
+            ) from exc
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+            raise UpstreamError(
+                f"The upstream model server {upstream.name!r} answered without choices."
+            )
+        return parsed
+
+    async def chat_stream(
+        self, upstream: UpstreamConfig, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """One streamed chat completion: its chunks, parsed, until ``[DONE]`` or the end."""
+        response = await self.send(upstream, CHAT_PATH, dumps(body), accept="text/event-stream")
+        if response.status_code >= 300:
+            raise map_status_error(upstream.name, response, await read_all(upstream, response))
+        events = sse_data(upstream, response)
+        try:
+            async for data in events:
+                if data == "[DONE]":
+                    break
+                chunk = loads_object(data)
+                if chunk is None:
+                    raise UpstreamError("The upstream model server sent an invalid stream event.")
+                yield chunk
+        finally:
+            await events.aclose()

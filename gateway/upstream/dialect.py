@@ -1,0 +1,271 @@
+"""The upstream dialect: chat completions (DESIGN.md §10). The one module that turns the
+engine's values (``values``) into what a chat-completions server reads — a round's
+request, the hidden history — and its answers, whole or streamed, back into values.
+
+Pure: no I/O. What a server sends is hostile input: a shape the gateway relies on and
+does not get is the upstream's fault (``UpstreamError``, a 502).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.errors import UpstreamError
+from gateway.values import Hidden, Round, ToolCall, ToolOutput, Turn
+from tool_registry.jsonio import dumps_text
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------- requests
+
+
+def round_body(
+    params: dict[str, Any],
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stream: bool,
+    tool_choice: Any,
+) -> dict[str, Any]:
+    """The request of one round: the client's parameters, the history so far, the tools.
+    Streamed rounds always ask for usage, to sum it."""
+    body = dict(params)
+    body["model"] = model
+    body["messages"] = messages
+    body["tools"] = tools
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    return body
+
+
+def round_tool_choice(choice: Any, first: bool, final: bool, client_tools: frozenset[str]) -> Any:
+    """The ``tool_choice`` of a round (DESIGN.md §6): the forced last round's is
+    ``"none"``; the first round's is the client's.
+
+    After the first round, ``"required"`` or a named client tool stays while the client
+    has tools of its own: the answer it sees must be the tool call it demanded, so
+    hidden rounds go on until the model makes it. Forcing a server tool, or
+    ``"required"`` with server tools only, was met by the first round: ``"auto"``.
+    """
+    if final:
+        return "none"
+    if first or choice in (None, "auto", "none"):
+        return choice
+    if choice == "required":
+        return choice if client_tools else "auto"
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        named = choice.get(kind) if isinstance(kind, str) else None
+        if isinstance(named, dict) and named.get("name") in client_tools:
+            return choice
+    return "auto"
+
+
+def call_dict(call: ToolCall) -> dict[str, Any]:
+    """A tool call as a chat message carries it."""
+    if call.kind == "custom":
+        return {
+            "id": call.id,
+            "type": "custom",
+            "custom": {"name": call.name, "input": call.arguments},
+        }
+    arguments = call.arguments or "{}"
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def turn_message(turn: Turn) -> dict[str, Any]:
+    """An assistant turn as it goes back into the history: only the fields every
+    server accepts (no refusal, reasoning or audio fields)."""
+    calls = [call_dict(call) for call in turn.calls]
+    return {"role": "assistant", "content": turn.content, "tool_calls": calls}
+
+
+def output_message(output: ToolOutput) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": output.call_id, "content": output.content}
+
+
+def messages(items: Iterable[Hidden]) -> list[dict[str, Any]]:
+    """Hidden items as chat messages."""
+    return [turn_message(i) if isinstance(i, Turn) else output_message(i) for i in items]
+
+
+# ---------------------------------------------------------------- answers
+
+
+def _typed(value: Any, kind: type[T], what: str) -> T | None:
+    """``value`` if it is a ``kind`` or absent (None); anything else is a 502."""
+    if value is None or isinstance(value, kind):
+        return value
+    raise UpstreamError(f"The upstream model server sent a malformed {what}.")
+
+
+def _present(value: Any, kind: type[T], what: str) -> T:
+    found = _typed(value, kind, what)
+    if found is None:
+        raise UpstreamError(f"The upstream model server sent a stream chunk without {what}.")
+    return found
+
+
+def _new_id() -> str:
+    """An id for a call the server sent without one (the history needs one to answer)."""
+    return f"call_{secrets.token_hex(12)}"
+
+
+def _arguments(value: Any) -> str:
+    if isinstance(value, dict):  # some servers send an object, not its JSON text
+        return dumps_text(value)
+    return value if isinstance(value, str) else ""
+
+
+def parse_call(call: Any) -> ToolCall:
+    """A tool call of a message; a call that is not an object is malformed (502)."""
+    if not isinstance(call, dict):
+        raise UpstreamError("The upstream model server sent malformed tool calls.")
+    call_id = call.get("id")
+    call_id = call_id if isinstance(call_id, str) and call_id else _new_id()
+    if call.get("type") == "custom":
+        custom = call.get("custom")
+        custom = custom if isinstance(custom, dict) else {}
+        name = custom.get("name")
+        return ToolCall(
+            call_id,
+            name if isinstance(name, str) else None,
+            _arguments(custom.get("input")),
+            "custom",
+        )
+    function = call.get("function", {})
+    if not isinstance(function, dict):
+        raise UpstreamError("The upstream model server sent malformed tool calls.")
+    name = function.get("name")
+    return ToolCall(
+        call_id, name if isinstance(name, str) else None, _arguments(function.get("arguments"))
+    )
+
+
+def parse_turn(message: dict[str, Any]) -> Turn:
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise UpstreamError("The upstream model server sent malformed tool calls.")
+    content, refusal = message.get("content"), message.get("refusal")
+    return Turn(
+        content if isinstance(content, str) else None,
+        tuple(parse_call(call) for call in calls),
+        refusal if isinstance(refusal, str) else None,
+    )
+
+
+def parse_completion(response: dict[str, Any]) -> Round:
+    """A whole chat completion as a round: its first choice's message."""
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        choice = choices[0]
+        message = choice.get("message")
+        if isinstance(message, dict):
+            finish = choice.get("finish_reason")
+            finish = finish if isinstance(finish, str) else None
+            return Round(parse_turn(message), response.get("usage"), finish, response)
+    raise UpstreamError("The upstream model server answered without a message.")
+
+
+_FORWARDED = ("content", "refusal")
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """What a chunk has for the client: text deltas, and their logprobs if sent."""
+
+    delta: dict[str, Any]
+    logprobs: dict[str, Any] | None = None
+
+
+class RoundAssembler:
+    """Collects a streamed round's chunks into the round they make up.
+
+    ``add`` returns the pieces to forward at once (content and refusal text, with the
+    upstream's logprobs for them); tool-call deltas are only collected, by ``index``:
+    the id and name come in the first delta of a call, the arguments in pieces.
+    """
+
+    __slots__ = ("_calls", "_text", "finish_reason", "usage")
+
+    def __init__(self) -> None:
+        self._text: dict[str, list[str]] = {key: [] for key in _FORWARDED}
+        self._calls: dict[int, list[Any]] = {}  # index → [id, name, argument pieces]
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def add(self, chunk: dict[str, Any]) -> list[Piece]:
+        """The deltas of one chunk to forward; a chunk of the wrong shape is the
+        upstream's fault (``UpstreamError``, a 502), whatever part of it is wrong."""
+        error = chunk.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else error
+            raise UpstreamError(f"The upstream model server failed mid-stream: {message!s:.1000}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        choices = _typed(chunk.get("choices"), list, "stream chunk's choices")
+        forward: list[Piece] = []
+        for choice in choices or ():
+            choice = _present(choice, dict, "a choice")
+            if choice.get("index", 0) != 0:
+                continue
+            finish = _typed(choice.get("finish_reason"), str, "stream chunk's finish_reason")
+            if finish:
+                self.finish_reason = finish
+            delta = _typed(choice.get("delta"), dict, "stream chunk's delta")
+            if delta is None:
+                continue
+            out = {}
+            for key in _FORWARDED:
+                text = _typed(delta.get(key), str, f"stream chunk's {key}")
+                if text:
+                    self._text[key].append(text)
+                    out[key] = text
+            logprobs = _typed(choice.get("logprobs"), dict, "stream chunk's logprobs")
+            if out or logprobs:
+                forward.append(Piece(out, logprobs))
+            for call in _typed(delta.get("tool_calls"), list, "stream chunk's tool_calls") or ():
+                self._add_call(_present(call, dict, "a tool call"))
+        return forward
+
+    def _add_call(self, delta: dict[str, Any]) -> None:
+        index = delta.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = len(self._calls)
+        call = self._calls.setdefault(index, [None, "", []])
+        call_id = _typed(delta.get("id"), str, "stream chunk's tool call id")
+        if call_id:
+            call[0] = call_id
+        function = _typed(delta.get("function"), dict, "stream chunk's tool call function") or {}
+        name = _typed(function.get("name"), str, "stream chunk's tool call name")
+        if name and name != call[1]:
+            call[1] += name
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # some servers send an object, not its JSON text
+            arguments = dumps_text(arguments)
+        arguments = _typed(arguments, str, "stream chunk's tool call arguments")
+        if arguments:
+            call[2].append(arguments)
+
+    def round(self) -> Round:
+        """The round the chunks made up."""
+        calls = tuple(
+            ToolCall(call_id or _new_id(), name or None, "".join(pieces))
+            for call_id, name, pieces in (self._calls[i] for i in sorted(self._calls))
+        )
+        refusal = "".join(self._text["refusal"]) or None
+        turn = Turn("".join(self._text["content"]) or None, calls, refusal)
+        return Round(turn, self.usage, self.finish_reason)
