@@ -84,13 +84,35 @@ def _add(total: dict[str, Any], usage: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """One upstream round's answer. ``raw`` is the dialect's whole answer when it came
-    in one piece (a surface that speaks the same dialect keeps its extra fields)."""
+    """One upstream round's answer. ``usage`` is as the upstream reported it (summed by
+    ``Usage``); ``raw`` is the dialect's whole answer when it came in one piece, which
+    the engine never reads (a surface that speaks the same dialect keeps the fields of
+    the message it renders)."""
 
     turn: Turn
-    usage: Any = None
+    usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     raw: dict[str, Any] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """What a streamed round has for the client at once: text deltas (``content``,
+    ``refusal``), and their logprobs if the upstream sent them."""
+
+    delta: dict[str, str]
+    logprobs: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the engine asks of one round: the hidden items so far (after the visible
+    history the model server holds), whether it is the first round, and whether it is
+    the last (no tools are offered then)."""
+
+    hidden: list[Hidden]
+    first: bool
+    final: bool
 
 
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):

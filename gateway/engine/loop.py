@@ -1,55 +1,112 @@
-"""The server-side tool loop: ask, run tools, ask again (DESIGN.md §5).
+"""The loop engine (DESIGN.md §5, §10): ask the model, let the policy point decide,
+run the tools or hand calls back, ask again — one round skeleton for every mode.
 
-``LoopSession`` holds one loop's state and the steps of a round; the engine
-(``engine.rounds``) is the one round skeleton; ``ToolLoop.run`` drives it without
-streaming, ``stream_loop`` with. A surface builds the ``LoopJob`` and renders what the
-drivers give.
+``Run.events`` is the loop. It yields what a driver needs to know, in order:
+
+- ``Delta``: text the client may see at once (streamed rounds only);
+- ``Working``: work to do before the loop goes on (tools running, or a turn being
+  kept before a hand-back) — the driver runs it, with keep-alives if it streams;
+- ``HandBack``: the client's own calls, which end the loop;
+- ``Final``: the answer, which ends the loop.
+
+The engine works on the values of ``gateway.values`` only: it asks its ``ModelServer``
+port with an ``Ask`` and gets a ``Round`` back (``upstream.chat_model`` speaks the
+chat-completions dialect behind it). ``ToolLoop.run`` is the non-streaming driver (it
+keeps the last event), ``engine.stream`` the streaming one (it encodes every event);
+a surface renders what they give in its own wire format.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
-from gateway.config import UpstreamConfig
-from gateway.engine.rounds import Final, HandBack, ModelServer, Working, rounds
 from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
-from gateway.policy.caps import LoopState, Step, decide
-from gateway.policy.limits import LoopLimits
+from gateway.policy.caps import Step
+from gateway.policy.point import PolicyPoint
 from gateway.store.result_cache import ResultCache
-from gateway.upstream import dialect
-from gateway.values import Hidden, KeepTurn, Round, ToolCall, ToolOutput, Turn
-from tool_registry import CallContext, ToolExecutor, ToolRegistry
+from gateway.values import (
+    Ask,
+    CapKind,
+    Hidden,
+    KeepTurn,
+    Piece,
+    Round,
+    ToolCall,
+    ToolOutput,
+    Turn,
+)
+from tool_registry import CallContext, ToolExecutor
 
 T = TypeVar("T")
+
+
+class ModelServer(Protocol):
+    """The engine's port to a model: one request's model server, its visible history
+    and parameters bound (``upstream.chat_model.ChatModel``, or a fake)."""
+
+    name: str  # for errors and traces
+
+    async def answer(self, ask: Ask) -> Round: ...
+
+    def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]: ...  # the Round comes last
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    piece: Piece
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    start: Callable[[], Coroutine[Any, Any, None]]  # called by the driver: nothing runs unasked
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    calls: tuple[ToolCall, ...]  # the client's calls, as the client is to see them
+    answer: Round  # its turn as kept: the server calls of the same turn included
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    answer: Round
+    finish_reason: str
+    dropped: bool  # the model still asked for tools that will not run
+
+
+Event = Delta | Working | HandBack | Final
+Outcome = HandBack | Final  # how a loop ended
+
+# The caps as the configuration names them, for the client (``x-toolgate-stopped``).
+STOPPED_BY: dict[CapKind, str] = {
+    "iterations": "max_iterations",
+    "tool_calls": "max_tool_calls",
+    "time": "request_timeout_s",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class LoopJob:
     """Everything one loop needs, from its surface."""
 
-    upstream: UpstreamConfig
-    body: dict[str, Any]  # the request in the upstream dialect: parameters, visible history
-    client_model: str
-    upstream_model: str
-    server_tools: tuple[str, ...]
-    client_tools: list[dict[str, Any]]  # in the upstream dialect
-    client_tool_names: frozenset[str]
-    limits: LoopLimits
+    model: ModelServer
+    policy: PolicyPoint  # the request's: its tools, caps and what it has used
     context: CallContext
-    registry: ToolRegistry  # of the runtime snapshot the request read
     keep: KeepTurn | None = None
     single_call_id: str | None = None  # hand back one call only, under this id
     choice: int = 0  # which of the request's ``n`` choices this loop answers
 
 
-class LoopSession:
-    """One loop going round: its history, its runner, its deadline."""
+class Run:
+    """One loop (one choice of a request) going round: its history, its tools, its
+    deadline, and how it ended."""
 
     def __init__(
         self,
@@ -57,41 +114,71 @@ class LoopSession:
         executor: ToolExecutor,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
-        state: LoopState | None = None,
     ) -> None:
         self.job = job
-        self._round_started = time.perf_counter()
-        self._round: dict[str, Any] = {}  # this session's last round, in the trace
-        self._rounds_made = 0
-        self._iteration = 0
-        self.error: GatewayError | None = None
-        # The choices of one request (``n``) share one state: the caps, the usage and
-        # the trace are the request's.
-        self.state = state if state is not None else LoopState()
-        available = list(job.server_tools)
-        if job.client_tool_names:
-            available += sorted(job.client_tool_names)
-        self.runner = ToolRunner(
-            job.registry,
-            executor,
-            job.context,
-            frozenset(job.server_tools),
-            available,
-            job.limits.max_parallel_tools,
-            self.state,
-            cache,
-            metrics,
-        )
+        self.policy = job.policy
+        self.state = job.policy.state  # the request's, shared by its choices
+        self.runner = ToolRunner(job.policy, executor, job.context, cache, metrics)
         self._clock = asyncio.get_running_loop()
-        self._deadline = self._clock.time() + job.limits.request_timeout_s
-        self._tools = [*job.registry.definitions(job.server_tools), *job.client_tools]
+        self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
         self.hidden: list[Hidden] = []  # the rounds the client does not see
-        self.outcome: HandBack | Final | None = None  # how the loop ended, once it has
+        self.outcome: Outcome | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
-        self._messages: list[dict[str, Any]] = list(job.body["messages"])  # and in dialect
-        self._final = False
+        self.error: GatewayError | None = None
 
-    async def within_deadline(self, awaitable: Awaitable[T]) -> T:
+    @property
+    def stopped(self) -> str | None:
+        """The cap that forced this request's last round, as the configuration names it."""
+        return STOPPED_BY[self.state.stopped] if self.state.stopped is not None else None
+
+    async def events(self, stream: bool) -> AsyncIterator[Event]:
+        """The loop, to its end (``HandBack`` or ``Final``)."""
+        limits, state, first = self.policy.limits, self.state, True
+        while True:
+            started = time.perf_counter()
+            iteration, final = state.begin_round(limits)
+            ask = Ask(self.hidden, first, final)
+            first = False
+            if stream:
+                answer = None
+                async for piece in self._streamed(ask):
+                    if isinstance(piece, Round):
+                        answer = piece
+                    else:
+                        yield Delta(piece)
+                assert answer is not None  # a model server's stream ends with its round
+            else:
+                answer = await self._within_deadline(self.job.model.answer(ask))
+            self._count(answer, iteration, final, started)
+            turn = answer.turn
+            step = self.policy.round(turn.calls, final, self._deadline - self._clock.time())
+            if step.kind == "run_tools":
+                yield Working(partial(self._run_tools, turn, step.runnable))
+                continue
+            if step.kind == "hand_back":
+                turn, handed = self._handed(turn, step)
+                yield Working(partial(self._hand_back, turn, step, handed))
+                self.outcome = HandBack(handed, replace(answer, turn=turn))
+                yield self.outcome
+                return
+            dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
+            finish = "stop" if dropped else answer.finish_reason or "stop"
+            self.outcome = Final(answer, finish, bool(turn.calls))
+            yield self.outcome
+            return
+
+    async def _streamed(self, ask: Ask) -> AsyncIterator[Piece | Round]:
+        """One streamed round, every wait within the request's deadline."""
+        pieces = self.job.model.stream(ask)
+        try:
+            while (piece := await self._within_deadline(anext(pieces, None))) is not None:
+                yield piece
+        finally:
+            aclose = getattr(pieces, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _within_deadline(self, awaitable: Awaitable[T]) -> T:
         """Await an upstream step within ``request_timeout_s`` (504 past it). The last
         round forced because the time ran out is bounded by the upstream's own timeout."""
         if self.state.forced_final and self._clock.time() >= self._deadline:
@@ -100,66 +187,33 @@ class LoopSession:
             async with asyncio.timeout_at(self._deadline):
                 return await awaitable
         except TimeoutError as exc:
-            raise self.timeout_error() from exc
+            raise RequestTimeout(
+                "The request took longer than request_timeout_s "
+                f"({self.policy.limits.request_timeout_s:g}s)."
+            ) from exc
 
-    def next_round(self, stream: bool) -> dict[str, Any]:
-        """The request of the next round, counted from now."""
-        self._round_started = time.perf_counter()
-        self._iteration, self._final = self.state.begin_round(self.job.limits)
-        job = self.job
-        choice = dialect.round_tool_choice(
-            job.body.get("tool_choice"), self._rounds_made == 0, self._final, job.client_tool_names
-        )
-        return dialect.round_body(
-            job.body, job.upstream_model, self._messages, self._tools, stream, choice
-        )
-
-    def timeout_error(self) -> RequestTimeout:
-        return RequestTimeout(
-            "The request took longer than request_timeout_s "
-            f"({self.job.limits.request_timeout_s:g}s)."
-        )
-
-    def decide(self, answer: Round) -> Step:
-        """Count the round's answer and decide what comes next."""
-        self._rounds_made += 1
-        calls = answer.turn.calls
-        usage = answer.usage
-        self._round = {
-            "iteration": self._iteration,
-            "upstream": self.job.upstream.name,
-            "duration_ms": round((time.perf_counter() - self._round_started) * 1000, 3),
-            "usage": usage if isinstance(usage, dict) else None,
-            "forced_final": self._final,
-            "tool_calls": [call.name for call in calls],
+    def _count(self, answer: Round, iteration: int, final: bool, started: float) -> None:
+        """A round's answer arrived: its usage, and its line in the trace."""
+        record: dict[str, Any] = {
+            "iteration": iteration,
+            "upstream": self.job.model.name,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "usage": answer.usage,
+            "forced_final": final,
+            "tool_calls": [call.name for call in answer.turn.calls],
         }
         if self.job.choice:
-            self._round["choice"] = self.job.choice
-        self.state.count_round(self._round, usage)
-        step = decide(
-            self.state,
-            self.job.limits,
-            calls,
-            self.runner.server_tools,
-            self.job.client_tool_names,
-            self._final,
-            self._deadline - self._clock.time(),
-        )
-        self.state.take(step, self.job.limits)
-        return step
+            record["choice"] = self.job.choice
+        self.state.count_round(record, answer.usage)
 
-    def _extend(self, items: list[Hidden]) -> None:
-        self.hidden += items
-        self._messages += dialect.messages(items)
-
-    async def run_tools(self, turn: Turn, runnable: int) -> None:
+    async def _run_tools(self, turn: Turn, runnable: int) -> None:
         """Run the turn's calls and add the turn and their outputs to the history."""
         outputs, timed_out = await self.runner.run(turn.calls, runnable, self._deadline)
         if timed_out:
-            self.state.time_ran_out(self.job.limits)
-        self._extend([turn, *outputs])
+            self.state.time_ran_out(self.policy.limits)
+        self.hidden += [turn, *outputs]
 
-    def handed(self, turn: Turn, step: Step) -> tuple[Turn, tuple[ToolCall, ...]]:
+    def _handed(self, turn: Turn, step: Step) -> tuple[Turn, tuple[ToolCall, ...]]:
         """The turn as it is kept, and the client calls to hand back. With
         ``single_call_id`` (the legacy ``functions`` shape holds one call) the first is
         handed back under that id, and the others leave the turn."""
@@ -172,7 +226,7 @@ class LoopSession:
         calls = tuple(kept if c is first else c for c in turn.calls if id(c) not in others)
         return replace(turn, calls=calls), (kept,)
 
-    async def hand_back(self, turn: Turn, step: Step, handed: tuple[ToolCall, ...]) -> None:
+    async def _hand_back(self, turn: Turn, step: Step, handed: tuple[ToolCall, ...]) -> None:
         """Before handing client calls back: run the server calls of the same turn, and
         keep every hidden item of the loop — earlier rounds and this one — for when the
         client returns (``LoopJob.keep``, DESIGN.md §6)."""
@@ -200,57 +254,48 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group.exceptions[0]
 
 
-Outcome = HandBack | Final  # how a loop ended
-
-
 class ToolLoop:
     """Runs loops for requests that have server tools in play."""
 
     def __init__(
         self,
-        upstream: ModelServer,
         executor: ToolExecutor,
         keepalive_s: float = 10.0,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.upstream = upstream
+        self._executor = executor
+        self.keepalive_s = keepalive_s
         self._cache = cache
         self._metrics = metrics
-        self.keepalive_s = keepalive_s
-        self._executor = executor
 
-    def session(self, job: LoopJob, state: LoopState | None = None) -> LoopSession:
-        return LoopSession(job, self._executor, self._cache, self._metrics, state)
+    def runs(self, job: LoopJob, n: int = 1) -> list[Run]:
+        """One run per choice of the request, sharing its policy point (caps, usage,
+        trace)."""
+        return [
+            Run(replace(job, choice=i) if i else job, self._executor, self._cache, self._metrics)
+            for i in range(n)
+        ]
 
-    def sessions(self, job: LoopJob, n: int) -> list[LoopSession]:
-        """One session per choice of the request, sharing its state and caps."""
-        first = self.session(job)
-        rest = [self.session(replace(job, choice=i), first.state) for i in range(1, n)]
-        return [first, *rest]
-
-    async def run_all(self, sessions: list[LoopSession]) -> list[Outcome]:
+    async def run_all(self, runs: list[Run]) -> list[Outcome]:
         """How every choice's loop ended, run concurrently; the first failure ends them all."""
-        if len(sessions) == 1:
-            return [await self.run(sessions[0])]
+        if len(runs) == 1:
+            return [await self.run(runs[0])]
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self.run(session)) for session in sessions]
+                tasks = [group.create_task(self.run(run)) for run in runs]
         except BaseExceptionGroup as failed:
             raise _first_error(failed) from None
         return [task.result() for task in tasks]
 
-    async def run(self, session: LoopSession) -> Outcome:
+    async def run(self, run: Run) -> Outcome:
         """The non-streaming driver: runs the work, keeps the last event."""
         try:
-            last: Outcome | None = None
-            async for event in rounds(self.upstream, session, stream=False):
+            async for event in run.events(stream=False):
                 if isinstance(event, Working):
                     await event.start()
-                elif isinstance(event, HandBack | Final):
-                    last = event
         except GatewayError as exc:
-            session.mark_failure(exc)
+            run.mark_failure(exc)
             raise
-        assert last is not None  # the engine ends every loop with one of them
-        return last
+        assert run.outcome is not None  # the engine ends every loop with one
+        return run.outcome

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from gateway.ops.metrics import NONE, UNKNOWN, Metrics
-from gateway.policy.caps import LoopState
+from gateway.policy.point import PolicyPoint, Refuse
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
 from tool_registry import (
@@ -20,7 +20,6 @@ from tool_registry import (
     PreparedCall,
     ToolArgumentsInvalid,
     ToolExecutor,
-    ToolRegistry,
     ToolResult,
     error_result,
 )
@@ -41,16 +40,6 @@ class CallRecord:
     result: str | None = None  # what the model read
 
 
-def _unavailable(available: list[str]) -> ToolResult:
-    names = ", ".join(available) or "none"
-    return error_result(f"This tool is not available. Available tools: {names}.", "unknown")
-
-
-_BUDGET_SPENT = error_result(
-    "The tool budget of this request is spent; this call was not made. "
-    "Answer with the information you have.",
-    "denied",
-)
 _TIME_SPENT = error_result(
     "The time budget of this request ran out before this tool finished.", "timeout"
 )
@@ -61,23 +50,18 @@ class ToolRunner:
 
     def __init__(
         self,
-        registry: ToolRegistry,
+        policy: PolicyPoint,
         executor: ToolExecutor,
         context: CallContext,
-        server_tools: frozenset[str],
-        available: list[str],
-        max_parallel: int,
-        state: LoopState,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self._registry = registry
+        self._policy = policy
+        self._registry = policy.registry
         self._executor = executor
         self._context = context
-        self.server_tools = server_tools
-        self._available = available
-        self._semaphore = asyncio.Semaphore(max_parallel)
-        self._state = state
+        self._semaphore = asyncio.Semaphore(policy.limits.max_parallel_tools)
+        self._state = policy.state
         self._cache = cache
         self._metrics = metrics
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
@@ -117,22 +101,19 @@ class ToolRunner:
         to_run: dict[str, PreparedCall] = {}
         first_ids: dict[str, str] = {}
         for call in calls:
-            name = call.name
-            tool = self._registry.get(name) if name in self.server_tools else None
-            if name is None or tool is None:
-                result = _unavailable(self._available)
-                outcome: Outcome = "denied" if name in self._registry else "unknown"
-                slots.append(ToolResult(result.content, outcome))
+            verdict = self._policy.call(call)
+            if isinstance(verdict, Refuse):
+                slots.append(verdict.result)
                 continue
             try:
-                prepared = tool.prepare(call.arguments, self._context)
+                prepared = verdict.tool.prepare(call.arguments, self._context)
             except ToolArgumentsInvalid as exc:
                 slots.append(error_result(str(exc), "invalid_args"))
                 continue
             key = prepared.key
             if key not in self._done and key not in to_run:
                 if len(to_run) >= runnable:
-                    slots.append(_BUDGET_SPENT)
+                    slots.append(self._policy.over_budget().result)
                     continue
                 to_run[key] = prepared
                 first_ids[key] = call.id

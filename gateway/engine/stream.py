@@ -11,12 +11,10 @@ from typing import Any, Protocol
 
 import anyio
 
-from gateway.engine.loop import LoopSession, ToolLoop
-from gateway.engine.rounds import Delta, HandBack, Working, rounds
+from gateway.engine.loop import Delta, HandBack, Run, ToolLoop, Working
 from gateway.errors import GatewayError
-from gateway.upstream.dialect import Piece
 from gateway.upstream.sse import KEEPALIVE
-from gateway.values import ToolCall
+from gateway.values import Piece, ToolCall
 
 
 class EventWriter(Protocol):
@@ -38,30 +36,28 @@ logger = logging.getLogger("gateway.stream")
 
 async def stream_loop(
     loop: ToolLoop,
-    sessions: list[LoopSession],
+    runs: list[Run],
     writers: Sequence[EventWriter],
     closing: Callable[[], list[bytes]],
     finished: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The client's event stream: one loop per choice (``sessions[i]`` written by
+    """The client's event stream: one loop per choice (``runs[i]`` written by
     ``writers[i]``), their events as they come, then what ``closing`` gives (the
     surface's last events: summed usage, ``[DONE]``). Errors before the first event
     are raised (the caller answers them as HTTP errors); after it, they are written
     by the first writer. ``finished`` runs at the end, however the stream ends."""
     started = False
-    session, writer = sessions[0], writers[0]
+    run, writer = runs[0], writers[0]
     try:
-        if len(sessions) == 1:
-            events = _rounds(loop, session, writer)
-        else:
-            events = _choices(loop, sessions, writers)
+        one = len(runs) == 1
+        events = _rounds(loop, run, writer) if one else _choices(loop, runs, writers)
         async for event in events:
             started = True
             yield event
         for event in closing():
             yield event
     except GatewayError as exc:
-        session.mark_failure(exc)
+        run.mark_failure(exc)
         if not started:
             raise
         yield writer.error(exc)
@@ -80,21 +76,21 @@ _END = object()
 
 
 async def _choices(
-    loop: ToolLoop, sessions: list[LoopSession], writers: Sequence[EventWriter]
+    loop: ToolLoop, runs: list[Run], writers: Sequence[EventWriter]
 ) -> AsyncIterator[bytes]:
     """Every choice's loop at once, their events interleaved as they come; the first
     failure ends them all."""
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
 
-    async def pump(session: LoopSession, writer: EventWriter) -> None:
+    async def pump(run: Run, writer: EventWriter) -> None:
         try:
-            async for event in _rounds(loop, session, writer):
+            async for event in _rounds(loop, run, writer):
                 await queue.put(event)
             await queue.put(_END)
         except Exception as exc:  # handed to the reader, which raises it
             await queue.put(exc)
 
-    tasks = [asyncio.create_task(pump(s, w)) for s, w in zip(sessions, writers, strict=True)]
+    tasks = [asyncio.create_task(pump(s, w)) for s, w in zip(runs, writers, strict=True)]
     try:
         running = len(tasks)
         while running:
@@ -112,11 +108,9 @@ async def _choices(
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _rounds(
-    loop: ToolLoop, session: LoopSession, writer: EventWriter
-) -> AsyncIterator[bytes]:
+async def _rounds(loop: ToolLoop, run: Run, writer: EventWriter) -> AsyncIterator[bytes]:
     """The streaming driver of one choice: every event of the engine, encoded."""
-    async for event in rounds(loop.upstream, session, stream=True):
+    async for event in run.events(stream=True):
         for chunk in writer.open():
             yield chunk
         if isinstance(event, Delta):

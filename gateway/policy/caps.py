@@ -59,7 +59,8 @@ class LoopState:
     reserved: int = 0  # executions allowed by a decision and not yet started
     side_effects: bool = False  # a tool other than GET/HEAD has been called
     usage: Usage = field(default_factory=Usage)
-    forced_final: bool = False  # the next round is the last, with tool_choice "none"
+    forced_final: bool = False  # the next round is the last, with no tools offered
+    stopped: CapKind | None = None  # the cap that made a round the last, once one has
     caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
     rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
 
@@ -68,10 +69,12 @@ class LoopState:
         Counted at the start: the choices of a request run at once, and none may
         start a round the request's caps do not allow."""
         final = last_round_due(self, limits)
+        if final and self.stopped is None:
+            self.stopped = "iterations"
         self.iterations += 1
         return self.iterations, final
 
-    def count_round(self, record: dict[str, Any], usage: Any) -> None:
+    def count_round(self, record: dict[str, Any], usage: dict[str, Any] | None) -> None:
         """A round's answer arrived: its usage, and its line in the trace."""
         self.usage.add(usage)
         self.rounds.append(record)
@@ -86,6 +89,7 @@ class LoopState:
                 raise cap_error(step.cap, limits)
             if step.kind == "run_tools":  # a hand-back ends this request anyway
                 self.forced_final = True
+                self.stopped = step.cap
         self.reserved += step.runnable
 
     def start_tools(self, executions: int, held: int, side_effects: bool) -> None:
@@ -101,6 +105,7 @@ class LoopState:
         if limits.on_limit == "error":
             raise cap_error("time", limits)
         self.forced_final = True
+        self.stopped = "time"
 
 
 def last_round_due(state: LoopState, limits: LoopLimits) -> bool:

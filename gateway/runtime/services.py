@@ -99,7 +99,6 @@ class Gateway:
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
         self.loop = ToolLoop(
-            self.upstream,
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,
             cache=self.cache,

@@ -21,7 +21,7 @@ from gateway.surfaces.event_stream import EventStreamResponse
 from tool_registry.jsonio import dumps
 
 if TYPE_CHECKING:
-    from gateway.engine.loop import LoopSession
+    from gateway.engine.loop import Run
 
 logger = logging.getLogger("gateway")
 
@@ -125,7 +125,7 @@ class Exchange:
     tenant: str = NONE
     identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
     model: str = NONE
-    session: LoopSession | None = None  # a request with server tools in play: its first loop
+    session: Run | None = None  # a request with server tools in play: its first loop
     usage: Any = None  # the usage of a pass-through answer, when read
     first_byte: float | None = None
     error: str | None = None

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -31,8 +31,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
-from gateway.policy.caps import LoopState
 from gateway.policy.identity import caller_identity
+from gateway.policy.limits import Narrowing, effective_limits
+from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.surfaces.http import error_response, new_request_id
@@ -169,14 +170,17 @@ class McpEndpoint:
         caller = self._caller(ctx)
         gateway, tenant = self._gateway, caller.tenant
         started = time.perf_counter()
-        runner = ToolRunner(
+        limits = effective_limits(tenant.limits, Narrowing())
+        policy = PolicyPoint(
+            replace(limits, max_parallel_tools=1),
+            tenant.tools,
+            frozenset(),
             caller.runtime.registry,
+        )
+        runner = ToolRunner(
+            policy,
             gateway.executor,
             CallContext(tenant.id, caller.headers),
-            frozenset(tenant.tools),
-            list(tenant.tools),
-            1,
-            LoopState(),
             gateway.cache,
             gateway.metrics,
         )

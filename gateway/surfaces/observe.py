@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from gateway.engine.loop import LoopSession
+from gateway.engine.loop import Run
 from gateway.engine.runner import CallRecord
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import Metrics, status_class
@@ -95,6 +95,8 @@ class Observer:
             line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
             if state.caps:
                 line["caps"] = state.caps
+            if session.stopped is not None:
+                line["stopped"] = session.stopped
             if session.error is not None:
                 exchange.error = session.error.code or session.error.type
         if exchange.error is not None:
@@ -105,14 +107,14 @@ class Observer:
             await self.traces.save(tenant, exchange.request_id, trace)
 
     def _trace(
-        self, traces: TraceStore, session: LoopSession, exchange: Exchange, line: dict[str, Any]
+        self, traces: TraceStore, session: Run, exchange: Exchange, line: dict[str, Any]
     ) -> dict[str, Any]:
         return {
             **line,
             "started_at": exchange.wall_start,
             "rounds": session.state.rounds,
             "tool_calls": [
-                call_entry(session.job.registry, r, traces.result_chars)
+                call_entry(session.policy.registry, r, traces.result_chars)
                 for r in session.runner.records
             ],
             "usage": session.state.usage.totals,

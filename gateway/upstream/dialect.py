@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
-from gateway.values import Hidden, Round, ToolCall, ToolOutput, Turn
+from gateway.values import Hidden, Piece, Round, ToolCall, ToolOutput, Turn
 from tool_registry.jsonio import dumps_text
 
 T = TypeVar("T")
@@ -26,16 +25,17 @@ def round_body(
     params: dict[str, Any],
     model: str,
     messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
     stream: bool,
     tool_choice: Any,
 ) -> dict[str, Any]:
-    """The request of one round: the client's parameters, the history so far, the tools.
-    Streamed rounds always ask for usage, to sum it."""
+    """The request of one round: the client's parameters, the history so far, the tools
+    (None: none offered). Streamed rounds always ask for usage, to sum it."""
     body = dict(params)
     body["model"] = model
     body["messages"] = messages
-    body["tools"] = tools
+    if tools is not None:
+        body["tools"] = tools
     body["stream"] = stream
     if stream:
         body["stream_options"] = {"include_usage": True}
@@ -180,14 +180,6 @@ def parse_completion(response: dict[str, Any]) -> Round:
 
 
 _FORWARDED = ("content", "refusal")
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """What a chunk has for the client: text deltas, and their logprobs if sent."""
-
-    delta: dict[str, Any]
-    logprobs: dict[str, Any] | None = None
 
 
 class RoundAssembler:

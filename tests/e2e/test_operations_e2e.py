@@ -44,7 +44,7 @@ def traffic_script(body: dict[str, Any]) -> Reply:
     """By the user's words: one tool round, a forbidden tool, or a plain answer."""
     results = tool_results(body)
     word = body["messages"][0]["content"]
-    if results or body.get("tool_choice") == "none" or word == "plain":
+    if results or "tools" not in body or word == "plain":
         return say("done")
     if word == "tool":
         return calls(tool_call("t1", "string_length", {"s": "abc"}))

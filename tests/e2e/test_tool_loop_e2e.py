@@ -28,7 +28,7 @@ def once(first: Reply, then: str = "done") -> Any:
 
     def script(body: dict[str, Any]) -> Reply:
         results = tool_results(body)
-        if not results and body.get("tool_choice") != "none":
+        if not results and "tools" in body:  # the last round offers none
             return first
         return say(then + " " + json.dumps(results, sort_keys=True))
 
@@ -56,7 +56,7 @@ def test_tools_outside_the_allowlist_are_never_called(stack: StackFactory) -> No
 
 def test_final_answer_at_the_iteration_cap(stack: StackFactory) -> None:
     def greedy(body: dict[str, Any]) -> Reply:
-        if body.get("tool_choice") == "none":
+        if "tools" not in body:
             return say("best effort")
         n = len(tool_results(body))
         return calls(tool_call(f"c{n}", "string_length", {"s": "x" * (n + 1)}))
@@ -68,8 +68,15 @@ def test_final_answer_at_the_iteration_cap(stack: StackFactory) -> None:
     assert completion.choices[0].message.content == "best effort"
     assert completion.choices[0].finish_reason == "stop"
     assert len(s.upstream.requests) == 3
-    assert [r.get("tool_choice") for r in s.upstream.requests] == [None, None, "none"]
+    # The last round offers no tools at all (not tools with tool_choice "none", which
+    # some servers render into the prompt for the model to write a call as text).
+    assert ["tools" in r for r in s.upstream.requests] == [True, True, False]
+    assert [r.get("tool_choice") for r in s.upstream.requests] == [None, None, None]
     assert raw.headers["x-toolgate-iterations"] == "3"
+    assert raw.headers["x-toolgate-stopped"] == "max_iterations"
+    # The answer is the gateway's: its own id (the upstream's was "chatcmpl-x"), as a
+    # stream's is.
+    assert completion.id == "chatcmpl-" + raw.headers["x-request-id"].removeprefix("req_")
     assert len(s.tools.hits) == 2
 
 
@@ -96,7 +103,7 @@ def test_tool_call_cap_spends_the_budget_then_forces_an_answer(stack: StackFacto
     results = answered_results(s)
     assert (results["c1"], results["c2"]) == ("1", "2")
     assert "budget" in json.loads(results["c3"])["error"]
-    assert s.upstream.requests[-1]["tool_choice"] == "none"
+    assert "tools" not in s.upstream.requests[-1]
 
 
 def test_error_mode_answers_422_tool_limit_exceeded(stack: StackFactory) -> None:
@@ -374,15 +381,20 @@ def test_required_without_client_tools_is_met_by_the_first_round(stack: StackFac
 
 def test_requests_narrow_tools_and_iterations(stack: StackFactory) -> None:
     s = stack(once(calls(tool_call("c1", "add", {"a": 1, "b": 1}))))
-    client = s.client(default_headers={"x-toolgate-max-iterations": "1"})
-    completion = client.chat.completions.create(
+    client = s.client(default_headers={"x-toolgate-max-iterations": "2"})
+    raw = client.chat.completions.with_raw_response.create(
         model=MODEL, messages=USER, extra_body={"toolgate": {"tools": ["string_length"]}}
     )
-    assert completion.choices[0].message.content == "done {}"
-    (only,) = s.upstream.requests
-    assert [t["function"]["name"] for t in only["tools"]] == ["string_length"]
-    assert only["tool_choice"] == "none"  # one iteration: it is the last
-    assert "toolgate" not in only
+    content = raw.parse().choices[0].message.content
+    assert content is not None
+    assert content.startswith('done {"c1"')
+    first, last = s.upstream.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["string_length"]
+    assert "tools" not in last  # two iterations: the second is the last
+    assert raw.headers["x-toolgate-stopped"] == "max_iterations"
+    assert "toolgate" not in first
+    assert "toolgate" not in last
+    assert "not available" in json.loads(answered_results(s)["c1"])["error"]
     assert s.tools.hits == []
 
 
@@ -425,7 +437,7 @@ def test_request_timeout_cuts_tools_then_forces_an_answer(stack: StackFactory) -
     assert time.monotonic() - started < 2.5
     assert completion.choices[0].finish_reason == "stop"
     assert "time budget" in json.loads(answered_results(s)["s1"])["error"]
-    assert s.upstream.requests[-1]["tool_choice"] == "none"
+    assert "tools" not in s.upstream.requests[-1]
 
 
 def test_request_timeout_in_error_mode_is_422(stack: StackFactory) -> None:

@@ -99,6 +99,7 @@ async def test_a_tool_round_in_process(arguments: Any) -> None:
     assert response.json()["choices"][0]["message"]["content"] == "got 42"
     assert response.json()["usage"]["total_tokens"] == 6
     assert response.headers["x-toolgate-iterations"] == "2"
+    assert "x-toolgate-stopped" not in response.headers  # no cap ended this run
 
 
 async def test_metadata_tools_are_refused_in_process() -> None:

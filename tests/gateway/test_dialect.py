@@ -7,31 +7,8 @@ from typing import Any
 import pytest
 
 from gateway.errors import UpstreamError
-from gateway.surfaces.chat.endpoint import finalize, keep_calls
 from gateway.upstream import dialect
 from gateway.values import Round, ToolCall, ToolOutput, Turn
-from tests.support.schema import assert_valid_completion
-
-
-def test_finalize_fills_what_openai_requires() -> None:
-    sparse: dict[str, Any] = {
-        "id": "c1",
-        "created": 1,
-        "model": "upstream-name",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": "hi", "tool_calls": []},
-            }
-        ],
-    }
-    done = finalize(
-        sparse, "client-name", {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
-    )
-    assert_valid_completion(done)
-    assert done["model"] == "client-name"
-    assert "tool_calls" not in done["choices"][0]["message"]
 
 
 def test_a_turn_goes_back_with_only_portable_fields() -> None:
@@ -49,14 +26,6 @@ def test_a_turn_goes_back_with_only_portable_fields() -> None:
             {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
         ],
     }
-
-
-def test_keep_calls() -> None:
-    response: dict[str, Any] = {
-        "choices": [{"message": {"tool_calls": [1, 2]}, "finish_reason": "x"}]
-    }
-    keep_calls(response, [])
-    assert response["choices"][0] == {"message": {}, "finish_reason": "stop"}
 
 
 @pytest.mark.parametrize("calls", ["oops", [1], [{"function": "f"}], [None]])

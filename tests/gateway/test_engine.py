@@ -12,10 +12,11 @@ import httpx
 import pytest
 
 from gateway.config import UpstreamConfig
-from gateway.engine.loop import LoopJob, LoopSession, ToolLoop
-from gateway.engine.rounds import Delta, Event, Final, HandBack, Working, rounds
+from gateway.engine.loop import Delta, Event, Final, HandBack, LoopJob, Run, ToolLoop, Working
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
+from gateway.policy.point import PolicyPoint
+from gateway.upstream.chat_model import ChatModel
 from gateway.values import Hidden, ToolCall, ToolOutput, Turn
 from tool_registry import CallContext, HttpTool, ToolExecutor, ToolRegistry, ToolSpec
 
@@ -99,29 +100,33 @@ class Kept:
         self.turns.append((list(before), turn, outputs, handed))
 
 
-def session(model: Model, **changes: Any) -> LoopSession:
-    limits = LoopLimits(4, 8, 4, 30.0, "final_answer")
-    job = LoopJob(
-        upstream=UPSTREAM,
-        body={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-        client_model="m",
-        upstream_model="target",
-        server_tools=("double",),
-        client_tools=[],
-        client_tool_names=frozenset(),
-        limits=limits,
-        context=CallContext("t", {}),
-        registry=ToolRegistry(HttpTool(spec) for spec in TOOLS),
+def session(
+    model: Model,
+    limits: LoopLimits | None = None,
+    client_tool_names: frozenset[str] = frozenset(),
+    **changes: Any,
+) -> Run:
+    registry = ToolRegistry(HttpTool(spec) for spec in TOOLS)
+    limits = limits or LoopLimits(4, 8, 4, 30.0, "final_answer")
+    policy = PolicyPoint(limits, ("double",), client_tool_names, registry)
+    chat = ChatModel(
+        model,
+        UPSTREAM,
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        "target",
+        registry.definitions(("double",)),
+        client_tool_names,
     )
-    job = replace(job, **changes)
+    job = replace(LoopJob(chat, policy, CallContext("t", {})), **changes)
     executor = ToolExecutor(httpx.MockTransport(doubling))
-    return ToolLoop(model, executor).session(job)
+    [run] = ToolLoop(executor).runs(job)
+    return run
 
 
-async def events(model: Model, loop: LoopSession, stream: bool) -> list[Event]:
+async def events(model: Model, loop: Run, stream: bool) -> list[Event]:
     """Every event of the loop, running the work as a driver does."""
     seen: list[Event] = []
-    async for event in rounds(model, loop, stream):
+    async for event in loop.events(stream):
         seen.append(event)
         if isinstance(event, Working):
             await event.start()
@@ -205,7 +210,13 @@ async def test_the_last_round_drops_calls_and_says_stop() -> None:
     final = seen[-1]
     assert isinstance(final, Final)
     assert (final.finish_reason, final.dropped) == ("stop", True)
-    assert model.requests[1]["tool_choice"] == "none"
+    # The last round offers no tools (a server would render them into the prompt and
+    # the model write a call as text); its history is the same as any round's.
+    assert "tools" in model.requests[0]
+    assert "tools" not in model.requests[1]
+    assert "tool_choice" not in model.requests[1]
+    assert [m["role"] for m in model.requests[1]["messages"]] == ["user", "assistant", "tool"]
+    assert loop.stopped == "max_iterations"
 
 
 async def test_a_cap_in_error_mode_ends_the_loop_with_a_422() -> None:

@@ -15,8 +15,7 @@ from gateway.errors import BadRequest, UpstreamError
 from gateway.surfaces.responses.items import stored_items, to_messages, usage_of
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
-from gateway.upstream.dialect import Piece
-from gateway.values import ToolCall, Turn
+from gateway.values import Piece, ToolCall, Turn
 from tests.support.schema import assert_valid_response
 
 

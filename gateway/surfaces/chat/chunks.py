@@ -9,9 +9,9 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
-from gateway.upstream.dialect import Piece, call_dict
+from gateway.upstream.dialect import call_dict
 from gateway.upstream.sse import encode
-from gateway.values import ToolCall
+from gateway.values import Piece, ToolCall
 
 
 class ChunkWriter:

@@ -12,12 +12,11 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import LoopJob, LoopSession
-from gateway.engine.rounds import HandBack
+from gateway.engine.loop import HandBack, LoopJob, Run
 from gateway.engine.stream import stream_loop
 from gateway.errors import NotFound
 from gateway.policy.identity import owner_digest
-from gateway.policy.limits import effective_limits, effective_tools
+from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
 from gateway.store.conversations import Conversation, Entry
@@ -41,8 +40,9 @@ from gateway.surfaces.responses.render import (
     output_of,
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
-from gateway.surfaces.skeleton import SHADOWED_HEADER, first_byte
+from gateway.surfaces.skeleton import SHADOWED_HEADER, first_byte, loop_headers
 from gateway.upstream import dialect
+from gateway.upstream.chat_model import ChatModel
 from tool_registry import CallContext
 from tool_registry.jsonio import dumps
 
@@ -71,9 +71,10 @@ class Responses:
         asked = parse_responses_request(raw, request.headers)
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
-        server_tools, shadowed = effective_tools(
-            tenant.tools, asked.narrowing, asked.client_tool_names
+        policy, shadowed = PolicyPoint.of_request(
+            tenant.tools, tenant.limits, asked.narrowing, asked.client_tool_names, runtime.registry
         )
+        server_tools = policy.server_tools
         if shadowed:
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         if not server_tools and route.upstream.responses_api:
@@ -114,20 +115,16 @@ class Responses:
         summary_usage: list[Any] = []
         visible = await self._fit(asked, route, visible, summary_usage)
         system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
-        job = LoopJob(
-            upstream=route.upstream,
-            body={**asked.params, "messages": [*system, *visible]},
-            client_model=asked.model,
-            upstream_model=route.model.target,
-            server_tools=server_tools,
-            client_tools=asked.client_tools,
-            client_tool_names=asked.client_tool_names,
-            limits=effective_limits(tenant.limits, asked.narrowing),
-            context=CallContext(tenant.id, request.headers),
-            registry=runtime.registry,
-            keep=keep,
+        model = ChatModel(
+            gateway.upstream,
+            route.upstream,
+            {**asked.params, "messages": [*system, *visible]},
+            route.model.target,
+            [*runtime.registry.definitions(server_tools), *asked.client_tools],
+            asked.client_tool_names,
         )
-        session = gateway.loop.session(job)
+        job = LoopJob(model, policy, CallContext(tenant.id, request.headers), keep)
+        [session] = gateway.loop.runs(job)
         for usage in summary_usage:
             session.state.usage.add(usage)  # the compaction's tokens are the request's
         exchange.session = session
@@ -149,8 +146,7 @@ class Responses:
         )
         encoded = dumps(body)
         await store(body, encoded)
-        exchange.headers["x-toolgate-iterations"] = str(session.state.iterations)
-        exchange.headers["x-toolgate-tool-calls"] = str(session.state.tool_calls)
+        exchange.headers |= loop_headers(session)
         response = Response(encoded, media_type="application/json")
         if meter is not None:
             response.background = BackgroundTask(meter, usage)
@@ -198,7 +194,7 @@ class Responses:
         owner: str,
         asked: ResponsesRequest,
         visible: list[dict[str, Any]],
-        session: LoopSession,
+        session: Run,
         conversation: Conversation | None,
         body: dict[str, Any],
         encoded: bytes | None = None,
@@ -238,7 +234,7 @@ class Responses:
     async def _stream(
         self,
         asked: ResponsesRequest,
-        session: LoopSession,
+        session: Run,
         shape: ResponseShape,
         exchange: Exchange,
         meter: Meter | None,

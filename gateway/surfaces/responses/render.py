@@ -12,9 +12,8 @@ from typing import Any
 from gateway.errors import GatewayError
 from gateway.surfaces.responses.items import call_item, message_item, new_id, usage_of
 from gateway.surfaces.responses.request import ResponsesRequest
-from gateway.upstream.dialect import Piece
 from gateway.upstream.sse import encode
-from gateway.values import ToolCall, Turn
+from gateway.values import Piece, ToolCall, Turn
 
 
 class ResponseShape:

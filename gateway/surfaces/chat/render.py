@@ -1,0 +1,67 @@
+"""The chat completion a client receives for a loop (DESIGN.md §7).
+
+The answer is the gateway's, not the last round's: its own id and time, the model
+the client named, usage summed over every round, one choice per loop. Of what the
+upstream sent with the last round it keeps only what describes that answer — the
+message's own fields (annotations, audio, reasoning text), the choice's logprobs,
+``system_fingerprint`` and ``service_tier`` — and nothing per round that would
+contradict the sums (llama.cpp's ``timings``, a round's ``usage``, its id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.engine.loop import HandBack, Outcome
+from gateway.upstream.dialect import call_dict
+
+_KEPT = ("system_fingerprint", "service_tier")
+
+
+def render_completion(
+    outcomes: list[Outcome],
+    model: str,
+    usage: dict[str, Any],
+    completion_id: str,
+    created: int,
+) -> dict[str, Any]:
+    """The completion for the loops of one request, in the order of their choices."""
+    response: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [_choice(outcome, index) for index, outcome in enumerate(outcomes)],
+    }
+    last = outcomes[0].answer.raw or {}
+    for key in _KEPT:
+        if isinstance(last.get(key), str):
+            response[key] = last[key]
+    if usage:
+        response["usage"] = usage
+    return response
+
+
+def _choice(outcome: Outcome, index: int) -> dict[str, Any]:
+    """One loop's choice: its last turn, with only the calls the client is to see."""
+    raw = outcome.answer.raw or {}
+    choices = raw.get("choices")
+    upstream = choices[0] if isinstance(choices, list) and choices else {}
+    message = dict(upstream.get("message") or {})
+    message["role"] = "assistant"
+    turn = outcome.answer.turn
+    message["content"] = turn.content
+    message["refusal"] = turn.refusal
+    if isinstance(outcome, HandBack):
+        message["tool_calls"] = [call_dict(call) for call in outcome.calls]
+        finish = "tool_calls"
+    else:
+        message.pop("tool_calls", None)
+        finish = outcome.finish_reason
+    logprobs = upstream.get("logprobs")
+    return {
+        "index": index,
+        "message": message,
+        "finish_reason": finish,
+        "logprobs": logprobs if isinstance(logprobs, dict) else None,
+    }

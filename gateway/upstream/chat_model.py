@@ -1,0 +1,93 @@
+"""A chat-completions server as the engine's model server: one request's parameters,
+visible history and tools bound, each round asked with the engine's values
+(``Ask``) and answered with them (``Round``, or ``Piece``s then the ``Round`` when
+streamed). The dialect's dicts go no further than this module and ``dialect``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, Protocol
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError
+from gateway.upstream.dialect import (
+    RoundAssembler,
+    messages,
+    parse_completion,
+    round_body,
+    round_tool_choice,
+)
+from gateway.values import Ask, Piece, Round
+
+
+class ChatClient(Protocol):
+    """What a chat model is sent through: ``UpstreamClient``, or a scripted fake."""
+
+    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def chat_stream(
+        self, upstream: UpstreamConfig, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]: ...
+
+
+class ChatModel:
+    """One request's model server over the chat-completions dialect.
+
+    ``params`` are the client's request parameters (its ``messages`` the visible
+    history); ``tools`` every tool offered (server definitions, then the client's own),
+    withheld on the last round so that no server renders them into a prompt the model
+    may not act on. ``tool_choice`` follows DESIGN.md §6 round by round.
+    """
+
+    __slots__ = ("_client", "_client_tools", "_params", "_tools", "_visible", "name", "upstream")
+
+    def __init__(
+        self,
+        client: ChatClient,
+        upstream: UpstreamConfig,
+        params: dict[str, Any],
+        model: str,
+        tools: list[dict[str, Any]],
+        client_tools: frozenset[str],
+    ) -> None:
+        self._client = client
+        self.upstream = upstream
+        self.name = upstream.name
+        self._visible: list[dict[str, Any]] = params["messages"]
+        self._params = {k: v for k, v in params.items() if k not in ("messages", "n")}
+        self._params["model"] = model
+        self._tools = tools
+        self._client_tools = client_tools
+
+    def body(self, ask: Ask, stream: bool) -> dict[str, Any]:
+        """The request of one round."""
+        history = [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
+        params = self._params
+        if ask.final:
+            params = {k: v for k, v in params.items() if k not in _TOOL_FIELDS}
+            return round_body(params, params["model"], history, None, stream, None)
+        choice = round_tool_choice(params.get("tool_choice"), ask.first, False, self._client_tools)
+        return round_body(params, params["model"], history, self._tools, stream, choice)
+
+    async def answer(self, ask: Ask) -> Round:
+        return parse_completion(await self._client.chat(self.upstream, self.body(ask, False)))
+
+    async def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]:
+        """The round's pieces as they come, then the round they made up."""
+        assembler = RoundAssembler()
+        chunks = self._client.chat_stream(self.upstream, self.body(ask, True))
+        try:
+            async for chunk in chunks:
+                for piece in assembler.add(chunk):
+                    yield piece
+        finally:
+            await chunks.aclose()
+        if assembler.finish_reason is None:
+            raise UpstreamError(f"The upstream model server {self.name!r} ended the stream early.")
+        yield assembler.round()
+
+
+# What the last round leaves out: no tools are offered, so none may be chosen.
+_TOOL_FIELDS = frozenset(
+    {"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"}
+)
