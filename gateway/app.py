@@ -28,6 +28,7 @@ from gateway.surfaces.http import error_response, new_request_id
 from gateway.surfaces.mcp import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.routes import build_routes
+from gateway.surfaces.skeleton import Admission
 
 
 def create_app(
@@ -50,7 +51,8 @@ def create_app(
     )
 
     observer = Observer(gateway.metrics)
-    mcp = McpEndpoint(gateway, observer)
+    admit = Admission(gateway)
+    mcp = McpEndpoint(gateway, admit, observer)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -79,7 +81,7 @@ def create_app(
 
     middleware = [Middleware(RedactionMiddleware, redactor=gateway.redactor)]
     app = Starlette(
-        routes=build_routes(gateway, mcp, observer),
+        routes=build_routes(gateway, admit, mcp, observer),
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
         middleware=middleware,

@@ -31,23 +31,21 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
-from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
-from gateway.surfaces.http import error_response, new_request_id
-from gateway.surfaces.observe import Observer, call_entry
+from gateway.surfaces.http import Exchange, error_response, new_request_id
+from gateway.surfaces.observe import Observer
+from gateway.surfaces.skeleton import Admission
 from gateway.values import ToolCall
 from tool_registry import CallContext
 from tool_registry.jsonio import dumps_text
-from tool_registry.logfields import FIELDS
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 logger = logging.getLogger("gateway.mcp")
-access = logging.getLogger("gateway.access")
 
 _STATE_KEY = "toolgate.mcp"
 
@@ -63,8 +61,9 @@ class Caller:
 
 
 class McpEndpoint:
-    def __init__(self, gateway: Gateway, observer: Observer) -> None:
+    def __init__(self, gateway: Gateway, admit: Admission, observer: Observer) -> None:
         self._gateway = gateway
+        self._admit = admit
         self._observer = observer
         server: Server[Any] = Server(
             "toolgate",
@@ -105,23 +104,21 @@ class McpEndpoint:
             await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Authenticate and admit the HTTP request, then hand it to the SDK."""
-        gateway = self._gateway
+        """Admit the HTTP request as every route is (key, identity, rate limits), then
+        hand it to the SDK."""
         request = Request(scope, receive)
-        request_id = new_request_id()
-        headers = {"x-request-id": request_id}
+        exchange = Exchange(new_request_id())
         try:
-            runtime = gateway.runtime
-            tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
-            # One value per bound header, as on every surface (a second is refused).
-            caller_identity(tenant.id, request.headers, runtime.registry.bound_headers)
-            admission = await gateway.limiter.admit(tenant)
-            headers |= admission.headers
+            runtime, tenant, _ = await self._admit(request, exchange)
         except GatewayError as exc:
-            response = error_response(exc, request_id)
-            response.headers.update({k: v for k, v in headers.items() if k not in response.headers})
+            response = error_response(exc, exchange.request_id)
+            for name, value in exchange.headers.items():
+                if name not in response.headers:
+                    response.headers[name] = value
             await response(scope, receive, send)
             return
+        request_id = exchange.request_id
+        headers = {"x-request-id": request_id, **exchange.headers}
         caller = Caller(
             runtime, tenant, request_id, {k.lower(): v for k, v in request.headers.items()}
         )
@@ -190,25 +187,9 @@ class McpEndpoint:
         outputs, _ = await runner.run([call], runnable, deadline)
         record = runner.records[-1] if runner.records else None
         outcome = record.outcome if record is not None else "denied"
-        line = {
-            "request_id": caller.request_id,
-            "tenant": tenant.id,
-            "route": "/mcp",
-            "tool": params.name,
-            "outcome": outcome,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-        }
-        access.info("mcp tools/call", extra={FIELDS: line})
-        traces = gateway.traces
-        if traces is not None:
-            trace = {
-                **line,
-                "tool_calls": [
-                    call_entry(caller.runtime.registry, r, traces.result_chars)
-                    for r in runner.records
-                ],
-            }
-            await traces.save(tenant.id, caller.request_id, trace)
+        await self._observer.tool_call(
+            caller.request_id, tenant.id, params.name, outcome, started, policy.registry, runner
+        )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outputs[0].content)],
             is_error=outcome != "ok",

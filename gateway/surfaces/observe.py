@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from gateway.engine.loop import Run
-from gateway.engine.runner import CallRecord
+from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import Metrics, status_class
 from gateway.store.traces import TraceStore
@@ -105,6 +105,31 @@ class Observer:
         if session is not None and self.traces is not None:
             trace = self._trace(self.traces, session, exchange, line)
             await self.traces.save(tenant, exchange.request_id, trace)
+
+    async def tool_call(
+        self,
+        request_id: str,
+        tenant: str,
+        tool: str,
+        outcome: str,
+        started: float,
+        registry: ToolRegistry,
+        runner: ToolRunner,
+    ) -> None:
+        """A tool call made for an MCP client (``/mcp``): its log line and its trace."""
+        line = {
+            "request_id": request_id,
+            "tenant": tenant,
+            "route": "/mcp",
+            "tool": tool,
+            "outcome": outcome,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+        access.info("mcp tools/call", extra={FIELDS: line})
+        traces = self.traces
+        if traces is not None:
+            calls = [call_entry(registry, r, traces.result_chars) for r in runner.records]
+            await traces.save(tenant, request_id, {**line, "tool_calls": calls})
 
     def _trace(
         self, traces: TraceStore, session: Run, exchange: Exchange, line: dict[str, Any]

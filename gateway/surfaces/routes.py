@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
@@ -12,18 +12,16 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.errors import AuthError, NotFound
-from gateway.policy.identity import caller_identity
-from gateway.policy.tenants import Tenant
-from gateway.runtime.snapshot import Runtime
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
-from gateway.surfaces.forward import Meter, forward_json
+from gateway.surfaces.forward import forward_json
 from gateway.surfaces.http import Exchange, endpoint, json_response, read_body
 from gateway.surfaces.mcp import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
+from gateway.surfaces.skeleton import Admission, Skeleton
 from tool_registry.jsonio import loads
 
 if TYPE_CHECKING:
@@ -40,41 +38,19 @@ FORWARDED_ROUTES = (
 )
 
 
-def build_routes(gateway: Gateway, mcp: McpEndpoint, observed: Observer) -> list[BaseRoute]:
+def build_routes(
+    gateway: Gateway, admit: Admission, mcp: McpEndpoint, observed: Observer
+) -> list[BaseRoute]:
     config = gateway.config
     max_body = config.server.max_body_bytes
     body_timeout = config.server.body_timeout_s
 
-    async def admit(request: Request, exchange: Exchange) -> tuple[Runtime, Tenant, Meter | None]:
-        """The runtime snapshot this request uses to its end, who is asking, and whether
-        the rate limits let them: the limit headers go on whatever the answer is; a
-        tenant with a token limit has its usage charged."""
-        runtime = gateway.runtime
-        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
-        exchange.identity = caller_identity(
-            tenant.id, request.headers, runtime.registry.bound_headers
-        )
-        admission = await gateway.limiter.admit(tenant)
-        exchange.headers |= admission.headers
-        if not admission.metered:
-            return runtime, tenant, None
-
-        async def meter(usage: Any) -> None:
-            await gateway.limiter.charge(tenant, usage)
-
-        return runtime, tenant, meter
-
     async def list_models(request: Request, exchange: Exchange) -> Response:
-        runtime = gateway.runtime
-        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
+        runtime, tenant = admit.tenant(request, exchange)
         return json_response(runtime.models.listing(tenant))
 
     async def get_model(request: Request, exchange: Exchange) -> Response:
-        runtime = gateway.runtime
-        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
+        runtime, tenant = admit.tenant(request, exchange)
         name = request.path_params["model"]
         runtime.models.resolve(name, tenant)
         return json_response(runtime.models.describe(name))
@@ -113,8 +89,7 @@ def build_routes(gateway: Gateway, mcp: McpEndpoint, observed: Observer) -> list
 
     async def trace(request: Request, exchange: Exchange) -> Response:
         """A request's hidden rounds, for the tenant that made it (404 for any other)."""
-        tenant = gateway.runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
+        _, tenant = admit.tenant(request, exchange)
         request_id = request.path_params["request_id"]
         found = None
         if gateway.traces is not None:
@@ -149,10 +124,14 @@ def build_routes(gateway: Gateway, mcp: McpEndpoint, observed: Observer) -> list
     return [
         Route(
             "/v1/chat/completions",
-            endpoint(ChatCompletions(gateway, admit), observed),
+            endpoint(Skeleton(gateway, admit, ChatCompletions()), observed),
             methods=["POST"],
         ),
-        Route("/v1/responses", endpoint(responses.create, observed), methods=["POST"]),
+        Route(
+            "/v1/responses",
+            endpoint(Skeleton(gateway, admit, responses), observed),
+            methods=["POST"],
+        ),
         Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
         Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),
         Route(

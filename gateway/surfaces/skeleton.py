@@ -1,24 +1,266 @@
-"""What every model surface does with a request before and after its own part."""
+"""One request skeleton for every model surface (DESIGN.md §10).
+
+``Skeleton.__call__`` is the head and tail every model request shares, written once:
+admit → read → parse → resolve the model → the policy point (tools in play, shadowed
+names) → pass through, or restore and keep → the loop job → run or stream → headers
+and metering. A surface supplies only its own parts (``Surface``): how to parse its
+body, and, for one request (``SurfaceCall``), what the loop starts from and what is
+kept around it, how the answer is rendered, and how the event stream is written.
+
+``Admission`` is how every route learns who is asking: the API key's tenant, the
+caller's identity within it, and the rate limits' verdict.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
+from starlette.responses import Response
 
-from gateway.engine.loop import Run
+from gateway.engine.loop import LoopJob, Outcome, Run
+from gateway.engine.stream import EventWriter, stream_loop
+from gateway.policy.identity import caller_identity
+from gateway.policy.limits import Narrowing
+from gateway.policy.models import Route
+from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
-from gateway.surfaces.forward import Meter
-from gateway.surfaces.http import Exchange
+from gateway.store.turns import TurnStore
+from gateway.surfaces.event_stream import start_event_stream
+from gateway.surfaces.forward import Meter, forward_json
+from gateway.surfaces.http import Exchange, read_body
+from gateway.upstream.chat_model import ChatModel
+from gateway.values import KeepTurn
+from tool_registry import CallContext
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
 
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
 
-# The runtime snapshot a request uses to its end, who is asking, and how its usage is
-# charged (None: the tenant has no token limit).
-Admit = Callable[[Request, Exchange], Awaitable[tuple[Runtime, Tenant, Meter | None]]]
+
+class Admission:
+    """Who is asking, and whether the rate limits let them."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def tenant(self, request: Request, exchange: Exchange) -> tuple[Runtime, Tenant]:
+        """The runtime snapshot this request uses to its end, and the tenant its key
+        names (401 for none)."""
+        runtime = self._gateway.runtime
+        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+        exchange.tenant = tenant.id
+        return runtime, tenant
+
+    async def __call__(
+        self, request: Request, exchange: Exchange
+    ) -> tuple[Runtime, Tenant, Meter | None]:
+        """``tenant``, the caller's identity within it (a second value of a bound
+        header is a 400), then the rate limits: their headers go on whatever the
+        answer is; a tenant with a token limit has its usage charged (the meter)."""
+        runtime, tenant = self.tenant(request, exchange)
+        exchange.identity = caller_identity(
+            tenant.id, request.headers, runtime.registry.bound_headers
+        )
+        limiter = self._gateway.limiter
+        admission = await limiter.admit(tenant)
+        exchange.headers |= admission.headers
+        if not admission.metered:
+            return runtime, tenant, None
+
+        async def meter(usage: Any) -> None:
+            await limiter.charge(tenant, usage)
+
+        return runtime, tenant, meter
+
+
+class Asked(Protocol):
+    """What every surface's parsed request says."""
+
+    @property
+    def body(self) -> dict[str, Any]: ...  # as the client sent it, less ``toolgate``
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+    @property
+    def narrowing(self) -> Narrowing: ...
+
+    @property
+    def client_tool_names(self) -> frozenset[str]: ...
+
+
+@dataclass(slots=True)
+class Head:
+    """A model request admitted, read and parsed, with its policy."""
+
+    request: Request
+    exchange: Exchange
+    runtime: Runtime
+    tenant: Tenant
+    meter: Meter | None
+    raw: bytes
+    route: Route
+    policy: PolicyPoint
+
+    turns: TurnStore
+
+    def keeper(self, visible: list[dict[str, Any]]) -> KeepTurn | None:
+        """How a turn handed back in this request is kept: bound to what the client
+        sent (``visible``). None when nothing can be handed back."""
+        if not (self.policy.server_tools and self.policy.client_tools):
+            return None
+        return self.turns.keeper(self.tenant.id, visible, self.exchange.identity)
+
+    async def restore(self, visible: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """A client returning with tool results may be answering a mixed turn: the
+        history with the server side of it put back (from whichever replica saved it,
+        for the same caller), or None."""
+        if not any(m.get("role") == "tool" for m in visible):
+            return None
+        return await self.turns.restore(self.tenant.id, visible, self.exchange.identity)
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Pass the request through to the upstream as it came (``changed``: the body
+    differs from the bytes received)."""
+
+    changed: bool
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the loop starts from: the request in the upstream dialect (its parameters,
+    ``messages`` the visible history), the client's own tools in that dialect, how a
+    hand-back is kept, and how many choices run."""
+
+    params: dict[str, Any]
+    client_tools: list[dict[str, Any]]
+    keep: KeepTurn | None = None
+    single_call_id: str | None = None
+    n: int = 1
+    usage: list[Any] = field(default_factory=list)  # spent before the loop (a summary)
+
+
+class SurfaceCall(Protocol):
+    """One request on one surface, after its head."""
+
+    async def prepare(self) -> Plan | Forward: ...
+
+    async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes: ...
+
+    def writers(self, runs: list[Run]) -> Sequence[EventWriter]: ...
+
+    def closing(self, usage: dict[str, Any]) -> list[bytes]: ...
+
+    async def streamed(self) -> None: ...  # after a stream, however it ended
+
+
+A = TypeVar("A", bound=Asked)
+
+
+class Surface(Protocol[A]):
+    """An API a client speaks over the engine."""
+
+    forward_path: str  # under the upstream's base URL, for pass-through
+
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> A: ...
+
+    def adapt(self, asked: A, tenant: Tenant) -> A: ...  # the request as the loop reads it
+
+    def call(self, asked: A, head: Head) -> SurfaceCall: ...
+
+
+class Skeleton(Generic[A]):
+    """The endpoint of a model surface: the shared head and tail around its parts."""
+
+    def __init__(self, gateway: Gateway, admit: Admission, surface: Surface[A]) -> None:
+        self._gateway = gateway
+        self._admit = admit
+        self.surface = surface
+
+    async def __call__(self, request: Request, exchange: Exchange) -> Response:
+        gateway, surface = self._gateway, self.surface
+        runtime, tenant, meter = await self._admit(request, exchange)
+        server = runtime.config.server
+        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
+        asked = surface.parse(raw, request.headers)
+        route = runtime.models.resolve(asked.model, tenant)
+        exchange.model = asked.model
+        asked = surface.adapt(asked, tenant)
+        policy, shadowed = PolicyPoint.of_request(
+            tenant.tools, tenant.limits, asked.narrowing, asked.client_tool_names, runtime.registry
+        )
+        if shadowed:  # the client's own tools of these names win for this request
+            exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
+        head = Head(request, exchange, runtime, tenant, meter, raw, route, policy, gateway.turns)
+        call = surface.call(asked, head)
+        plan = await call.prepare()
+        if isinstance(plan, Forward):
+            return await forward_json(
+                gateway.upstream,
+                route,
+                surface.forward_path,
+                raw,
+                asked.body,
+                plan.changed,
+                asked.model,
+                stream=asked.stream,
+                meter=meter,
+                on_usage=partial(setattr, exchange, "usage"),
+            )
+        registry = runtime.registry
+        model = ChatModel(
+            gateway.upstream,
+            route.upstream,
+            plan.params,
+            route.model.target,
+            [*registry.definitions(policy.server_tools), *plan.client_tools],
+            policy.client_tools,
+        )
+        context = CallContext(tenant.id, request.headers)
+        runs = gateway.loop.runs(
+            LoopJob(model, policy, context, plan.keep, plan.single_call_id), plan.n
+        )
+        for usage in plan.usage:
+            policy.state.usage.add(usage)  # spent for this request before its loop
+        exchange.session = runs[0]  # their state is the request's
+        if asked.stream:
+            return await self._stream(call, head, runs)
+        outcomes = await gateway.loop.run_all(runs)
+        body = await call.render(runs, outcomes)
+        exchange.headers |= loop_headers(runs[0])
+        response = Response(body, media_type="application/json")
+        if meter is not None:
+            response.background = BackgroundTask(meter, policy.state.usage.totals)
+        return response
+
+    async def _stream(self, call: SurfaceCall, head: Head, runs: list[Run]) -> Response:
+        usage = head.policy.state.usage
+
+        def closing() -> list[bytes]:
+            return call.closing(usage.totals)
+
+        async def finished() -> None:
+            await call.streamed()
+            if head.meter is not None:
+                await head.meter(usage.totals)
+
+        writers = call.writers(runs)
+        events = stream_loop(self._gateway.loop, runs, writers, closing, finished)
+        return await start_event_stream(events, partial(first_byte, head.exchange))
 
 
 def first_byte(exchange: Exchange) -> None:

@@ -105,7 +105,15 @@ def from_functions(chat: ChatRequest) -> ChatRequest:
         body["tool_choice"] = _tool_choice(body.pop("function_call"))
     body["messages"] = _messages(body["messages"])
     names = frozenset(n for n in (client_tool_name(t) for t in tools) if n is not None)
-    return replace(chat, body=body, client_tools=tools, client_tool_names=names, changed=True)
+    single = call_id(len(chat.body["messages"]))
+    return replace(
+        chat,
+        body=body,
+        client_tools=tools,
+        client_tool_names=names,
+        changed=True,
+        single_call_id=single,
+    )
 
 
 def legacy_call(call: dict[str, Any]) -> dict[str, Any]:

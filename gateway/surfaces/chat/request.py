@@ -21,6 +21,7 @@ class ChatRequest:
     client_tool_names: frozenset[str]
     narrowing: Narrowing
     changed: bool  # the body differs from the bytes received
+    single_call_id: str | None = None  # the legacy shape: one call handed back, this id
 
 
 def _check_messages(messages: Any) -> None:

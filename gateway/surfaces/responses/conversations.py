@@ -29,7 +29,7 @@ from tool_registry.jsonio import loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
-    from gateway.surfaces.skeleton import Admit
+    from gateway.surfaces.skeleton import Admission
 
 MAX_ITEMS_ADDED = 20  # per request, as OpenAI allows
 _METADATA_ERROR = "'metadata' must be an object of at most 16 string values."
@@ -64,7 +64,7 @@ def _items_param(value: Any) -> list[dict[str, Any]]:
 class Conversations:
     """``/v1/conversations`` and its items."""
 
-    def __init__(self, gateway: Gateway, admit: Admit) -> None:
+    def __init__(self, gateway: Gateway, admit: Admission) -> None:
         self._gateway = gateway
         self._admit = admit
 

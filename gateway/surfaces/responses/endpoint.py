@@ -5,25 +5,22 @@ over the same engine, caps and policy as chat completions, and the stored respon
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import HandBack, LoopJob, Run
-from gateway.engine.stream import stream_loop
+from gateway.engine.loop import HandBack, Outcome, Run
+from gateway.engine.stream import EventWriter
 from gateway.errors import NotFound
 from gateway.policy.identity import owner_digest
-from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
 from gateway.store.conversations import Conversation, Entry
 from gateway.store.responses import StoredResponse
-from gateway.surfaces.event_stream import start_event_stream
-from gateway.surfaces.forward import forward_json
-from gateway.surfaces.http import Exchange, json_response, read_body
+from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.listing import page
 from gateway.surfaces.responses.context_fit import (
     compact,
@@ -40,10 +37,8 @@ from gateway.surfaces.responses.render import (
     output_of,
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
-from gateway.surfaces.skeleton import SHADOWED_HEADER, first_byte, loop_headers
+from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
 from gateway.upstream import dialect
-from gateway.upstream.chat_model import ChatModel
-from tool_registry import CallContext
 from tool_registry.jsonio import dumps
 
 logger = logging.getLogger("gateway.responses")
@@ -51,106 +46,130 @@ logger = logging.getLogger("gateway.responses")
 if TYPE_CHECKING:
     from gateway.policy.models import Route
     from gateway.runtime.services import Gateway
-    from gateway.surfaces.forward import Meter
-    from gateway.surfaces.skeleton import Admit
 
 
 class Responses:
-    """``POST /v1/responses`` and the stored responses' routes."""
+    """``POST /v1/responses`` (its part of the request skeleton) and the stored
+    responses' routes."""
 
-    def __init__(self, gateway: Gateway, admit: Admit, conversations: Conversations) -> None:
+    forward_path = "/responses"
+
+    def __init__(self, gateway: Gateway, admit: Admission, conversations: Conversations) -> None:
         self._gateway = gateway
         self._admit = admit
         self._conversations = conversations
 
-    async def create(self, request: Request, exchange: Exchange) -> Response:
-        gateway = self._gateway
-        runtime, tenant, meter = await self._admit(request, exchange)
-        server = runtime.config.server
-        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
-        asked = parse_responses_request(raw, request.headers)
-        route = runtime.models.resolve(asked.model, tenant)
-        exchange.model = asked.model
-        policy, shadowed = PolicyPoint.of_request(
-            tenant.tools, tenant.limits, asked.narrowing, asked.client_tool_names, runtime.registry
-        )
-        server_tools = policy.server_tools
-        if shadowed:
-            exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
-        if not server_tools and route.upstream.responses_api:
-            return await forward_json(
-                gateway.upstream,
-                route,
-                "/responses",
-                raw,
-                asked.body,
-                "toolgate" in asked.body,
-                asked.model,
-                stream=asked.stream,
-                meter=meter,
-                on_usage=partial(setattr, exchange, "usage"),
-            )
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ResponsesRequest:
+        return parse_responses_request(raw, headers)
+
+    def adapt(self, asked: ResponsesRequest, tenant: Tenant) -> ResponsesRequest:
+        return asked
+
+    def call(self, asked: ResponsesRequest, head: Head) -> ResponseCall:
+        return ResponseCall(self, asked, head)
+
+    async def retrieve(self, request: Request, exchange: Exchange) -> Response:
+        stored = await self._load(request, exchange)
+        return json_response(stored.response)
+
+    async def input_items(self, request: Request, exchange: Exchange) -> Response:
+        stored = await self._load(request, exchange)
+        return json_response(page(stored.input_items, request.query_params))
+
+    async def delete(self, request: Request, exchange: Exchange) -> Response:
+        stored = await self._load(request, exchange)
+        response_id = stored.response["id"]
+        if not await self._gateway.responses.delete(exchange.tenant, response_id):
+            raise NotFound(f"No response {response_id!r} is stored for this key.")
+        return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def _load(self, request: Request, exchange: Exchange) -> StoredResponse:
+        _, tenant, _ = await self._admit(request, exchange)
+        return await self.owned(tenant, request.path_params["response_id"], exchange.identity)
+
+    async def owned(
+        self, tenant: Tenant, response_id: str, identity: str, param: str | None = None
+    ) -> StoredResponse:
+        """The stored response, if ``identity`` (of ``tenant``) made it; else not found."""
+        stored = await self._gateway.responses.load(tenant.id, response_id)
+        if stored is None or stored.owner != owner_digest(identity):
+            raise NotFound(f"No response {response_id!r} is stored for this key.", param=param)
+        return stored
+
+
+class ResponseCall:
+    """One ``POST /v1/responses`` request, after its head: the conversation it
+    continues, fitted, then kept with its answer."""
+
+    def __init__(self, surface: Responses, asked: ResponsesRequest, head: Head) -> None:
+        self._surface = surface
+        self._gateway = surface._gateway
+        self._asked = asked
+        self._head = head
+        self._shape = ResponseShape(asked)
+        self._visible: list[dict[str, Any]] = []
+        self._conversation: Conversation | None = None
+        self._runs: list[Run] = []
+        self._writer: ResponseEvents | None = None
+        self._done: dict[str, Any] | None = None  # the streamed response, once closed
+
+    async def prepare(self) -> Plan | Forward:
+        asked, head = self._asked, self._head
+        if not head.policy.server_tools and head.route.upstream.responses_api:
+            return Forward("toolgate" in asked.body)
         history: list[dict[str, Any]] = []
-        identity = exchange.identity
+        tenant, identity = head.tenant, head.exchange.identity
         if asked.previous_response_id is not None:
-            previous = await self.owned(
+            previous = await self._surface.owned(
                 tenant, asked.previous_response_id, identity, "previous_response_id"
             )
             history = previous.messages
-        conversation = None
         if asked.conversation is not None:
-            conversation = await self._conversations.owned(
+            self._conversation = await self._surface._conversations.owned(
                 tenant.id, asked.conversation, identity, "conversation"
             )
-            history = conversation.messages
+            history = self._conversation.messages
         visible = [*history, *to_messages(asked.items)]
-        turns = gateway.turns
-        keep = None
-        if server_tools and asked.client_tool_names:
-            keep = turns.keeper(tenant.id, visible, identity)
-        if not history and any(m.get("role") == "tool" for m in visible):
+        keep = head.keeper(visible)
+        if not history:
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
-            visible = await turns.restore(tenant.id, visible, identity) or visible
+            visible = await head.restore(visible) or visible
         summary_usage: list[Any] = []
-        visible = await self._fit(asked, route, visible, summary_usage)
+        visible = await self._fit(asked, head.route, visible, summary_usage)
+        self._visible = visible
         system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
-        model = ChatModel(
-            gateway.upstream,
-            route.upstream,
-            {**asked.params, "messages": [*system, *visible]},
-            route.model.target,
-            [*runtime.registry.definitions(server_tools), *asked.client_tools],
-            asked.client_tool_names,
-        )
-        job = LoopJob(model, policy, CallContext(tenant.id, request.headers), keep)
-        [session] = gateway.loop.runs(job)
-        for usage in summary_usage:
-            session.state.usage.add(usage)  # the compaction's tokens are the request's
-        exchange.session = session
-        shape = ResponseShape(asked)
-        store = partial(
-            self._keep, tenant, owner_digest(identity), asked, visible, session, conversation
-        )
-        if asked.stream:
-            return await self._stream(asked, session, shape, exchange, meter, store)
-        outcome = await gateway.loop.run(session)
+        params = {**asked.params, "messages": [*system, *visible]}
+        return Plan(params, asked.client_tools, keep, usage=summary_usage)
+
+    async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
+        [run], [outcome] = runs, outcomes
         calls = outcome.calls if isinstance(outcome, HandBack) else ()
         incomplete = None if calls else incomplete_reason(outcome.answer.finish_reason)
-        usage = session.state.usage.totals
-        body = shape.response(
+        body = self._shape.response(
             "incomplete" if incomplete else "completed",
             output_of(outcome.answer.turn, calls),
-            usage,
+            run.state.usage.totals,
             incomplete=incomplete,
         )
         encoded = dumps(body)
-        await store(body, encoded)
-        exchange.headers |= loop_headers(session)
-        response = Response(encoded, media_type="application/json")
-        if meter is not None:
-            response.background = BackgroundTask(meter, usage)
-        return response
+        await self._keep(run, body, encoded)
+        return encoded
+
+    def writers(self, runs: list[Run]) -> Sequence[EventWriter]:
+        self._runs = runs
+        self._writer = ResponseEvents(self._shape)
+        return [self._writer]
+
+    def closing(self, usage: dict[str, Any]) -> list[bytes]:
+        assert self._writer is not None  # the stream has its writer before it closes
+        events = self._writer.close(usage)
+        self._done = self._writer.last_response
+        return events
+
+    async def streamed(self) -> None:
+        if self._done is not None:
+            await self._keep(self._runs[0], self._done)
 
     async def _fit(
         self,
@@ -188,17 +207,7 @@ class Responses:
         usage.append(answer.usage)
         return answer.turn.content or ""
 
-    async def _keep(
-        self,
-        tenant: Tenant,
-        owner: str,
-        asked: ResponsesRequest,
-        visible: list[dict[str, Any]],
-        session: Run,
-        conversation: Conversation | None,
-        body: dict[str, Any],
-        encoded: bytes | None = None,
-    ) -> None:
+    async def _keep(self, session: Run, body: dict[str, Any], encoded: bytes | None = None) -> None:
         """Keep a finished response, with the whole conversation through it: the
         visible history, the hidden rounds, and its last turn (with the server calls
         of a hand-back turn answered, so the client's outputs complete it); and add
@@ -212,9 +221,11 @@ class Responses:
         else:
             last = [{"role": "assistant", "content": turn.content or ""}]
         hidden = dialect.messages(session.hidden)
+        asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
         items = stored_items(asked.items)
         if asked.store:
-            stored = StoredResponse(body, items, [*visible, *hidden, *last], owner)
+            owner = owner_digest(self._head.exchange.identity)
+            stored = StoredResponse(body, items, [*self._visible, *hidden, *last], owner)
             await self._gateway.responses.save(tenant.id, stored, encoded)
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
@@ -230,58 +241,3 @@ class Responses:
                 await self._gateway.conversations.save(tenant.id, conversation)
             except StoreUnavailable:
                 logger.warning("conversation %s not updated: store unavailable", conversation.id)
-
-    async def _stream(
-        self,
-        asked: ResponsesRequest,
-        session: Run,
-        shape: ResponseShape,
-        exchange: Exchange,
-        meter: Meter | None,
-        store: Any,
-    ) -> Response:
-        writer = ResponseEvents(shape)
-        state = session.state
-        done: list[dict[str, Any]] = []
-
-        def closing() -> list[bytes]:
-            events = writer.close(state.usage.totals)
-            done.append(writer.last_response)
-            return events
-
-        async def finished() -> None:
-            if done:
-                await store(done[0])
-            if meter is not None:
-                await meter(state.usage.totals)
-
-        events = stream_loop(self._gateway.loop, [session], [writer], closing, finished)
-        return await start_event_stream(events, partial(first_byte, exchange))
-
-    async def retrieve(self, request: Request, exchange: Exchange) -> Response:
-        stored = await self._load(request, exchange)
-        return json_response(stored.response)
-
-    async def input_items(self, request: Request, exchange: Exchange) -> Response:
-        stored = await self._load(request, exchange)
-        return json_response(page(stored.input_items, request.query_params))
-
-    async def delete(self, request: Request, exchange: Exchange) -> Response:
-        stored = await self._load(request, exchange)
-        response_id = stored.response["id"]
-        if not await self._gateway.responses.delete(exchange.tenant, response_id):
-            raise NotFound(f"No response {response_id!r} is stored for this key.")
-        return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
-
-    async def _load(self, request: Request, exchange: Exchange) -> StoredResponse:
-        _, tenant, _ = await self._admit(request, exchange)
-        return await self.owned(tenant, request.path_params["response_id"], exchange.identity)
-
-    async def owned(
-        self, tenant: Tenant, response_id: str, identity: str, param: str | None = None
-    ) -> StoredResponse:
-        """The stored response, if ``identity`` (of ``tenant``) made it; else not found."""
-        stored = await self._gateway.responses.load(tenant.id, response_id)
-        if stored is None or stored.owner != owner_digest(identity):
-            raise NotFound(f"No response {response_id!r} is stored for this key.", param=param)
-        return stored
