@@ -7,8 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
-from tool_registry import OpenApiSource, ToolSpec
-from tool_registry.mcp_source import McpServerConfig
+from tool_registry import McpServerConfig, OpenApiSource, ToolSpec
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]

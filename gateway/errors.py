@@ -12,6 +12,8 @@
     ├── PayloadTooLarge              413 body over server.max_body_bytes
     ├── ClientClosedRequest          499 the client left before its answer (never sent)
     ├── ToolLimitExceeded            422 tool_limit_exceeded
+    ├── RateLimited                  429 rate_limit_exceeded (with Retry-After)
+    ├── StoreUnavailable             503 the shared store did not answer (in time)
     ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
     └── UpstreamError                502 the upstream model server failed
         ├── UpstreamTimeout          504
@@ -130,3 +132,17 @@ class UpstreamTimeout(UpstreamError):
 
 class UpstreamStatusError(UpstreamError):
     """The upstream answered with an error status; ``status`` is what the client gets."""
+
+
+class RateLimited(GatewayError):
+    status = 429
+    type = "requests"
+    default_code = "rate_limit_exceeded"
+
+
+class StoreUnavailable(GatewayError):
+    """The store did not answer (in time); ``store.on_error`` decides what follows."""
+
+    status = 503
+    type = "server_error"
+    default_code = "store_unavailable"

@@ -138,3 +138,21 @@ def test_the_check_sees_a_wrong_way_import() -> None:
     assert layer_of("gateway.upstream.client") == "upstream"
     with pytest.raises(AssertionError, match="stands in no layer"):
         layer_of("gateway.loose_module")
+
+
+def test_gateway_uses_tool_registry_through_its_face() -> None:
+    """``gateway`` reads ``tool_registry`` by its public names (its ``__all__``) only."""
+    import tool_registry
+
+    past = [
+        f"{module_name(path)} -> {target}"
+        for path in gateway_modules()
+        for target in sorted(imports_of(path))
+        if target.startswith("tool_registry.")
+    ]
+    assert past == []
+    public = set(tool_registry.__all__)
+    for path in gateway_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "tool_registry":
+                assert {alias.name for alias in node.names} <= public, module_name(path)

@@ -6,34 +6,56 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 ``ToolResult`` for the model, whatever happened on the wire.
 """
 
-from .client import create_tool_transport
-from .egress import EgressPolicy
+from .client import body_chunks, create_tool_transport, send
+from .egress import EgressPolicy, egress_denial
 from .errors import (
     EgressDenied,
+    ExpansionError,
+    MissingValue,
+    MissingVariable,
+    OperationLeftOut,
+    RefError,
     ToolArgumentsInvalid,
     ToolCallFailed,
     ToolConfigError,
     ToolError,
-    ToolNotFound,
-    ToolTimeout,
 )
-from .executor import ToolExecutor
-from .loader import load_tool_file
-from .openapi import OpenApiSource, openapi_tools
+from .executor import ToolExecutor, origin
+from .jsonio import canonical, dumps, dumps_text, loads, loads_object
+from .logfields import FIELDS
+from .redact import Redactor
 from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
-from .spec import HttpSpec, ResultSpec, ToolSpec
+from .retry import Backoff, backoff_delay, retry_after_s, should_retry
+from .sources.fetch import fetch_document, parse_document
+from .sources.mcp import McpServer, McpServerConfig
+from .sources.openapi import OpenApiSource, openapi_tools
+from .sources.yaml import describe_validation_error, load_tool_file, read_yaml
+from .spec import PUBLIC_HEADERS, HttpSpec, ResultSpec, ToolSpec
 from .tool import CallContext, HttpTool, PreparedCall, Tool
+from .transport import GatewayTransport
 
 __all__ = [
+    "FIELDS",
+    "PUBLIC_HEADERS",
+    "Backoff",
     "CallContext",
     "EgressDenied",
     "EgressPolicy",
+    "ExpansionError",
+    "GatewayTransport",
     "HttpSpec",
     "HttpTool",
+    "McpServer",
+    "McpServerConfig",
+    "MissingValue",
+    "MissingVariable",
     "OpenApiSource",
+    "OperationLeftOut",
     "Outcome",
     "PreparedCall",
+    "Redactor",
+    "RefError",
     "ResultSpec",
     "Tool",
     "ToolArgumentsInvalid",
@@ -41,14 +63,28 @@ __all__ = [
     "ToolConfigError",
     "ToolError",
     "ToolExecutor",
-    "ToolNotFound",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
-    "ToolTimeout",
+    "backoff_delay",
+    "body_chunks",
+    "canonical",
     "create_tool_transport",
+    "describe_validation_error",
+    "dumps",
+    "dumps_text",
+    "egress_denial",
     "error_result",
+    "fetch_document",
     "load_tool_file",
+    "loads",
+    "loads_object",
     "openapi_tools",
+    "origin",
+    "parse_document",
+    "read_yaml",
+    "retry_after_s",
+    "send",
+    "should_retry",
     "tool_name",
 ]

@@ -6,19 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import MissingVariable
+
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
-
-
-class MissingVariable(KeyError):
-    """An environment variable named in the configuration is not set and has no default."""
-
-    def __init__(self, name: str, path: str) -> None:
-        super().__init__(name)
-        self.name = name
-        self.path = path
-
-    def __str__(self) -> str:
-        return f"environment variable {self.name} is not set and has no default"
 
 
 def substitute(value: Any, env: Mapping[str, str], path: str = "") -> Any:

@@ -10,10 +10,10 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 import httpx
 from httpx._urlparse import ParseResult
 
-from .errors import ToolArgumentsInvalid
+from .errors import MissingValue, ToolArgumentsInvalid
 from .jsonio import dumps
 from .spec import BODY_METHODS, HttpSpec, is_header_text
-from .templates import MissingValue, placeholders, render, stringify
+from .templates import placeholders, render, stringify
 
 USER_AGENT = "toolgate"
 MAX_URL_CHARS = 8192  # what common servers and proxies take in a request line

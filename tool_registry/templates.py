@@ -7,15 +7,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .errors import MissingValue
+
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
-
-
-class MissingValue(KeyError):
-    """A template names a value that is not available."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
 
 
 def placeholders(template: str) -> list[str]:

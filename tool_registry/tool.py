@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
-from .errors import ToolArgumentsInvalid
+from .errors import MissingValue, ToolArgumentsInvalid
 from .request_builder import RequestTemplate
 from .schemas import schema_problem
-from .templates import MissingValue, placeholders, render
+from .templates import placeholders, render
 
 if TYPE_CHECKING:
     from .redact import Redactor

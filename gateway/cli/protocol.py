@@ -13,7 +13,7 @@ from __future__ import annotations
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gateway.errors import BadRequest
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 _BODY = dumps(
     BadRequest(

@@ -6,9 +6,7 @@ import logging
 import time
 from typing import Any
 
-from tool_registry.jsonio import dumps_text
-from tool_registry.logfields import FIELDS
-from tool_registry.redact import Redactor
+from tool_registry import FIELDS, Redactor, dumps_text
 
 __all__ = ["FIELDS", "JsonFormatter", "configure_logging"]
 

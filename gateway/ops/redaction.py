@@ -17,8 +17,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import GatewayConfig
-from tool_registry.redact import Redactor
-from tool_registry.spec import PUBLIC_HEADERS, HttpSpec
+from tool_registry import PUBLIC_HEADERS, HttpSpec, Redactor
 
 
 def _password(url: str) -> list[str]:

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from gateway.config import OnStoreError
-from gateway.errors import GatewayError
+from gateway.errors import RateLimited
 from gateway.ops.metrics import Metrics
 from gateway.policy.tenants import Tenant
 from gateway.store import GuardedStore, Keys, RateDecision, RateMode, StoreUnavailable
@@ -16,12 +16,6 @@ from gateway.store import GuardedStore, Keys, RateDecision, RateMode, StoreUnava
 logger = logging.getLogger("gateway.rate_limit")
 
 MINUTE_S = 60.0
-
-
-class RateLimited(GatewayError):
-    status = 429
-    type = "requests"
-    default_code = "rate_limit_exceeded"
 
 
 def duration(seconds: float) -> str:

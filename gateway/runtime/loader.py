@@ -14,8 +14,15 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.policy.tenants import key_digest
 from gateway.runtime.tool_sources import could_match_later, deferred_prefixes, static_tools
-from tool_registry import OpenApiSource, ToolConfigError, ToolRegistry, ToolSpec, load_tool_file
-from tool_registry.loader import describe_validation_error, read_yaml
+from tool_registry import (
+    OpenApiSource,
+    ToolConfigError,
+    ToolRegistry,
+    ToolSpec,
+    describe_validation_error,
+    load_tool_file,
+    read_yaml,
+)
 
 
 def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> GatewayConfig:

@@ -19,11 +19,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.config import UpstreamConfig
-from tool_registry import HttpTool
-from tool_registry.client import send
-from tool_registry.egress import egress_denial
-from tool_registry.executor import origin
-from tool_registry.logfields import FIELDS
+from tool_registry import FIELDS, HttpTool, egress_denial, origin, send
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

@@ -20,12 +20,18 @@ from typing import Protocol
 import httpx
 
 from gateway.config import GatewayConfig
-from tool_registry import EgressPolicy, OpenApiSource, Tool, openapi_tools
-from tool_registry.errors import ToolConfigError
-from tool_registry.fetch import fetch_document
-from tool_registry.logfields import FIELDS
-from tool_registry.mcp_source import McpServer, McpServerConfig
-from tool_registry.retry import Backoff
+from tool_registry import (
+    FIELDS,
+    Backoff,
+    EgressPolicy,
+    McpServer,
+    McpServerConfig,
+    OpenApiSource,
+    Tool,
+    ToolConfigError,
+    fetch_document,
+    openapi_tools,
+)
 
 logger = logging.getLogger("gateway.sources")
 

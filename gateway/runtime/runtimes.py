@@ -34,10 +34,7 @@ from gateway.runtime.remote_sources import RemoteSources
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import SourcedTools, static_tools
 from gateway.values import CapKind
-from tool_registry import EgressPolicy
-from tool_registry.errors import ToolConfigError
-from tool_registry.redact import Redactor
-from tool_registry.results import Outcome
+from tool_registry import EgressPolicy, Outcome, Redactor, ToolConfigError
 
 logger = logging.getLogger("gateway.runtime")
 

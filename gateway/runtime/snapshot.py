@@ -13,8 +13,7 @@ from gateway.errors import ConfigError
 from gateway.policy.models import ModelRouter
 from gateway.policy.tenants import TenantDirectory
 from gateway.runtime.loader import check_references
-from tool_registry import Tool, ToolRegistry
-from tool_registry.errors import ToolConfigError
+from tool_registry import Tool, ToolConfigError, ToolRegistry
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -16,9 +16,16 @@ from pathlib import Path
 import httpx
 
 from gateway.config import GatewayConfig
-from tool_registry import EgressPolicy, HttpTool, OpenApiSource, Tool, openapi_tools
-from tool_registry.errors import ToolConfigError
-from tool_registry.fetch import fetch_document, parse_document
+from tool_registry import (
+    EgressPolicy,
+    HttpTool,
+    OpenApiSource,
+    Tool,
+    ToolConfigError,
+    fetch_document,
+    openapi_tools,
+    parse_document,
+)
 
 
 @dataclass

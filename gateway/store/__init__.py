@@ -2,7 +2,8 @@
 caches. One interface, two backends: ``memory://`` for one process, Redis for several
 replicas. ``open_store`` picks the backend from the URL and bounds every call."""
 
-from gateway.store.base import RateDecision, RateMode, Store, StoreUnavailable, gcra
+from gateway.errors import StoreUnavailable
+from gateway.store.base import RateDecision, RateMode, Store, gcra
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
 from gateway.store.open import open_store

@@ -6,17 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from gateway.errors import GatewayError
-
 RateMode = Literal["acquire", "charge", "peek"]
-
-
-class StoreUnavailable(GatewayError):
-    """The store did not answer (in time); ``store.on_error`` decides what follows."""
-
-    status = 503
-    type = "server_error"
-    default_code = "store_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.store import GuardedStore, Keys
-from tool_registry.jsonio import dumps, loads_object
+from tool_registry import dumps, loads_object
 
 
 @dataclass(slots=True)

@@ -9,7 +9,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from gateway.store.base import RateDecision, RateMode, Store, StoreUnavailable
+from gateway.errors import StoreUnavailable
+from gateway.store.base import RateDecision, RateMode, Store
 
 logger = logging.getLogger("gateway.store")
 

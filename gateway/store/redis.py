@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -13,7 +14,8 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from gateway.store.base import RateDecision, RateMode, StoreUnavailable
+from gateway.errors import StoreUnavailable
+from gateway.store.base import RateDecision, RateMode
 
 # The same steps as ``base.gcra``, atomically, on the server's clock (shared by all
 # replicas). KEYS[1]: the TAT key. ARGV: limit, period (ms), cost, mode (0 acquire,
@@ -81,6 +83,30 @@ def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int, str |
     return hosts, parts[0], int(parts[1]) if len(parts) > 1 else 0, password
 
 
+class _RedisErrors:
+    """The context manager of ``redis_errors`` (a class: it runs on every call)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: str) -> None:
+        self._message = message
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, RedisError):
+            raise StoreUnavailable(self._message) from exc
+
+
+def redis_errors(message: str = "The shared store failed.") -> _RedisErrors:
+    """Re-raise redis-py's errors as ``StoreUnavailable``: the one place the store's
+    I/O errors join the gateway's tree (``GuardedStore`` adds the timeouts)."""
+    return _RedisErrors(message)
+
+
 class RedisStore:
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client
@@ -89,51 +115,39 @@ class RedisStore:
     async def rate(
         self, key: str, limit: int, period_s: float, cost: int, mode: RateMode
     ) -> RateDecision:
-        try:
+        with redis_errors():
             reply = await self._gcra(keys=[key], args=[limit, period_s * 1000, cost, _MODES[mode]])
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store failed.") from exc
         allowed, remaining, reset_ms, retry_ms = (int(v) for v in reply)
         return RateDecision(bool(allowed), limit, remaining, reset_ms / 1000, retry_ms / 1000)
 
     async def get(self, key: str) -> bytes | None:
-        try:
+        with redis_errors():
             value = await self._client.get(key)
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store failed.") from exc
         return value.encode() if isinstance(value, str) else value
 
     async def get_many(self, keys: list[str]) -> list[bytes | None]:
         if not keys:
             return []
-        try:
+        with redis_errors():
             if isinstance(self._client, RedisCluster):
                 values = await self._client.mget_nonatomic(keys)
             else:
                 values = await self._client.mget(keys)
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store failed.") from exc
         return [v.encode() if isinstance(v, str) else v for v in values]
 
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
-        try:
+        with redis_errors():
             await self._client.set(key, value, px=max(1, int(ttl_s * 1000)))
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store failed.") from exc
 
     async def delete(self, keys: list[str]) -> None:
         if not keys:
             return
-        try:
+        with redis_errors():
             await self._client.delete(*keys)  # split by slot on a cluster
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store failed.") from exc
 
     async def ping(self) -> None:
-        try:
+        with redis_errors("The shared store does not answer."):
             await self._client.ping()
-        except RedisError as exc:
-            raise StoreUnavailable("The shared store does not answer.") from exc
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from tool_registry.jsonio import dumps, loads_object
+from tool_registry import dumps, loads_object
 
 logger = logging.getLogger("gateway.responses")
 

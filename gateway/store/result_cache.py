@@ -8,8 +8,7 @@ import logging
 
 from gateway.ops.metrics import Metrics
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from tool_registry import PreparedCall, ToolResult
-from tool_registry.jsonio import dumps, loads
+from tool_registry import PreparedCall, ToolResult, dumps, loads
 
 logger = logging.getLogger("gateway.result_cache")
 

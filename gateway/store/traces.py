@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from tool_registry.jsonio import dumps, loads
+from tool_registry import dumps, loads
 
 logger = logging.getLogger("gateway.traces")
 

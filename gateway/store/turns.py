@@ -20,7 +20,7 @@ from gateway.ops.metrics import Metrics
 from gateway.store import GuardedStore, Keys, StoreUnavailable
 from gateway.upstream import dialect
 from gateway.values import Hidden, KeepTurn, ToolCall, ToolOutput, Turn
-from tool_registry.jsonio import canonical, dumps, loads_object
+from tool_registry import canonical, dumps, loads_object
 
 logger = logging.getLogger("gateway.turns")
 

@@ -23,7 +23,7 @@ from gateway.upstream.client import (
     upstream_errors,
 )
 from gateway.upstream.sse import encode
-from tool_registry.jsonio import dumps, loads_object
+from tool_registry import dumps, loads_object
 
 Meter = Callable[[Any], Awaitable[None]]  # called with the usage of the answer
 

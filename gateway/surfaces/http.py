@@ -18,7 +18,7 @@ from starlette.types import Message
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
 from gateway.surfaces.event_stream import EventStreamResponse
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 if TYPE_CHECKING:
     from gateway.engine.loop import Run

@@ -39,8 +39,7 @@ from gateway.surfaces.http import Exchange, error_response, new_request_id
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.skeleton import Admission
 from gateway.values import ToolCall
-from tool_registry import CallContext
-from tool_registry.jsonio import dumps_text
+from tool_registry import CallContext, dumps_text
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
-from tool_registry.jsonio import loads
+from tool_registry import loads
 
 _NARROWING_KEYS = frozenset({"tools", "max_iterations", "max_tool_calls"})
 

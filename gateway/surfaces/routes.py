@@ -22,7 +22,7 @@ from gateway.surfaces.observe import Observer
 from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
 from gateway.surfaces.skeleton import Admission, Skeleton
-from tool_registry.jsonio import loads
+from tool_registry import loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

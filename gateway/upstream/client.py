@@ -21,11 +21,18 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.ops.metrics import Metrics, status_class
 from gateway.upstream.sse import SSEParser
-from tool_registry.client import body_chunks, send
-from tool_registry.jsonio import dumps, loads, loads_object
-from tool_registry.logfields import FIELDS
-from tool_registry.retry import backoff_delay, retry_after_s, should_retry
-from tool_registry.transport import GatewayTransport
+from tool_registry import (
+    FIELDS,
+    GatewayTransport,
+    backoff_delay,
+    body_chunks,
+    dumps,
+    loads,
+    loads_object,
+    retry_after_s,
+    send,
+    should_retry,
+)
 
 logger = logging.getLogger("gateway.upstream")
 

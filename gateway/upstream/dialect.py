@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
 from gateway.values import Hidden, Piece, Round, ToolCall, ToolOutput, Turn
-from tool_registry.jsonio import dumps_text
+from tool_registry import dumps_text
 
 T = TypeVar("T")
 

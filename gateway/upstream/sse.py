@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import UpstreamError
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 DONE = b"data: [DONE]\n\n"
 KEEPALIVE = b": keep-alive\n\n"

@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from tool_registry.envsubst import MissingVariable, substitute
+from tool_registry.envsubst import substitute
+from tool_registry.errors import MissingVariable
 
 ENV = {"HOST": "db", "EMPTY": "", "PORT": "5432"}
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from tool_registry import OpenApiSource, ToolArgumentsInvalid, ToolConfigError, openapi_tools
 from tool_registry.arguments import ArgumentValidator
-from tool_registry.fetch import parse_document
 from tool_registry.schemas import MAX_SCHEMA_BYTES, schema_problem
+from tool_registry.sources.fetch import parse_document
 
 # --- Reaching out: every connection, address lookup and non-Python file opened --------
 

@@ -15,8 +15,8 @@ from tests.support.mcp_servers import HeaderLog, LegacyOnly, tools_server
 from tests.support.servers import ServerThread, free_port
 from tool_registry import CallContext, EgressPolicy, ToolExecutor, ToolRegistry
 from tool_registry.errors import EgressDenied
-from tool_registry.mcp_source import McpServer, McpServerConfig
-from tool_registry.mcp_transport import GuardedBackend
+from tool_registry.sources.mcp import McpServer, McpServerConfig
+from tool_registry.sources.mcp_transport import GuardedBackend
 
 pytestmark = pytest.mark.anyio
 

@@ -22,10 +22,10 @@ from tool_registry import (
     ToolRegistry,
     openapi_tools,
 )
-from tool_registry.fetch import parse_document
-from tool_registry.openapi_schema import SchemaResolver
 from tool_registry.registry import tool_name
 from tool_registry.schemas import schema_problem
+from tool_registry.sources.fetch import parse_document
+from tool_registry.sources.openapi_schema import SchemaResolver
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "openapi"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -20,7 +20,7 @@ from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.skeleton import Forward, Head, Plan, completion_id
 from gateway.upstream.sse import DONE
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 
 class ChatCompletions:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 _PER_MESSAGE = 4
 SUMMARY_TOOL = "toolgate_conversation_summary"

@@ -25,7 +25,7 @@ from gateway.store.conversations import Conversation, Entry, without
 from gateway.surfaces.http import Exchange, json_response, read_body
 from gateway.surfaces.listing import page
 from gateway.surfaces.responses.items import input_items, new_id, stored_items, to_messages
-from tool_registry.jsonio import loads
+from tool_registry import loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

@@ -39,7 +39,7 @@ from gateway.surfaces.responses.render import (
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
 from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
 from gateway.upstream import dialect
-from tool_registry.jsonio import dumps
+from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
 

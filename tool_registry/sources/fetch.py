@@ -10,13 +10,14 @@ from typing import Any
 import httpx
 import yaml
 
-from .client import send
-from .egress import EgressPolicy, egress_denial
-from .errors import ToolConfigError
-from .executor import MAX_REDIRECTS, read_capped, redirect_request
-from .jsonio import loads
-from .loader import yaml_problem
-from .request_builder import USER_AGENT
+from tool_registry.client import send
+from tool_registry.egress import EgressPolicy, egress_denial
+from tool_registry.errors import ToolConfigError
+from tool_registry.executor import MAX_REDIRECTS, read_capped, redirect_request
+from tool_registry.jsonio import loads
+from tool_registry.request_builder import USER_AGENT
+
+from .yaml import yaml_problem
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 

@@ -34,16 +34,17 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .egress import EgressPolicy, egress_denial
-from .jsonio import dumps_text
-from .logfields import FIELDS
+from tool_registry.egress import EgressPolicy, egress_denial
+from tool_registry.jsonio import dumps_text
+from tool_registry.logfields import FIELDS
+from tool_registry.redact import Redactor
+from tool_registry.registry import tool_name
+from tool_registry.results import ToolResult, cut, error_result
+from tool_registry.retry import Backoff
+from tool_registry.spec import HttpSpec
+from tool_registry.tool import HttpRunner, PreparedCall, Tool
+
 from .mcp_transport import guarded_client
-from .redact import Redactor
-from .registry import tool_name
-from .results import ToolResult, cut, error_result
-from .retry import Backoff
-from .spec import HttpSpec
-from .tool import HttpRunner, PreparedCall, Tool
 
 logger = logging.getLogger("tool_registry.mcp")
 

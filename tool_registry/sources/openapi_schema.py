@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schemas import follow_pointer
+from tool_registry.errors import ExpansionError, RefError
+from tool_registry.schemas import follow_pointer
 
 _MAX_REF_DEPTH = 8  # references inlined inside one another
 MAX_OPERATION_NODES = 5_000  # schema objects produced for one operation, at most
@@ -25,14 +26,6 @@ _OAS30_ONLY = frozenset({"nullable", "discriminator", "xml", "externalDocs", "ex
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA = ("items", "not", "additionalProperties", "contains", "if", "then", "else")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
-
-
-class RefError(ValueError):
-    """A reference that cannot be resolved in the document."""
-
-
-class ExpansionError(RefError):
-    """Inlining the references would produce more than the budget allows."""
 
 
 def pointer(document: Any, ref: str) -> Any:

@@ -20,8 +20,8 @@ import httpcore2
 import httpx2
 from httpcore2 import AsyncNetworkBackend, AsyncNetworkStream
 
-from .egress import EgressPolicy, is_loose_ipv4
-from .errors import EgressDenied
+from tool_registry.egress import EgressPolicy, is_loose_ipv4
+from tool_registry.errors import EgressDenied
 
 
 class GuardedBackend(AsyncNetworkBackend):

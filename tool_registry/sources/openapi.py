@@ -36,12 +36,13 @@ from urllib.parse import quote, urljoin
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from .errors import ToolConfigError
-from .loader import describe_validation_error
-from .openapi_schema import ExpansionError, RefError, SchemaResolver
-from .registry import tool_name
-from .spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
-from .tool import HttpTool
+from tool_registry.errors import ExpansionError, OperationLeftOut, RefError, ToolConfigError
+from tool_registry.registry import tool_name
+from tool_registry.spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
+from tool_registry.tool import HttpTool
+
+from .openapi_schema import SchemaResolver
+from .yaml import describe_validation_error
 
 METHODS = ("get", "put", "post", "delete", "patch", "head")
 # Headers a document's parameter never sets: OpenAPI's own three, and those that frame
@@ -154,7 +155,7 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
                     document, resolver, source, where, path, item, method, operation, name
                 )
                 _check_origin(spec.http.url, pinned)
-            except (_Skip, ExpansionError) as exc:
+            except (OperationLeftOut, ExpansionError) as exc:
                 found_tools.skipped.append(f"{label}: {exc}")
                 continue
             found_tools.tools.append(HttpTool(spec, source="openapi", origin=f"{where}: {label}"))
@@ -198,7 +199,7 @@ def _check_origin(url: str, pinned: Any) -> None:
     its host: a path or server that would lead elsewhere leaves the operation out."""
     found = _origin(url)
     if found is None or pinned is None or found != pinned:
-        raise _Skip(
+        raise OperationLeftOut(
             "its URL would leave the source's origin"
             if pinned is not None
             else "its server is not the document's own: set base_url for this source"
@@ -209,10 +210,6 @@ def _path_name(method: str, path: str) -> str:
     """The name of an operation without ``operationId``: ``GET /pets/{id}`` → ``get_pets_id``."""
     words = [w.strip("{}") for w in path.split("/") if w.strip("{}")]
     return "_".join([method, *words])
-
-
-class _Skip(Exception):
-    """This operation cannot be a tool; the message says why."""
 
 
 def _matches(patterns: list[str], selectors: list[str], matched: set[str]) -> bool:
@@ -236,7 +233,7 @@ def _operation_spec(
     name: str,
 ) -> ToolSpec:
     if not path.startswith("/"):
-        raise _Skip("its path does not begin with '/'")
+        raise OperationLeftOut("its path does not begin with '/'")
     properties: dict[str, Any] = {}
     required: list[str] = []
     query: dict[str, str] = {}
@@ -256,11 +253,13 @@ def _operation_spec(
             continue
         if location == "cookie":
             if parameter.get("required"):
-                raise _Skip(f"needs the cookie parameter {raw!r}, which tools cannot send")
+                raise OperationLeftOut(
+                    f"needs the cookie parameter {raw!r}, which tools cannot send"
+                )
             continue
         argument = raw if raw not in properties else f"{location}_{raw}"
         if argument in properties:
-            raise _Skip(f"two parameters are both named {raw!r}")
+            raise OperationLeftOut(f"two parameters are both named {raw!r}")
         schema = _parameter_schema(resolver, parameter)
         description = parameter.get("description")
         if isinstance(description, str) and description and "description" not in schema:
@@ -271,7 +270,7 @@ def _operation_spec(
         placeholder = "{" + argument + "}"
         if location == "path":
             if "{" + raw + "}" not in url_path:
-                raise _Skip(f"the path parameter {raw!r} is not in the path")
+                raise OperationLeftOut(f"the path parameter {raw!r} is not in the path")
             url_path = url_path.replace("{" + raw + "}", placeholder)
         elif location == "query":
             query[raw] = placeholder
@@ -308,7 +307,7 @@ def _operation_spec(
             }
         )
     except ValidationError as exc:
-        raise _Skip(describe_validation_error(exc)) from exc
+        raise OperationLeftOut(describe_validation_error(exc)) from exc
 
 
 def _merged(*layers: Mapping[str, str]) -> dict[str, str]:
@@ -343,12 +342,14 @@ def _parameters(
         try:
             parameter = resolver.follow(raw)
         except RefError as exc:
-            raise _Skip(str(exc)) from exc
+            raise OperationLeftOut(str(exc)) from exc
         if not isinstance(parameter, dict):
             continue
         name, location = parameter.get("name"), parameter.get("in")
         if not isinstance(name, str) or location not in ("path", "query", "header", "cookie"):
-            raise _Skip(f"a parameter without a valid name and place: {name!r} in {location!r}")
+            raise OperationLeftOut(
+                f"a parameter without a valid name and place: {name!r} in {location!r}"
+            )
         found[(location, name)] = parameter
     return list(found.values())
 
@@ -380,14 +381,14 @@ def _body(
     try:
         body = resolver.follow(operation["requestBody"])
     except RefError as exc:
-        raise _Skip(str(exc)) from exc
+        raise OperationLeftOut(str(exc)) from exc
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, dict) or not content:
         return None, False
     kind = next((k for k in content if _is_json(k)), None)
     media = content.get(kind) if kind is not None else None
     if kind is None or not isinstance(media, dict):
-        raise _Skip(f"its request body is {', '.join(content)}, not JSON")
+        raise OperationLeftOut(f"its request body is {', '.join(content)}, not JSON")
     if kind.split(";")[0].strip().lower() not in ("application/json", "*/*"):
         headers["Content-Type"] = kind
     schema = resolver.schema(media.get("schema", {}))
@@ -438,8 +439,10 @@ def _base_url(
                 return url.rstrip("/")
             if source.is_url:
                 return urljoin(source.spec, url).rstrip("/")
-            raise _Skip(f"its server URL {url!r} is relative: set base_url for this source")
-    raise _Skip("the document names no server: set base_url for this source")
+            raise OperationLeftOut(
+                f"its server URL {url!r} is relative: set base_url for this source"
+            )
+    raise OperationLeftOut("the document names no server: set base_url for this source")
 
 
 def _server_url(server: Mapping[str, Any]) -> str:

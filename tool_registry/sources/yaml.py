@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .envsubst import MissingVariable, substitute
-from .errors import ToolConfigError
-from .spec import ToolSpec
+from tool_registry.envsubst import substitute
+from tool_registry.errors import MissingVariable, ToolConfigError
+from tool_registry.spec import ToolSpec
 
 
 def format_location(loc: tuple[int | str, ...], prefix: str = "") -> str:
