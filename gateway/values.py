@@ -70,7 +70,11 @@ def _add(total: dict[str, Any], usage: Any) -> dict[str, Any]:
         return total
     for key, value in usage.items():
         before = total.get(key)
-        if isinstance(value, bool):
+        kind = type(value)
+        if kind is int and (before is None or type(before) is int):  # the common case
+            total[key] = value if before is None else before + value
+            continue
+        if kind is bool:
             continue
         if isinstance(value, int | float):
             if before is None:

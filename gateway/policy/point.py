@@ -49,7 +49,15 @@ Verdict = Run | Refuse
 class PolicyPoint:
     """What one request may do with tools, asked before anything runs."""
 
-    __slots__ = ("_unavailable", "client_tools", "limits", "registry", "server_tools", "state")
+    __slots__ = (
+        "_in_play",
+        "_unavailable",
+        "client_tools",
+        "limits",
+        "registry",
+        "server_tools",
+        "state",
+    )
 
     def __init__(
         self,
@@ -61,6 +69,7 @@ class PolicyPoint:
     ) -> None:
         self.limits = limits
         self.server_tools = tuple(server_tools)
+        self._in_play = frozenset(self.server_tools)
         self.client_tools = client_tools
         self.registry = registry  # of the runtime snapshot the request read
         self.state = state if state is not None else LoopState()
@@ -88,7 +97,7 @@ class PolicyPoint:
             self.state,
             self.limits,
             calls,
-            frozenset(self.server_tools),
+            self._in_play,
             self.client_tools,
             final,
             time_left_s,
@@ -101,7 +110,7 @@ class PolicyPoint:
         tools and tools the request may not use read the same answer, which names
         what is available."""
         name = call.name
-        tool = self.registry.get(name) if name in self.server_tools else None
+        tool = self.registry.get(name) if name in self._in_play else None
         if name is None or tool is None:
             outcome: Outcome = "denied" if name in self.registry else "unknown"
             return Refuse(ToolResult(self._unavailable_text(), outcome))
