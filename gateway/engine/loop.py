@@ -28,12 +28,11 @@ from typing import Any, Protocol, TypeVar
 from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
-from gateway.policy.caps import Step
+from gateway.policy.caps import CAP_SETTINGS, Step
 from gateway.policy.point import PolicyPoint
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
     Ask,
-    CapKind,
     Hidden,
     KeepTurn,
     Piece,
@@ -84,13 +83,6 @@ class Final:
 Event = Delta | Working | HandBack | Final
 Outcome = HandBack | Final  # how a loop ended
 
-# The caps as the configuration names them, for the client (``x-toolgate-stopped``).
-STOPPED_BY: dict[CapKind, str] = {
-    "iterations": "max_iterations",
-    "tool_calls": "max_tool_calls",
-    "time": "request_timeout_s",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class LoopJob:
@@ -129,7 +121,7 @@ class Run:
     @property
     def stopped(self) -> str | None:
         """The cap that forced this request's last round, as the configuration names it."""
-        return STOPPED_BY[self.state.stopped] if self.state.stopped is not None else None
+        return CAP_SETTINGS[self.state.stopped] if self.state.stopped is not None else None
 
     async def events(self, stream: bool) -> AsyncIterator[Event]:
         """The loop, to its end (``HandBack`` or ``Final``)."""

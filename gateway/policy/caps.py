@@ -17,6 +17,14 @@ from gateway.policy.limits import LoopLimits
 from gateway.policy.partition import partition_calls
 from gateway.values import CapKind, ToolCall, Usage
 
+# Each cap as the configuration (and ``LoopLimits``) names it; a client reads these
+# names in ``x-toolgate-stopped``.
+CAP_SETTINGS: dict[CapKind, str] = {
+    "iterations": "max_iterations",
+    "tool_calls": "max_tool_calls",
+    "time": "request_timeout_s",
+}
+
 _CAP_MESSAGES: dict[CapKind, str] = {
     "iterations": "The model still asked for tools after max_iterations ({n}) rounds.",
     "tool_calls": "The model asked for more than max_tool_calls ({n}) tool calls.",
@@ -133,11 +141,7 @@ def check_caps(
 
 
 def cap_error(kind: CapKind, limits: LoopLimits) -> ToolLimitExceeded:
-    n: float = {
-        "iterations": limits.max_iterations,
-        "tool_calls": limits.max_tool_calls,
-        "time": limits.request_timeout_s,
-    }[kind]
+    n: float = getattr(limits, CAP_SETTINGS[kind])
     return ToolLimitExceeded(_CAP_MESSAGES[kind].format(n=f"{n:g}"))
 
 
