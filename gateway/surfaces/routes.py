@@ -38,29 +38,31 @@ FORWARDED_ROUTES = (
 )
 
 
-def build_routes(
-    gateway: Gateway, admit: Admission, mcp: McpEndpoint, observed: Observer
-) -> list[BaseRoute]:
-    config = gateway.config
-    max_body = config.server.max_body_bytes
-    body_timeout = config.server.body_timeout_s
+class Handlers:
+    """The routes that are not a model surface: models, traces, forwarded routes,
+    metrics, health. Each reads the runtime snapshot of its own request."""
 
-    async def list_models(request: Request, exchange: Exchange) -> Response:
-        runtime, tenant = admit.tenant(request, exchange)
+    def __init__(self, gateway: Gateway, admit: Admission) -> None:
+        self._gateway = gateway
+        self._admit = admit
+
+    async def list_models(self, request: Request, exchange: Exchange) -> Response:
+        runtime, tenant = self._admit.tenant(request, exchange)
         return json_response(runtime.models.listing(tenant))
 
-    async def get_model(request: Request, exchange: Exchange) -> Response:
-        runtime, tenant = admit.tenant(request, exchange)
+    async def get_model(self, request: Request, exchange: Exchange) -> Response:
+        runtime, tenant = self._admit.tenant(request, exchange)
         name = request.path_params["model"]
         runtime.models.resolve(name, tenant)
         return json_response(runtime.models.describe(name))
 
-    async def forward(path: str, request: Request, exchange: Exchange) -> Response:
+    async def forward(self, path: str, request: Request, exchange: Exchange) -> Response:
         """The other OpenAI routes with a JSON body naming a model go to its upstream, at
         ``path`` under its base URL: a fixed path from ``FORWARDED_ROUTES``, never one
         read from the request, so nothing a client writes leaves the base path."""
-        runtime, tenant, meter = await admit(request, exchange)
-        raw = await read_body(request, exchange, max_body, body_timeout)
+        runtime, tenant, meter = await self._admit(request, exchange)
+        server = runtime.config.server
+        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
         try:
             body = loads(raw)
         except ValueError:
@@ -72,52 +74,55 @@ def build_routes(
             )
         route = runtime.models.resolve(model, tenant)
         exchange.model = model
-        stream = body.get("stream") is True
         return await forward_json(
-            gateway.upstream,
+            self._gateway.upstream,
             route,
             path,
             raw,
             body,
             False,
             model,
-            stream=stream,
+            stream=body.get("stream") is True,
             meter=meter,
             on_usage=partial(setattr, exchange, "usage"),
             forwarded=True,
         )
 
-    async def trace(request: Request, exchange: Exchange) -> Response:
+    async def trace(self, request: Request, exchange: Exchange) -> Response:
         """A request's hidden rounds, for the tenant that made it (404 for any other)."""
-        _, tenant = admit.tenant(request, exchange)
+        _, tenant = self._admit.tenant(request, exchange)
         request_id = request.path_params["request_id"]
-        found = None
-        if gateway.traces is not None:
-            found = await gateway.traces.load(tenant.id, request_id)
+        traces = self._gateway.traces
+        found = await traces.load(tenant.id, request_id) if traces is not None else None
         if found is None:
             raise NotFound(f"No trace of request {request_id!r} for this key.")
         return json_response(found)
 
-    async def metrics(request: Request) -> Response:
-        token = config.server.metrics_token
+    async def metrics(self, request: Request) -> Response:
+        token = self._gateway.runtime.config.server.metrics_token
         if token is not None:
             expected = f"Bearer {token.get_secret_value()}".encode()
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return json_response(AuthError("/metrics needs its bearer token.").envelope(), 401)
-        return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(self._gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    async def healthz(request: Request) -> Response:
+    async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
-    async def readyz(request: Request) -> Response:
+    async def readyz(self, request: Request) -> Response:
         """Ready when the configuration is loaded and the store answers."""
         try:
-            await gateway.store.ping()
+            await self._gateway.store.ping()
         except StoreUnavailable:
             return json_response({"status": "unavailable", "store": "unavailable"}, 503)
         return json_response({"status": "ready", "store": "ok"})
 
+
+def build_routes(
+    gateway: Gateway, admit: Admission, mcp: McpEndpoint, observed: Observer
+) -> list[BaseRoute]:
+    handlers = Handlers(gateway, admit)
     admin = Admin(gateway)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
@@ -152,16 +157,18 @@ def build_routes(
                 ("/items/{item_id}", "DELETE", conversations.delete_item),
             )
         ),
-        Route("/v1/models", endpoint(list_models, observed), methods=["GET"]),
-        Route("/v1/models/{model:path}", endpoint(get_model, observed), methods=["GET"]),
-        Route("/v1/toolgate/traces/{request_id}", endpoint(trace), methods=["GET"]),
+        Route("/v1/models", endpoint(handlers.list_models, observed), methods=["GET"]),
+        Route("/v1/models/{model:path}", endpoint(handlers.get_model, observed), methods=["GET"]),
+        Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
         *(
-            Route(f"/v1{path}", endpoint(partial(forward, path), observed), methods=["POST"])
+            Route(
+                f"/v1{path}", endpoint(partial(handlers.forward, path), observed), methods=["POST"]
+            )
             for path in FORWARDED_ROUTES
         ),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", handlers.healthz, methods=["GET"]),
+        Route("/readyz", handlers.readyz, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
     ]
