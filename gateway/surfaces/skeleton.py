@@ -251,7 +251,7 @@ class Skeleton(Generic[A]):
         usage = head.policy.state.usage
 
         def closing() -> list[bytes]:
-            return call.closing(usage.totals)
+            return [loop_comment(runs[0]), *call.closing(usage.totals)]
 
         async def finished() -> None:
             await call.streamed()
@@ -284,3 +284,11 @@ def loop_headers(run: Run) -> dict[str, str]:
     if stopped is not None:
         headers[STOPPED_HEADER] = stopped
     return headers
+
+
+def loop_comment(run: Run) -> bytes:
+    """``loop_headers`` for a stream, whose headers were sent before they were known:
+    SSE comment lines before the surface's last events (``: x-toolgate-iterations:
+    2``), which every SSE parser skips and a client that wants them can read."""
+    lines = [f": {name}: {value}\n" for name, value in loop_headers(run).items()]
+    return "".join(lines).encode() + b"\n"

@@ -241,3 +241,36 @@ def test_a_streamed_tool_round_keeps_the_upstreams_logprobs(stack: StackFactory)
     assert streamed == [t.token for t in whole.choices[0].logprobs.content or []]
     assert s.upstream.requests[-1]["logprobs"] is True
     wire(s, {"logprobs": True})  # every chunk still valid against the schema
+
+
+def test_a_stream_ends_with_what_the_headers_would_say(stack: StackFactory) -> None:
+    """A stream's headers go out before its rounds are counted: the counts, and the cap
+    that forced the last round, come as SSE comment lines before its last events, and
+    the SDK reads the stream as ever."""
+
+    def greedy(body: dict[str, Any]) -> Reply:
+        if "tools" not in body:
+            return say("best effort answer")
+        return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "abc"}))
+
+    s = stack(greedy, limits={"max_iterations": 2})
+    with httpx.stream(
+        "POST",
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER, "stream": True},
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+        timeout=30,
+    ) as response:
+        assert "x-toolgate-iterations" not in response.headers
+        lines = list(response.iter_lines())
+    comments = [line for line in lines if line.startswith(": x-toolgate-")]
+    assert comments == [
+        ": x-toolgate-iterations: 2",
+        ": x-toolgate-tool-calls: 1",
+        ": x-toolgate-stopped: max_iterations",
+    ]
+    assert lines.index(comments[-1]) < lines.index("data: [DONE]")
+    chunks = s.client().chat.completions.create(model=MODEL, messages=USER, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "best effort answer"
+    )
