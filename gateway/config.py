@@ -11,6 +11,8 @@ from tool_registry import McpServerConfig, OpenApiSource, ToolSpec
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
+# What becomes of a hosted tool type (web_search, file_search, ...) a client sends.
+HostedTools = Literal["drop", "pass", "refuse"]
 
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -106,6 +108,7 @@ class TenantConfig(_Frozen):
     models: list[str] = Field(default_factory=lambda: ["*"])
     tools: list[str] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    hosted_tools: HostedTools = "drop"
 
     @field_validator("keys")
     @classmethod

@@ -8,7 +8,7 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.config import GatewayConfig, LimitsConfig, TenantConfig
+from gateway.config import GatewayConfig, HostedTools, LimitsConfig, TenantConfig
 from gateway.errors import AuthError
 
 DEFAULT_TENANT_ID = "default"
@@ -27,6 +27,7 @@ class Tenant:
     models: frozenset[str]
     tools: tuple[str, ...]  # in registry order
     limits: LimitsConfig
+    hosted_tools: HostedTools = "drop"  # a client's hosted tool types (DESIGN.md §11)
 
     @classmethod
     def resolve(cls, config: TenantConfig, models: Sequence[str], tools: Sequence[str]) -> Tenant:
@@ -35,6 +36,7 @@ class Tenant:
             models=frozenset(_matching(models, config.models)),
             tools=tuple(_matching(tools, config.tools)),
             limits=config.limits,
+            hosted_tools=config.hosted_tools,
         )
 
 

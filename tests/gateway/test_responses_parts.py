@@ -237,3 +237,29 @@ def test_every_stored_item_has_an_id_to_page_by() -> None:
     assert all(isinstance(item["id"], str) for item in stored)
     assert stored[2]["id"] == "fc_1"  # the client's own id is kept
     assert stored[1]["content"] == [{"type": "input_text", "text": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("tools", "functions", "hosted"),
+    [
+        ([{"type": "web_search"}], [], [(0, "web_search")]),
+        (
+            [{"type": "function", "name": "f"}, {"type": "file_search"}, {"type": "mcp"}],
+            ["f"],
+            [(1, "file_search"), (2, "mcp")],
+        ),
+        (
+            [{"type": "image_generation"}, {"type": "function", "name": "g"}],
+            ["g"],
+            [(0, "image_generation")],
+        ),
+        ([], [], []),
+    ],
+)
+def test_hosted_tool_types_are_told_apart_from_function_tools(
+    tools: list[dict[str, Any]], functions: list[str], hosted: list[tuple[int, str]]
+) -> None:
+    raw = json.dumps({"model": "m", "input": "hi", "tools": tools}).encode()
+    asked = parse_responses_request(raw, {})
+    assert sorted(asked.client_tool_names) == functions
+    assert [(h.index, h.type) for h in asked.hosted] == hosted

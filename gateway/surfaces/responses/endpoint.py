@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from gateway.engine.loop import HandBack, Outcome, Run
 from gateway.engine.stream import EventWriter
-from gateway.errors import NotFound
+from gateway.errors import BadRequest, NotFound
 from gateway.policy.identity import owner_digest
 from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
@@ -43,6 +43,8 @@ from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
 
+DROPPED_HEADER = "x-toolgate-dropped-tools"  # hosted tool types left out (hosted_tools: drop)
+
 if TYPE_CHECKING:
     from gateway.policy.models import Route
     from gateway.runtime.services import Gateway
@@ -63,6 +65,16 @@ class Responses:
         return parse_responses_request(raw, headers)
 
     def adapt(self, asked: ResponsesRequest, tenant: Tenant) -> ResponsesRequest:
+        """Hosted tool types (``web_search``, ...) are the tenant's ``hosted_tools`` to
+        decide: refused here, or dropped (or passed on) in ``prepare``."""
+        if asked.hosted and tenant.hosted_tools == "refuse":
+            first = asked.hosted[0]
+            param = f"tools[{first.index}].type"
+            raise BadRequest(
+                f"'{param}': {first.type!r} is a hosted tool type, which this API key may "
+                "not send (hosted_tools: refuse); its own tools are the tenant's server tools.",
+                param=param,
+            )
         return asked
 
     def call(self, asked: ResponsesRequest, head: Head) -> ResponseCall:
@@ -116,7 +128,10 @@ class ResponseCall:
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
         if not head.policy.server_tools and head.route.upstream.responses_api:
-            return Forward("toolgate" in asked.body)
+            if asked.hosted and head.tenant.hosted_tools == "pass":
+                return Forward("toolgate" in asked.body)  # it runs them itself
+            return Forward(self._drop_hosted() or "toolgate" in asked.body)
+        self._drop_hosted()  # the loop offers the model function tools only
         history: list[dict[str, Any]] = []
         tenant, identity = head.tenant, head.exchange.identity
         if asked.previous_response_id is not None:
@@ -141,6 +156,19 @@ class ResponseCall:
         system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
         params = {**asked.params, "messages": [*system, *visible]}
         return Plan(params, asked.client_tools, keep, usage=summary_usage)
+
+    def _drop_hosted(self) -> bool:
+        """Leave the request's hosted tools out of what the upstream sees, and say so
+        (``x-toolgate-dropped-tools``). Whether any were."""
+        hosted = self._asked.hosted
+        if not hosted:
+            return False
+        body = self._asked.body
+        dropped = {h.index for h in hosted}
+        body["tools"] = [t for i, t in enumerate(body["tools"]) if i not in dropped]
+        types = dict.fromkeys(h.type for h in hosted)
+        self._head.exchange.headers[DROPPED_HEADER] = ",".join(types)
+        return True
 
     async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
         [run], [outcome] = runs, outcomes

@@ -28,7 +28,11 @@ class ResponseShape:
         self._fixed: dict[str, Any] = {
             "instructions": request.instructions,
             "model": request.model,
-            "tools": [_echoed(tool) for tool in body.get("tools") or []],
+            "tools": [
+                _echoed(tool)
+                for tool in body.get("tools") or []
+                if isinstance(tool, dict) and tool.get("type") == "function"
+            ],
             "tool_choice": body.get("tool_choice") or "auto",
             "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
             "metadata": body.get("metadata") or {},

@@ -15,6 +15,14 @@ from gateway.surfaces.responses.items import input_items
 
 
 @dataclass(frozen=True, slots=True)
+class Hosted:
+    """A hosted tool the client sent: where in ``tools``, and its type."""
+
+    index: int
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
 class ResponsesRequest:
     body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
     model: str
@@ -28,6 +36,7 @@ class ResponsesRequest:
     store: bool
     previous_response_id: str | None
     conversation: str | None = None
+    hosted: tuple[Hosted, ...] = ()  # hosted tool types in ``tools``
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.
@@ -62,16 +71,25 @@ def _refuse(body: dict[str, Any]) -> None:
                 )
 
 
-def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
-    """The client's function tools, as the dialect declares them."""
+# Tool types the gateway offers a model as they are, or will: not a hosted tool.
+_NOT_HOSTED = frozenset({"function", "custom", "namespace"})
+
+
+def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str], list[Hosted]]:
+    """The client's function tools, as the dialect declares them, and its hosted tools
+    (``web_search``, ``file_search``, ...: types a hosted model runs), which the
+    tenant's ``hosted_tools`` decides about."""
     if value is None:
-        return [], frozenset()
+        return [], frozenset(), []
     if not isinstance(value, list):
         raise BadRequest("'tools' must be an array.", param="tools")
-    tools, names = [], set()
+    tools, names, hosted = [], set(), []
     for index, tool in enumerate(value):
         at = f"tools[{index}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
+        if isinstance(kind, str) and kind not in _NOT_HOSTED:
+            hosted.append(Hosted(index, kind))
+            continue
         if kind != "function":
             raise BadRequest(
                 f"'{at}.type': only 'function' tools are supported by this gateway, "
@@ -87,7 +105,7 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
                 function[key] = tool[key]
         tools.append({"type": "function", "function": function})
         names.add(name)
-    return tools, frozenset(names)
+    return tools, frozenset(names), hosted
 
 
 def _tool_choice(value: Any) -> Any:
@@ -212,7 +230,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         raise BadRequest(
             "'metadata' must be an object of at most 16 string values.", param="metadata"
         )
-    tools, names = _tools(body.get("tools"))
+    tools, names, hosted = _tools(body.get("tools"))
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")
     if max_tool_calls is not None:
@@ -240,4 +258,5 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         store=store is not False,
         previous_response_id=previous,
         conversation=conversation,
+        hosted=tuple(hosted),
     )
