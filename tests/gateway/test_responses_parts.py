@@ -263,3 +263,35 @@ def test_hosted_tool_types_are_told_apart_from_function_tools(
     asked = parse_responses_request(raw, {})
     assert sorted(asked.client_tool_names) == functions
     assert [(h.index, h.type) for h in asked.hosted] == hosted
+
+
+def test_a_namespace_is_flattened_under_names_a_chat_model_takes() -> None:
+    long = "n" * 40
+    tools = [
+        {"type": "namespace", "name": "crm", "tools": [{"type": "function", "name": "find"}]},
+        {"type": "namespace", "name": long, "tools": [{"type": "function", "name": "x" * 40}]},
+        {"type": "function", "name": "plain"},
+    ]
+    raw = json.dumps({"model": "m", "input": "hi", "tools": tools}).encode()
+    asked = parse_responses_request(raw, {})
+    flat = [tool["function"]["name"] for tool in asked.client_tools]
+    assert flat[0] == "crm__find"
+    assert flat[2] == "plain"
+    assert len(flat[1]) == 64
+    assert flat[1].startswith(long + "__")
+    assert dict(asked.namespaces) == {"crm__find": ("crm", "find"), flat[1]: (long, "x" * 40)}
+    assert asked.client_tool_names == frozenset(flat)
+    again = parse_responses_request(raw, {})  # the same name every time
+    assert [tool["function"]["name"] for tool in again.client_tools] == flat
+
+
+def test_a_namespaced_call_item_goes_back_under_the_name_the_model_knows() -> None:
+    item = {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "find",
+        "namespace": "crm",
+        "arguments": "{}",
+    }
+    [message] = to_messages([item])
+    assert message["tool_calls"][0]["function"]["name"] == "crm__find"

@@ -8,10 +8,12 @@ shape it cannot carry to a chat-completions upstream is a 400 naming where it is
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.values import ToolCall, Turn
+from tool_registry import tool_name
 
 
 def new_id(prefix: str) -> str:
@@ -103,6 +105,9 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                 raise BadRequest(
                     f"'{at}' needs string 'call_id', 'name' and 'arguments'.", param=at
                 )
+            namespace = item.get("namespace")
+            if isinstance(namespace, str) and namespace:
+                name = qualified(namespace, name)  # as the model was offered it
             call = {
                 "id": call_id,
                 "type": "function",
@@ -149,9 +154,23 @@ def message_item(turn: Turn, item_id: str, status: str = "completed") -> dict[st
     }
 
 
-def call_item(call: ToolCall, item_id: str, status: str = "completed") -> dict[str, Any]:
-    """A client call handed back, as a ``function_call`` output item."""
-    return {
+def qualified(namespace: str, name: str) -> str:
+    """The one name a function of a ``namespace`` tool has for a chat model, which
+    knows no namespaces: ``namespace__name``, within 64 characters and the characters
+    OpenAI allows (a hash of the whole ends a long one)."""
+    return tool_name(f"{namespace}__", name)
+
+
+# A request's namespaced functions: the name the model knows → (namespace, name).
+Namespaces = Mapping[str, tuple[str, str]]
+
+
+def call_item(
+    call: ToolCall, item_id: str, status: str = "completed", namespaces: Namespaces | None = None
+) -> dict[str, Any]:
+    """A client call handed back, as a ``function_call`` output item: a namespaced
+    function's in the shape the client sent it (its ``namespace`` and own name)."""
+    item = {
         "id": item_id,
         "type": "function_call",
         "status": status,
@@ -159,6 +178,10 @@ def call_item(call: ToolCall, item_id: str, status: str = "completed") -> dict[s
         "name": call.name or "",
         "arguments": call.arguments,
     }
+    found = namespaces.get(call.name) if namespaces and call.name else None
+    if found is not None:
+        item["namespace"], item["name"] = found
+    return item
 
 
 def _int(value: Any) -> int:

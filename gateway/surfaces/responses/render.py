@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.surfaces.responses.items import call_item, message_item, new_id, usage_of
+from gateway.surfaces.responses.items import (
+    Namespaces,
+    call_item,
+    message_item,
+    new_id,
+    usage_of,
+)
 from gateway.surfaces.responses.request import ResponsesRequest
 from gateway.upstream.sse import encode
 from gateway.values import Piece, ToolCall, Turn
@@ -19,10 +25,11 @@ from gateway.values import Piece, ToolCall, Turn
 class ResponseShape:
     """The fields of one response that do not depend on how it ends."""
 
-    __slots__ = ("_fixed", "created_at", "id")
+    __slots__ = ("_fixed", "created_at", "id", "namespaces")
 
     def __init__(self, request: ResponsesRequest, response_id: str | None = None) -> None:
         self.id = response_id or new_id("resp")
+        self.namespaces = request.namespaces  # how its namespaced calls are handed back
         self.created_at = int(time.time())
         body = request.body
         self._fixed: dict[str, Any] = {
@@ -104,12 +111,14 @@ def incomplete_reason(finish_reason: str | None) -> str | None:
     return None
 
 
-def output_of(turn: Turn, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+def output_of(
+    turn: Turn, calls: Sequence[ToolCall], namespaces: Namespaces | None = None
+) -> list[dict[str, Any]]:
     """A non-streamed answer's output: its text, then the client calls handed back."""
     output = []
     if turn.content or turn.refusal or not calls:
         output.append(message_item(turn, new_id("msg")))
-    output += [call_item(call, new_id("fc")) for call in calls]
+    output += [call_item(call, new_id("fc"), namespaces=namespaces) for call in calls]
     return output
 
 
@@ -263,7 +272,11 @@ class ResponseEvents:
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
         events = self._close_message(always=False)
         for call in calls:
-            index, item = len(self._output), call_item(call, new_id("fc"), "in_progress")
+            namespaces = self._shape.namespaces
+            index, item = (
+                len(self._output),
+                call_item(call, new_id("fc"), "in_progress", namespaces),
+            )
             item["arguments"] = ""
             events.append(self._event("response.output_item.added", output_index=index, item=item))
             where = {"item_id": item["id"], "output_index": index}

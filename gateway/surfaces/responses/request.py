@@ -5,13 +5,13 @@ cannot honour is a 400 naming it, never dropped in silence."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request import model_request, parse_narrowing
-from gateway.surfaces.responses.items import input_items
+from gateway.surfaces.responses.items import input_items, qualified
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,8 @@ class ResponsesRequest:
     previous_response_id: str | None
     conversation: str | None = None
     hosted: tuple[Hosted, ...] = ()  # hosted tool types in ``tools``
+    # The functions of ``namespace`` tools: the name the model knows → (namespace, name).
+    namespaces: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.
@@ -75,37 +77,77 @@ def _refuse(body: dict[str, Any]) -> None:
 _NOT_HOSTED = frozenset({"function", "custom", "namespace"})
 
 
-def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str], list[Hosted]]:
-    """The client's function tools, as the dialect declares them, and its hosted tools
-    (``web_search``, ``file_search``, ...: types a hosted model runs), which the
-    tenant's ``hosted_tools`` decides about."""
+def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]], list[Hosted]]:
+    """The client's function tools, as the dialect declares them (a ``namespace``'s
+    functions flattened, each under its ``qualified`` name), the namespaced names, and
+    the hosted tools (``web_search``, ``file_search``, ...: types a hosted model runs),
+    which the tenant's ``hosted_tools`` decides about."""
     if value is None:
-        return [], frozenset(), []
+        return [], {}, []
     if not isinstance(value, list):
         raise BadRequest("'tools' must be an array.", param="tools")
-    tools, names, hosted = [], set(), []
+    tools: list[dict[str, Any]] = []
+    namespaces: dict[str, tuple[str, str]] = {}
+    hosted = []
     for index, tool in enumerate(value):
         at = f"tools[{index}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
         if isinstance(kind, str) and kind not in _NOT_HOSTED:
             hosted.append(Hosted(index, kind))
-            continue
-        if kind != "function":
-            raise BadRequest(
-                f"'{at}.type': only 'function' tools are supported by this gateway, "
-                f"not {kind!r} (its own tools are the tenant's server tools).",
-                param=f"{at}.type",
-            )
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
-        function: dict[str, Any] = {"name": name}
-        for key in ("description", "parameters", "strict"):
-            if tool.get(key) is not None:
-                function[key] = tool[key]
+        elif kind == "namespace":
+            for flat, named in _namespace(tool, at, tools):
+                namespaces[flat] = named
+        else:
+            tools.append(_function(tool, at, kind))
+    names = [tool["function"]["name"] for tool in tools]
+    twice = sorted({n for n in names if n in namespaces and names.count(n) > 1})
+    if twice:
+        raise BadRequest(f"'tools': two tools are named {twice[0]!r}.", param="tools")
+    return tools, namespaces, hosted
+
+
+def _function(tool: Any, at: str, kind: Any) -> dict[str, Any]:
+    """A client function tool as the dialect declares it."""
+    if kind != "function":
+        raise BadRequest(
+            f"'{at}.type': only 'function' tools are supported by this gateway, "
+            f"not {kind!r} (its own tools are the tenant's server tools).",
+            param=f"{at}.type",
+        )
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
+    function: dict[str, Any] = {"name": name}
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return {"type": "function", "function": function}
+
+
+def _namespace(
+    tool: dict[str, Any], at: str, tools: list[dict[str, Any]]
+) -> list[tuple[str, tuple[str, str]]]:
+    """A ``namespace`` tool's functions, added to ``tools`` under their qualified
+    names (its description before each of theirs); each qualified name with the
+    namespace and name it stands for."""
+    namespace, inner = tool.get("name"), tool.get("tools")
+    if not isinstance(namespace, str) or not namespace:
+        raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
+    if not isinstance(inner, list):
+        raise BadRequest(f"'{at}.tools' must be an array.", param=f"{at}.tools")
+    about = tool.get("description")
+    found = []
+    for index, member in enumerate(inner):
+        where = f"{at}.tools[{index}]"
+        kind = member.get("type") if isinstance(member, dict) else None
+        function = _function(member, where, kind)["function"]
+        name = function["name"]
+        function["name"] = qualified(namespace, name)
+        if isinstance(about, str) and about:
+            function["description"] = f"{about}\n\n{function.get('description') or ''}".strip()
         tools.append({"type": "function", "function": function})
-        names.add(name)
-    return tools, frozenset(names), hosted
+        found.append((function["name"], (namespace, name)))
+    return found
 
 
 def _tool_choice(value: Any) -> Any:
@@ -230,7 +272,8 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         raise BadRequest(
             "'metadata' must be an object of at most 16 string values.", param="metadata"
         )
-    tools, names, hosted = _tools(body.get("tools"))
+    tools, namespaces, hosted = _tools(body.get("tools"))
+    names = frozenset(tool["function"]["name"] for tool in tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")
     if max_tool_calls is not None:
@@ -259,4 +302,5 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         previous_response_id=previous,
         conversation=conversation,
         hosted=tuple(hosted),
+        namespaces=namespaces,
     )
