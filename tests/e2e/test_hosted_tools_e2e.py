@@ -98,3 +98,16 @@ def test_drop_leaves_them_out_of_a_pass_through_too(harness: Harness) -> None:
     assert response.headers["x-toolgate-dropped-tools"] == "web_search"
     [hit] = upstream.hits
     assert json.loads(hit.body) == {**body, "tools": [SHELL]}
+
+
+def test_a_hostile_type_is_never_written_into_a_header(harness: Harness) -> None:
+    """A type is the client's text: a newline or a megabyte in it must not reach the
+    response's headers (nor break them)."""
+    upstream = harness.serve(Model(says("fine")).recorder)
+    gateway = harness.gateway(config(upstream.url, []))
+    tools = [{"type": "web_search\r\nx-evil: 1"}, {"type": "é" * 10_000}, WEB_SEARCH]
+    body = {"model": MODEL, "input": "hi", "tools": tools}
+    response = harness.client(gateway, OTHER_KEY).post("/v1/responses", json=body)
+    assert response.status_code == 200, response.text
+    assert "x-evil" not in response.headers
+    assert response.headers["x-toolgate-dropped-tools"] == "unnamed,web_search"

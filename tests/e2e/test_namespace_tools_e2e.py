@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.support.hostile import LoopWatch
 from tests.support.recorder import Answer, Recorder
 from tests.support.schema import assert_valid_response
 from tests.support.scripted import (
@@ -119,3 +120,17 @@ def test_a_namespaced_name_that_collides_is_a_400(harness: Harness) -> None:
         client.responses.create(model=MODEL, input="go", tools=[AGENTS, clash])
     assert caught.value.body is not None
     assert "two tools are named" in str(caught.value)
+
+
+def test_thousands_of_namespaced_functions_do_not_stall_the_gateway(harness: Harness) -> None:
+    """Every name is checked against the others once, not against each in turn: 25,000
+    functions in a body under the 1 MiB limit took 14 s of the event loop that way."""
+    model = Model(says("ok"))
+    gateway = harness.gateway(config(harness.serve(model.recorder).url, []))
+    functions = [{"type": "function", "name": f"f{i}"} for i in range(25_000)]
+    body = {"model": MODEL, "input": "hi", "tools": [{**AGENTS, "tools": functions}]}
+    with LoopWatch(gateway) as watch:
+        response = harness.client(gateway, timeout=60).post("/v1/responses", json=body)
+    assert response.status_code == 200, response.text
+    assert len(model.requests[0]["tools"]) == 25_000
+    assert watch.longest < 3.0

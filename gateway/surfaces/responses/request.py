@@ -4,6 +4,8 @@ cannot honour is a 400 naming it, never dropped in silence."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -73,6 +75,8 @@ def _refuse(body: dict[str, Any]) -> None:
                 )
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
 # Tool types the gateway offers a model as they are, or will: not a hosted tool.
 _NOT_HOSTED = frozenset({"function", "custom", "namespace"})
 
@@ -93,14 +97,17 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]
         at = f"tools[{index}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
         if isinstance(kind, str) and kind not in _NOT_HOSTED:
-            hosted.append(Hosted(index, kind))
+            # Named in a response header and a message: a type that is no plain token
+            # (a newline, a megabyte) is named as what it is not.
+            hosted.append(Hosted(index, kind if _TOKEN.fullmatch(kind) else "unnamed"))
         elif kind == "namespace":
             for flat, named in _namespace(tool, at, tools):
                 namespaces[flat] = named
         else:
             tools.append(_function(tool, at, kind))
     names = [tool["function"]["name"] for tool in tools]
-    twice = sorted({n for n in names if n in namespaces and names.count(n) > 1})
+    counts = Counter(names)  # linear: a body may hold thousands of tools
+    twice = sorted(n for n in namespaces if counts[n] > 1)
     if twice:
         raise BadRequest(f"'tools': two tools are named {twice[0]!r}.", param="tools")
     return tools, namespaces, hosted
