@@ -16,7 +16,6 @@ from tests.support.recorder import Answer, Recorder
 from tests.support.schema import assert_valid_response
 from tests.support.scripted import (
     MODEL,
-    TENANT_KEY,
     Harness,
     Model,
     asks,
@@ -25,6 +24,8 @@ from tests.support.scripted import (
     says,
     tool,
 )
+
+from .test_responses_e2e import sdk
 
 AGENTS: Any = {
     "type": "namespace",
@@ -58,12 +59,6 @@ def gateway_for(harness: Harness, model: Model) -> Any:
     tools = harness.serve(Recorder(lambda hit: Answer(body=b'{"length": 5}')))
     length = tool("string_length", f"{tools.url}/len", {"s": {"type": "string"}})
     return harness.gateway(config(harness.serve(model.recorder).url, [length]))
-
-
-def sdk(harness: Harness, gateway: Any) -> openai.OpenAI:
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=TENANT_KEY, max_retries=0)
-    harness.on_close(client.close)
-    return client
 
 
 @pytest.mark.parametrize("stream", [False, True])
