@@ -110,7 +110,6 @@ class Head:
     runtime: Runtime
     tenant: Tenant
     meter: Meter | None
-    raw: bytes
     route: Route
     policy: PolicyPoint
 
@@ -205,7 +204,7 @@ class Skeleton(Generic[A]):
         )
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
-        head = Head(request, exchange, runtime, tenant, meter, raw, route, policy, gateway.turns)
+        head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns)
         call = surface.call(asked, head)
         plan = await call.prepare()
         if isinstance(plan, Forward):
