@@ -220,7 +220,7 @@ def test_stored_responses_are_the_tenants_own(harness: Harness) -> None:
         ({"background": True}, "background"),
         # A hosted type (web_search) is the tenant's hosted_tools to decide:
         # tests/e2e/test_hosted_tools_e2e.py.
-        ({"tools": [{"type": "custom", "name": "apply_patch"}]}, "tools[0].type"),
+        ({"tools": [{"type": "custom", "name": "c", "format": {"type": "x"}}]}, "tools[0].format"),
         ({"truncation": "middle"}, "truncation"),
         ({"context_management": [{"type": "other"}]}, "context_management[0]"),
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type"),

@@ -12,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import BadRequest, UpstreamError
-from gateway.surfaces.responses.items import stored_items, to_messages, usage_of
+from gateway.surfaces.responses.items import (
+    ClientName,
+    custom_input,
+    stored_items,
+    to_messages,
+    usage_of,
+)
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
 from gateway.values import Piece, ToolCall, Turn
@@ -279,7 +285,10 @@ def test_a_namespace_is_flattened_under_names_a_chat_model_takes() -> None:
     assert flat[2] == "plain"
     assert len(flat[1]) == 64
     assert flat[1].startswith(long + "__")
-    assert dict(asked.namespaces) == {"crm__find": ("crm", "find"), flat[1]: (long, "x" * 40)}
+    assert dict(asked.client_names) == {
+        "crm__find": ClientName("find", "crm"),
+        flat[1]: ClientName("x" * 40, long),
+    }
     assert asked.client_tool_names == frozenset(flat)
     again = parse_responses_request(raw, {})  # the same name every time
     assert [tool["function"]["name"] for tool in again.client_tools] == flat
@@ -295,3 +304,268 @@ def test_a_namespaced_call_item_goes_back_under_the_name_the_model_knows() -> No
     }
     [message] = to_messages([item])
     assert message["tool_calls"][0]["function"]["name"] == "crm__find"
+
+
+_GRAMMAR = {"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch"'}
+
+
+@pytest.mark.parametrize(
+    ("tool", "description"),
+    [
+        ({"type": "custom", "name": "note"}, None),
+        ({"type": "custom", "name": "note", "format": {"type": "text"}}, None),
+        ({"type": "custom", "name": "note", "description": "Takes a note."}, "Takes a note."),
+        (
+            {"type": "custom", "name": "note", "description": "Patches.", "format": _GRAMMAR},
+            'Patches.\n\n`input` must follow this lark grammar:\nstart: "*** Begin Patch"',
+        ),
+        (
+            {"type": "custom", "name": "note", "format": {**_GRAMMAR, "syntax": "regex"}},
+            '`input` must follow this regex grammar:\nstart: "*** Begin Patch"',
+        ),
+    ],
+)
+def test_a_custom_tool_is_offered_as_a_function_of_one_string(
+    tool: dict[str, Any], description: str | None
+) -> None:
+    asked = parse(input="hi", tools=[tool])
+    [function] = [t["function"] for t in asked.client_tools]
+    assert function["name"] == "note"
+    assert function.get("description") == description
+    assert function["parameters"]["properties"]["input"]["type"] == "string"
+    assert function["parameters"]["required"] == ["input"]
+    assert dict(asked.client_names) == {"note": ClientName("note", None, custom=True)}
+
+
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        ({"type": "custom"}, "tools[0].name"),
+        ({"type": "custom", "name": "n", "format": {"type": "grammar"}}, "tools[0].format"),
+        (
+            {"type": "custom", "name": "n", "format": {**_GRAMMAR, "syntax": "ebnf"}},
+            "tools[0].format",
+        ),
+        ({"type": "custom", "name": "n", "format": "text"}, "tools[0].format"),
+        (
+            {"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]},
+            "tools[0].tools[0].type",
+        ),
+    ],
+)
+def test_a_custom_tool_the_gateway_cannot_offer_is_a_400_naming_it(
+    tool: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(BadRequest) as raised:
+        parse(input="hi", tools=[tool])
+    assert raised.value.param == param
+
+
+def test_a_custom_tool_in_a_namespace_is_named_by_both() -> None:
+    tools = [
+        {
+            "type": "namespace",
+            "name": "fs",
+            "description": "Files.",
+            "tools": [
+                {"type": "custom", "name": "apply_patch", "format": _GRAMMAR},
+                {"type": "function", "name": "read"},
+            ],
+        }
+    ]
+    asked = parse(input="hi", tools=tools)
+    assert dict(asked.client_names) == {
+        "fs__apply_patch": ClientName("apply_patch", "fs", custom=True),
+        "fs__read": ClientName("read", "fs"),
+    }
+    described = asked.client_tools[0]["function"]["description"]
+    assert described.startswith("Files.\n\n`input` must follow this lark grammar")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"input": "*** Begin Patch"}', "*** Begin Patch"),
+        ('{"input": ""}', ""),
+        ('{"patch": "renamed by the model"}', "renamed by the model"),  # the one string
+        ('{"input": 5}', '{"input": 5}'),  # not a string: as written
+        ('{"a": "x", "b": "y"}', '{"a": "x", "b": "y"}'),
+        ("not json at all", "not json at all"),
+        ('["input"]', '["input"]'),
+        ("", ""),
+    ],
+)
+def test_a_custom_calls_input_is_its_one_string_argument(arguments: str, expected: str) -> None:
+    assert custom_input(arguments) == expected
+
+
+_NAMES = {
+    "note": ClientName("note", None, custom=True),
+    "fs__apply_patch": ClientName("apply_patch", "fs", custom=True),
+    "fs__read": ClientName("read", "fs"),
+}
+
+
+@pytest.mark.parametrize(
+    ("call", "item"),
+    [
+        (
+            ToolCall("c1", "note", '{"input": "remember"}'),
+            {"type": "custom_tool_call", "call_id": "c1", "name": "note", "input": "remember"},
+        ),
+        (
+            ToolCall("c2", "fs__apply_patch", '{"input": "*** Begin Patch"}'),
+            {
+                "type": "custom_tool_call",
+                "call_id": "c2",
+                "name": "apply_patch",
+                "namespace": "fs",
+                "input": "*** Begin Patch",
+            },
+        ),
+        (
+            ToolCall("c3", "fs__read", '{"path": "a"}'),
+            {
+                "type": "function_call",
+                "call_id": "c3",
+                "name": "read",
+                "namespace": "fs",
+                "arguments": '{"path": "a"}',
+                "status": "completed",
+            },
+        ),
+        (
+            ToolCall("c4", "plain", "{}"),
+            {
+                "type": "function_call",
+                "call_id": "c4",
+                "name": "plain",
+                "arguments": "{}",
+                "status": "completed",
+            },
+        ),
+    ],
+)
+def test_a_call_goes_back_in_the_shape_of_the_clients_tool_and_returns_as_the_model_made_it(
+    call: ToolCall, item: dict[str, Any]
+) -> None:
+    [rendered] = output_of(Turn(None), [call], _NAMES)  # no text: the call alone
+    assert {k: v for k, v in rendered.items() if k != "id"} == item
+    prefix = "ctc_" if item["type"] == "custom_tool_call" else "fc_"
+    assert rendered["id"].startswith(prefix)
+    # The client sends it back with its output: the model sees the call it made.
+    output_type = f"{item['type']}_output"
+    [assistant, tool] = to_messages(
+        [rendered, {"type": output_type, "call_id": call.id, "output": "ok"}]
+    )
+    [sent] = assistant["tool_calls"]
+    assert sent["id"] == call.id
+    assert sent["function"]["name"] == call.name
+    if item["type"] == "custom_tool_call":
+        assert json.loads(sent["function"]["arguments"]) == {"input": item["input"]}
+    else:
+        assert sent["function"]["arguments"] == call.arguments
+    assert tool == {"role": "tool", "tool_call_id": call.id, "content": "ok"}
+    response = ResponseShape(parse(input="hi")).response("completed", [rendered], {})
+    assert_valid_response(response)
+
+
+def test_a_streamed_custom_call_is_its_input_events() -> None:
+    asked = parse(input="hi", tools=[{"type": "custom", "name": "note"}], stream=True)
+    writer = ResponseEvents(ResponseShape(asked))
+    events = [
+        *writer.open(),
+        *writer.hand_back([ToolCall("c", "note", json.dumps({"input": "x\ny"}))]),
+    ]
+    events += writer.close({})
+    parsed = [json.loads(e.split(b"data: ", 1)[1]) for e in events]
+    kinds = [e["type"] for e in parsed]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    added, delta, done, item_done = parsed[2:6]
+    assert added["item"]["input"] == ""
+    assert added["item"]["type"] == "custom_tool_call"
+    assert delta["delta"] == done["input"] == "x\ny"
+    assert delta["item_id"] == done["item_id"] == added["item"]["id"] == item_done["item"]["id"]
+    assert item_done["item"]["input"] == "x\ny"
+    assert parsed[-1]["response"]["output"] == [item_done["item"]]
+    assert parsed[-1]["response"]["tools"] == [{"type": "custom", "name": "note"}]
+    assert_valid_response(parsed[-1]["response"])
+
+
+def test_the_response_lists_the_clients_custom_and_namespace_tools() -> None:
+    tools = [
+        {"type": "custom", "name": "c", "format": _GRAMMAR, "description": "d"},
+        {"type": "namespace", "name": "fs", "tools": [{"type": "function", "name": "read"}]},
+        {"type": "web_search"},
+    ]
+    response = ResponseShape(parse(input="hi", tools=tools)).response("completed", [], {})
+    assert response["tools"] == [
+        {"type": "custom", "name": "c", "format": _GRAMMAR, "description": "d"},
+        {
+            "type": "namespace",
+            "name": "fs",
+            "description": "",
+            "tools": [{"type": "function", "name": "read", "parameters": None, "strict": None}],
+        },
+    ]
+    assert_valid_response(response)
+
+
+_KIND = st.sampled_from(["function", "custom"])
+_NAME = st.text("abc_-é\n", min_size=1, max_size=4)
+_MEMBER = st.fixed_dictionaries(
+    {
+        "type": st.one_of(_KIND, _KIND, _KIND, st.sampled_from(["web_search", "x"]), _JSON),
+        "name": st.one_of(_NAME, _NAME, _NAME, _JSON),
+    },
+    optional={
+        "description": st.text(max_size=4) | _JSON,
+        "format": st.sampled_from([{"type": "text"}, _GRAMMAR, {"type": "grammar"}]) | _JSON,
+        "parameters": st.just({"type": "object"}) | _JSON,
+    },
+)
+_TOOL = st.one_of(
+    _MEMBER,
+    st.fixed_dictionaries(
+        {
+            "type": st.just("namespace"),
+            "name": st.one_of(_NAME, _NAME, _JSON),
+            "tools": st.one_of(st.lists(_MEMBER, max_size=3), st.lists(_MEMBER, max_size=3), _JSON),
+        },
+        optional={"description": st.text(max_size=4) | _JSON},
+    ),
+)
+
+
+@given(st.lists(_TOOL, max_size=5), st.text(max_size=8))
+def test_any_tools_are_a_400_or_offered_so_each_call_goes_back_valid_and_returns_as_made(
+    tools: list[dict[str, Any]], text: str
+) -> None:
+    try:
+        asked = parse(input="hi", tools=tools)
+    except BadRequest:
+        return
+    names = asked.client_names
+    offered = [tool["function"]["name"] for tool in asked.client_tools]
+    calls = [
+        ToolCall(f"c{i}", name, json.dumps({"input": text}) if name in names else "{}")
+        for i, name in enumerate(offered)
+    ]
+    output = output_of(Turn(None), calls, names)
+    assert_valid_response(ResponseShape(asked).response("completed", output, {}))
+    if not calls:
+        return
+    [assistant] = to_messages(output)
+    made = [(c["id"], c["function"]["name"]) for c in assistant["tool_calls"]]
+    assert made == [(call.id, call.name) for call in calls]
+    for item in output:
+        if item["type"] == "custom_tool_call":
+            assert item["input"] == text

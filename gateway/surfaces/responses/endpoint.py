@@ -176,7 +176,7 @@ class ResponseCall:
         incomplete = None if calls else incomplete_reason(outcome.answer.finish_reason)
         body = self._shape.response(
             "incomplete" if incomplete else "completed",
-            output_of(outcome.answer.turn, calls, self._asked.namespaces),
+            output_of(outcome.answer.turn, calls, self._asked.client_names),
             run.state.usage.totals,
             incomplete=incomplete,
         )

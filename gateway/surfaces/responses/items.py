@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.values import ToolCall, Turn
-from tool_registry import tool_name
+from tool_registry import dumps, loads_object, tool_name
 
 
 def new_id(prefix: str) -> str:
@@ -94,31 +95,14 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
             messages.append(
                 {"role": role, "content": _content(item.get("content"), f"{at}.content")}
             )
-        elif kind == "function_call":
-            call_id, name = item.get("call_id"), item.get("name")
-            arguments = item.get("arguments", "")
-            if (
-                not isinstance(call_id, str)
-                or not isinstance(name, str)
-                or not isinstance(arguments, str)
-            ):
-                raise BadRequest(
-                    f"'{at}' needs string 'call_id', 'name' and 'arguments'.", param=at
-                )
-            namespace = item.get("namespace")
-            if isinstance(namespace, str) and namespace:
-                name = qualified(namespace, name)  # as the model was offered it
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            }
+        elif kind in ("function_call", "custom_tool_call"):
+            call = _call_of(item, kind, at)
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id, output = item.get("call_id"), item.get("output")
             if not isinstance(call_id, str):
                 raise BadRequest(f"'{at}.call_id' must be a string.", param=f"{at}.call_id")
@@ -135,6 +119,22 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                 param=f"{at}.type",
             )
     return messages
+
+
+def _call_of(item: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
+    """A ``function_call`` or ``custom_tool_call`` item as the dialect's tool call, under
+    the name and shape the model was offered it in (a namespaced name; a custom tool's
+    ``input`` as its one argument)."""
+    call_id, name = item.get("call_id"), item.get("name")
+    field = "arguments" if kind == "function_call" else "input"
+    value = item.get(field, "")
+    if not isinstance(call_id, str) or not isinstance(name, str) or not isinstance(value, str):
+        raise BadRequest(f"'{at}' needs string 'call_id', 'name' and '{field}'.", param=at)
+    namespace = item.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        name = qualified(namespace, name)
+    arguments = value if kind == "function_call" else dumps({"input": value}).decode()
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def message_item(turn: Turn, item_id: str, status: str = "completed") -> dict[str, Any]:
@@ -161,26 +161,58 @@ def qualified(namespace: str, name: str) -> str:
     return tool_name(f"{namespace}__", name)
 
 
-# A request's namespaced functions: the name the model knows → (namespace, name).
-Namespaces = Mapping[str, tuple[str, str]]
+@dataclass(frozen=True, slots=True)
+class ClientName:
+    """How the client named a tool that a chat model knows by another name or shape:
+    its own name, its namespace, and whether it is a ``custom`` (freeform) tool, which
+    the model knows as a function of one string ``input``."""
+
+    name: str
+    namespace: str | None = None
+    custom: bool = False
+
+
+# A request's client tools that the model knows otherwise: the model's name → the client's.
+ClientNames = Mapping[str, ClientName]
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool's input from the arguments the model wrote for its one-string
+    function: ``input``; the one string a model wrote under another name; else the
+    arguments as written (the client's tool judges its own input)."""
+    value = loads_object(arguments)
+    if value is not None:
+        if isinstance(value.get("input"), str):
+            return str(value["input"])
+        if len(value) == 1:
+            [only] = value.values()
+            if isinstance(only, str):
+                return only
+    return arguments
 
 
 def call_item(
-    call: ToolCall, item_id: str, status: str = "completed", namespaces: Namespaces | None = None
+    call: ToolCall, item_id: str, status: str = "completed", names: ClientNames | None = None
 ) -> dict[str, Any]:
-    """A client call handed back, as a ``function_call`` output item: a namespaced
-    function's in the shape the client sent it (its ``namespace`` and own name)."""
-    item = {
-        "id": item_id,
-        "type": "function_call",
-        "status": status,
-        "call_id": call.id,
-        "name": call.name or "",
-        "arguments": call.arguments,
-    }
-    found = namespaces.get(call.name) if namespaces and call.name else None
-    if found is not None:
-        item["namespace"], item["name"] = found
+    """A client call handed back in the shape the client's tool has: a
+    ``function_call`` item, or a ``custom_tool_call`` with its ``input``; a namespaced
+    tool's call with its ``namespace`` and own name."""
+    named = names.get(call.name) if names and call.name else None
+    item: dict[str, Any]
+    if named is not None and named.custom:
+        item = {"id": item_id, "type": "custom_tool_call", "call_id": call.id}
+        item |= {"name": named.name, "input": custom_input(call.arguments)}
+    else:
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": status,
+            "call_id": call.id,
+            "name": named.name if named else call.name or "",
+            "arguments": call.arguments,
+        }
+    if named is not None and named.namespace is not None:
+        item["namespace"] = named.namespace
     return item
 
 
@@ -207,7 +239,15 @@ def usage_of(totals: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
+_ID_PREFIXES = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
+}
+# Items whose stored form carries a ``status`` (a custom tool call's has none).
+_STATUS = frozenset({"message", "function_call", "function_call_output", "custom_tool_call_output"})
 
 
 def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -226,7 +266,7 @@ def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             item["content"] = [text_part]
         if not isinstance(item.get("id"), str):
             item["id"] = new_id(_ID_PREFIXES.get(kind, "item"))
-        if kind in _ID_PREFIXES:
+        if kind in _STATUS:
             item.setdefault("status", "completed")
         stored.append(item)
     return stored

@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.surfaces.responses.items import (
-    Namespaces,
+    ClientNames,
     call_item,
     message_item,
     new_id,
@@ -25,11 +25,11 @@ from gateway.values import Piece, ToolCall, Turn
 class ResponseShape:
     """The fields of one response that do not depend on how it ends."""
 
-    __slots__ = ("_fixed", "created_at", "id", "namespaces")
+    __slots__ = ("_fixed", "client_names", "created_at", "id")
 
     def __init__(self, request: ResponsesRequest, response_id: str | None = None) -> None:
         self.id = response_id or new_id("resp")
-        self.namespaces = request.namespaces  # how its namespaced calls are handed back
+        self.client_names = request.client_names  # how its custom and namespaced calls go back
         self.created_at = int(time.time())
         body = request.body
         self._fixed: dict[str, Any] = {
@@ -38,7 +38,7 @@ class ResponseShape:
             "tools": [
                 _echoed(tool)
                 for tool in body.get("tools") or []
-                if isinstance(tool, dict) and tool.get("type") == "function"
+                if isinstance(tool, dict) and tool.get("type") in _ECHOED
             ],
             "tool_choice": body.get("tool_choice") or "auto",
             "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
@@ -83,14 +83,25 @@ class ResponseShape:
         return response
 
 
+_ECHOED = frozenset({"function", "custom", "namespace"})  # the client's own tools
+
+
 def _echoed(tool: dict[str, Any]) -> dict[str, Any]:
-    """A client function tool as a response lists it (every field the schema asks for)."""
-    echoed = {
-        "type": "function",
-        "name": tool["name"],
-        "parameters": tool.get("parameters"),
-        "strict": tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
-    }
+    """A client tool as a response lists it (every field the schema asks for)."""
+    kind = tool["type"]
+    if kind == "namespace":
+        return {
+            "type": "namespace",
+            "name": tool["name"],
+            "description": tool.get("description") or "",
+            "tools": [_echoed(member) for member in tool["tools"]],
+        }
+    echoed: dict[str, Any] = {"type": kind, "name": tool["name"]}
+    if kind == "function":
+        echoed["parameters"] = tool.get("parameters")
+        echoed["strict"] = tool.get("strict") if isinstance(tool.get("strict"), bool) else None
+    elif isinstance(tool.get("format"), dict):
+        echoed["format"] = tool["format"]
     if isinstance(tool.get("description"), str):
         echoed["description"] = tool["description"]
     return echoed
@@ -112,14 +123,20 @@ def incomplete_reason(finish_reason: str | None) -> str | None:
 
 
 def output_of(
-    turn: Turn, calls: Sequence[ToolCall], namespaces: Namespaces | None = None
+    turn: Turn, calls: Sequence[ToolCall], names: ClientNames | None = None
 ) -> list[dict[str, Any]]:
     """A non-streamed answer's output: its text, then the client calls handed back."""
     output = []
     if turn.content or turn.refusal or not calls:
         output.append(message_item(turn, new_id("msg")))
-    output += [call_item(call, new_id("fc"), namespaces=namespaces) for call in calls]
+    output += [call_item(call, _call_id(call, names), names=names) for call in calls]
     return output
+
+
+def _call_id(call: ToolCall, names: ClientNames | None) -> str:
+    """A new id for a call's item: ``ctc_`` for a custom tool's, ``fc_`` for a function's."""
+    named = names.get(call.name) if names and call.name else None
+    return new_id("ctc" if named is not None and named.custom else "fc")
 
 
 class ResponseEvents:
@@ -271,29 +288,39 @@ class ResponseEvents:
 
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
         events = self._close_message(always=False)
+        names = self._shape.client_names
         for call in calls:
-            namespaces = self._shape.namespaces
-            index, item = (
-                len(self._output),
-                call_item(call, new_id("fc"), "in_progress", namespaces),
-            )
-            item["arguments"] = ""
-            events.append(self._event("response.output_item.added", output_index=index, item=item))
-            where = {"item_id": item["id"], "output_index": index}
-            events.append(
-                self._event("response.function_call_arguments.delta", delta=call.arguments, **where)
-            )
-            events.append(
-                self._event(
-                    "response.function_call_arguments.done",
-                    name=item["name"],
-                    arguments=call.arguments,
-                    **where,
+            index = len(self._output)
+            done = call_item(call, _call_id(call, names), "completed", names)
+            custom = done["type"] == "custom_tool_call"
+            field = "input" if custom else "arguments"
+            text = done[field]
+            added = {**done, field: ""}
+            if not custom:
+                added["status"] = "in_progress"
+            where = {"item_id": done["id"], "output_index": index}
+            events.append(self._event("response.output_item.added", output_index=index, item=added))
+            if custom:
+                events.append(
+                    self._event("response.custom_tool_call_input.delta", delta=text, **where)
                 )
-            )
-            item = {**item, "arguments": call.arguments, "status": "completed"}
-            events.append(self._event("response.output_item.done", output_index=index, item=item))
-            self._output.append(item)
+                events.append(
+                    self._event("response.custom_tool_call_input.done", input=text, **where)
+                )
+            else:
+                events.append(
+                    self._event("response.function_call_arguments.delta", delta=text, **where)
+                )
+                events.append(
+                    self._event(
+                        "response.function_call_arguments.done",
+                        name=done["name"],
+                        arguments=text,
+                        **where,
+                    )
+                )
+            events.append(self._event("response.output_item.done", output_index=index, item=done))
+            self._output.append(done)
         return events
 
     def final(self, finish_reason: str) -> list[bytes]:

@@ -13,7 +13,7 @@ from typing import Any
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request import model_request, parse_narrowing
-from gateway.surfaces.responses.items import input_items, qualified
+from gateway.surfaces.responses.items import ClientName, input_items, qualified
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +39,9 @@ class ResponsesRequest:
     previous_response_id: str | None
     conversation: str | None = None
     hosted: tuple[Hosted, ...] = ()  # hosted tool types in ``tools``
-    # The functions of ``namespace`` tools: the name the model knows → (namespace, name).
-    namespaces: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # ``custom`` tools and the tools of a ``namespace``: the name the model knows → the
+    # client's name (and shape) for it.
+    client_names: Mapping[str, ClientName] = field(default_factory=dict)
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.
@@ -81,17 +82,18 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NOT_HOSTED = frozenset({"function", "custom", "namespace"})
 
 
-def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]], list[Hosted]]:
-    """The client's function tools, as the dialect declares them (a ``namespace``'s
-    functions flattened, each under its ``qualified`` name), the namespaced names, and
-    the hosted tools (``web_search``, ``file_search``, ...: types a hosted model runs),
-    which the tenant's ``hosted_tools`` decides about."""
+def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ClientName], list[Hosted]]:
+    """The client's tools as the dialect declares them — a ``custom`` tool as a function
+    of one string, a ``namespace``'s tools flattened under ``qualified`` names — the
+    names the model knows for those, and the hosted tools (``web_search``,
+    ``file_search``, ...: types a hosted model runs), which the tenant's
+    ``hosted_tools`` decides about."""
     if value is None:
         return [], {}, []
     if not isinstance(value, list):
         raise BadRequest("'tools' must be an array.", param="tools")
     tools: list[dict[str, Any]] = []
-    namespaces: dict[str, tuple[str, str]] = {}
+    names: dict[str, ClientName] = {}
     hosted = []
     for index, tool in enumerate(value):
         at = f"tools[{index}]"
@@ -101,67 +103,123 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]
             # (a newline, a megabyte) is named as what it is not.
             hosted.append(Hosted(index, kind if _TOKEN.fullmatch(kind) else "unnamed"))
         elif kind == "namespace":
-            for flat, named in _namespace(tool, at, tools):
-                namespaces[flat] = named
+            _namespace(tool, at, tools, names)
         else:
-            tools.append(_function(tool, at, kind))
-    names = [tool["function"]["name"] for tool in tools]
-    counts = Counter(names)  # linear: a body may hold thousands of tools
-    twice = sorted(n for n in namespaces if counts[n] > 1)
+            tools.append(_declared(tool, at, kind, names))
+    counts = Counter(tool["function"]["name"] for tool in tools)  # linear: thousands fit
+    twice = sorted(n for n in names if counts[n] > 1)
     if twice:
         raise BadRequest(f"'tools': two tools are named {twice[0]!r}.", param="tools")
-    return tools, namespaces, hosted
+    return tools, names, hosted
 
 
-def _function(tool: Any, at: str, kind: Any) -> dict[str, Any]:
-    """A client function tool as the dialect declares it."""
-    if kind != "function":
+def _declared(
+    tool: Any, at: str, kind: Any, names: dict[str, ClientName], namespace: str | None = None
+) -> dict[str, Any]:
+    """A client ``function`` or ``custom`` tool as the dialect declares it (a custom
+    one, and one in ``namespace``, also named in ``names``)."""
+    if kind not in ("function", "custom"):
         raise BadRequest(
-            f"'{at}.type': only 'function' tools are supported by this gateway, "
+            f"'{at}.type': only 'function' and 'custom' tools are supported here, "
             f"not {kind!r} (its own tools are the tenant's server tools).",
             param=f"{at}.type",
         )
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
-    function: dict[str, Any] = {"name": name}
-    for key in ("description", "parameters", "strict"):
-        if tool.get(key) is not None:
-            function[key] = tool[key]
+    if namespace is not None and not _MEMBER_NAME.fullmatch(name):
+        raise BadRequest(
+            f"'{at}.name' must be letters, digits, '_' and '-' (at most 128).",
+            param=f"{at}.name",
+        )
+    offered = name if namespace is None else qualified(namespace, name)
+    function: dict[str, Any] = {"name": offered}
+    if kind == "custom":
+        function |= _freeform(tool, at)
+    else:
+        for key, kinds in _FIELDS.items():
+            value = tool.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, kinds):
+                raise BadRequest(f"'{at}.{key}' must be {_FIELD_NAMES[key]}.", param=f"{at}.{key}")
+            function[key] = value
+    if kind == "custom" or namespace is not None:
+        names[offered] = ClientName(name, namespace, kind == "custom")
     return {"type": "function", "function": function}
 
 
+# A function tool's fields the dialect declares, and what each must be.
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "description": str,
+    "parameters": dict,
+    "strict": bool,
+}
+_FIELD_NAMES = {
+    "description": "a string",
+    "parameters": "a JSON Schema object",
+    "strict": "a boolean",
+}
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # a namespace's tools, as OpenAI's
+_SYNTAXES = frozenset({"lark", "regex"})
+
+
+def _freeform(tool: dict[str, Any], at: str) -> dict[str, Any]:
+    """A ``custom`` tool's description and parameters as a function of one string: its
+    description, and the grammar ``input`` must follow, are what the model reads."""
+    about = tool.get("description")
+    lines = [about] if isinstance(about, str) and about else []
+    fmt = tool.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+        syntax, definition = fmt.get("syntax"), fmt.get("definition")
+        if syntax not in _SYNTAXES or not isinstance(definition, str):
+            raise BadRequest(
+                f"'{at}.format' must be a grammar with a 'syntax' (lark or regex) and a "
+                "string 'definition'.",
+                param=f"{at}.format",
+            )
+        lines.append(f"`input` must follow this {syntax} grammar:\n{definition}")
+    elif fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise BadRequest(
+            f"'{at}.format' must be {{type: text}} or {{type: grammar}}.", param=f"{at}.format"
+        )
+    parameters = {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": "The tool's whole input."}},
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+    declared: dict[str, Any] = {"parameters": parameters}
+    if lines:
+        declared["description"] = "\n\n".join(lines)
+    return declared
+
+
 def _namespace(
-    tool: dict[str, Any], at: str, tools: list[dict[str, Any]]
-) -> list[tuple[str, tuple[str, str]]]:
-    """A ``namespace`` tool's functions, added to ``tools`` under their qualified
-    names (its description before each of theirs); each qualified name with the
-    namespace and name it stands for."""
+    tool: dict[str, Any], at: str, tools: list[dict[str, Any]], names: dict[str, ClientName]
+) -> None:
+    """A ``namespace`` tool's tools, added to ``tools`` under their qualified names (its
+    description before each of theirs) and named in ``names``."""
     namespace, inner = tool.get("name"), tool.get("tools")
     if not isinstance(namespace, str) or not namespace:
         raise BadRequest(f"'{at}.name' is required and must be a string.", param=f"{at}.name")
-    if not isinstance(inner, list):
-        raise BadRequest(f"'{at}.tools' must be an array.", param=f"{at}.tools")
+    if not isinstance(inner, list) or not inner:
+        raise BadRequest(f"'{at}.tools' must be a non-empty array.", param=f"{at}.tools")
     about = tool.get("description")
-    found = []
     for index, member in enumerate(inner):
         where = f"{at}.tools[{index}]"
         kind = member.get("type") if isinstance(member, dict) else None
-        function = _function(member, where, kind)["function"]
-        name = function["name"]
-        function["name"] = qualified(namespace, name)
+        function = _declared(member, where, kind, names, namespace)["function"]
         if isinstance(about, str) and about:
             function["description"] = f"{about}\n\n{function.get('description') or ''}".strip()
         tools.append({"type": "function", "function": function})
-        found.append((function["name"], (namespace, name)))
-    return found
 
 
 def _tool_choice(value: Any) -> Any:
     if value is None or value in ("auto", "none", "required"):
         return value
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind == "function" and isinstance(value.get("name"), str):
+    if kind in ("function", "custom") and isinstance(value.get("name"), str):
         return {"type": "function", "function": {"name": value["name"]}}
     if kind == "allowed_tools" and isinstance(value.get("tools"), list):
         names = [t.get("name") for t in value["tools"] if isinstance(t, dict)]
@@ -172,7 +230,8 @@ def _tool_choice(value: Any) -> Any:
                 "allowed_tools": {"mode": value.get("mode", "auto"), "tools": tools},
             }
     raise BadRequest(
-        "'tool_choice' must be 'auto', 'none', 'required', a function or allowed function tools.",
+        "'tool_choice' must be 'auto', 'none', 'required', a function or custom tool, or "
+        "allowed tools.",
         param="tool_choice",
     )
 
@@ -279,7 +338,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         raise BadRequest(
             "'metadata' must be an object of at most 16 string values.", param="metadata"
         )
-    tools, namespaces, hosted = _tools(body.get("tools"))
+    tools, client_names, hosted = _tools(body.get("tools"))
     names = frozenset(tool["function"]["name"] for tool in tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")
@@ -309,5 +368,5 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         previous_response_id=previous,
         conversation=conversation,
         hosted=tuple(hosted),
-        namespaces=namespaces,
+        client_names=client_names,
     )
