@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from tool_registry import McpServerConfig, OpenApiSource, ToolSpec
 
@@ -25,12 +33,25 @@ class ServerConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
-    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    # At least OpenAI's own limit (25 MiB): an agent resends its whole session each turn.
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # A body past this is decoded off the event loop, and held against the next limit.
+    large_body_bytes: int = Field(default=256 * 1024, gt=0)
+    large_bodies_held_bytes: int = Field(default=128 * 1024 * 1024, gt=0)  # per process
     body_timeout_s: float = Field(default=30.0, gt=0)  # the whole request body, at most
     allow_open: bool = False
     stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
     admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
+
+    @model_validator(mode="after")
+    def _a_largest_body_fits(self) -> ServerConfig:
+        if self.large_bodies_held_bytes < self.max_body_bytes:
+            raise ValueError(
+                "large_bodies_held_bytes must be at least max_body_bytes "
+                "(else a body within the limit could never be taken)"
+            )
+        return self
 
 
 class StoreConfig(_Frozen):

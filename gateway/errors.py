@@ -14,6 +14,7 @@
     ├── ToolLimitExceeded            422 tool_limit_exceeded
     ├── RateLimited                  429 rate_limit_exceeded (with Retry-After)
     ├── StoreUnavailable             503 the shared store did not answer (in time)
+    ├── Overloaded                   503 large bodies past server.large_bodies_held_bytes
     ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
     └── UpstreamError                502 the upstream model server failed
         ├── UpstreamTimeout          504
@@ -146,3 +147,11 @@ class StoreUnavailable(GatewayError):
     status = 503
     type = "server_error"
     default_code = "store_unavailable"
+
+
+class Overloaded(GatewayError):
+    """The process holds as many large request bodies as it may; the client retries."""
+
+    status = 503
+    type = "server_error"
+    default_code = "server_overloaded"

@@ -117,6 +117,12 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
+        self.large_body_bytes = Gauge(
+            "toolgate_large_body_bytes_held",
+            "Bytes of large request bodies held by requests being answered now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
         self.upstream_calls = Family(
             Counter(
                 "toolgate_upstream_calls",

@@ -12,6 +12,7 @@ from gateway.config import GatewayConfig
 from gateway.engine.loop import ToolLoop
 from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
+from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.models import ModelRouter
 from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import TenantDirectory
@@ -50,6 +51,7 @@ class Gateway:
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
+        self.large_bodies = LargeBodies(self.metrics)  # of this process, across reloads
 
     @property
     def runtime(self) -> Runtime:

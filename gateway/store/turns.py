@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from gateway.ops.metrics import Metrics
+from gateway.ops.offload import offload
 from gateway.store import GuardedStore, Keys, StoreUnavailable
 from gateway.upstream import dialect
 from gateway.values import Hidden, KeepTurn, ToolCall, ToolOutput, Turn
@@ -25,6 +26,7 @@ from tool_registry import canonical, dumps, loads_object
 logger = logging.getLogger("gateway.turns")
 
 _MARK_TTL_FACTOR = 24  # "there was a hidden turn here" outlives the turn itself
+_MANY_MESSAGES = 1000  # digesting more (about 2 µs each) is done off the event loop
 
 
 def _text(content: Any) -> str:
@@ -75,14 +77,21 @@ class TurnStore:
         self.restored = 0
         self.misses = 0  # hidden turns that were gone (expired, or the store was down)
 
-    def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
+    @staticmethod
+    async def _digests(messages: list[dict[str, Any]], identity: str) -> list[str]:
+        """``prefix_digests``: off the event loop for a long conversation."""
+        heavy = len(messages) > _MANY_MESSAGES
+        return await offload(heavy, prefix_digests, messages, identity)
+
+    async def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
         """The digest a turn saved after ``messages`` (as the client sent them) is bound to."""
-        return prefix_digests(messages, identity)[-1]
+        return (await self._digests(messages, identity))[-1]
 
     def keeper(self, tenant: str, messages: list[dict[str, Any]], identity: str) -> KeepTurn:
         """How a loop that hands calls back keeps its hidden turns here: bound to
-        ``messages`` (the visible history as the client sent it) and to who sent it."""
-        conversation = self.conversation(messages, identity)
+        ``messages`` (the visible history as the client sent it) and to who sent it.
+        The binding is digested only if a turn is kept (most requests keep none)."""
+        messages = list(messages)  # as they are now, whatever the loop does to the list
 
         async def keep(
             before: list[Hidden],
@@ -92,7 +101,7 @@ class TurnStore:
         ) -> None:
             await self.save(
                 tenant,
-                conversation,
+                await self.conversation(messages, identity),
                 dialect.messages(before),
                 dialect.turn_message(turn),
                 dialect.messages(outputs),
@@ -135,19 +144,19 @@ class TurnStore:
         self, tenant: str, messages: list[dict[str, Any]], identity: str
     ) -> list[dict[str, Any]] | None:
         """The history with every saved hidden turn put back, or None if none applies."""
-        digests: list[str] | None = None
-        places: list[tuple[int, list[str]]] = []
+        calls_at: list[tuple[int, list[str]]] = []
         for index, message in enumerate(messages):
             calls = message.get("tool_calls")
             if message.get("role") != "assistant" or not isinstance(calls, list):
                 continue
             ids = [str(c.get("id")) for c in calls if isinstance(c, dict)]
             if ids:
-                digests = digests or prefix_digests(messages, identity)
-                places.append((index, [_bound_id(digests[index], i) for i in ids]))
-        bound = [bound_id for _, ids in places for bound_id in ids]
-        if not bound:
+                calls_at.append((index, ids))
+        if not calls_at:
             return None
+        digests = await self._digests(messages, identity)
+        places = [(index, [_bound_id(digests[index], i) for i in ids]) for index, ids in calls_at]
+        bound = [bound_id for _, ids in places for bound_id in ids]
         keys = [self._keys.turn(tenant, b) for b in bound]
         try:
             values = await self._store.get_many(keys + [key + ":mark" for key in keys])

@@ -15,8 +15,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Message
 
+from gateway.config import ServerConfig
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
+from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.event_stream import EventStreamResponse
 from tool_registry import dumps
 
@@ -130,6 +132,7 @@ class Exchange:
     first_byte: float | None = None
     error: str | None = None
     disconnect: DisconnectWatch = field(default_factory=DisconnectWatch)
+    release: Callable[[], None] | None = None  # gives back a large body's share, once answered
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]
@@ -153,15 +156,20 @@ def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(message, headers={"connection": "close"})
 
 
-async def read_body(request: Request, exchange: Exchange, limit: int, timeout_s: float) -> bytes:
-    """The request body, refused with 413 as soon as it is known to pass ``limit`` and
-    with 408 if it has not all come within ``timeout_s``. From then on, the client
-    leaving cancels the request (``DisconnectWatch``)."""
+async def read_body(
+    request: Request, exchange: Exchange, server: ServerConfig, bodies: LargeBodies
+) -> bytes:
+    """The request body, refused with 413 as soon as it is known to pass
+    ``server.max_body_bytes`` and with 408 if it has not all come within
+    ``server.body_timeout_s``; a large one is held against
+    ``server.large_bodies_held_bytes`` until the request is answered (503 past it).
+    From then on, the client leaving cancels the request (``DisconnectWatch``)."""
+    limit = server.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     watch = exchange.disconnect
-    watch.expect_body(timeout_s)
+    watch.expect_body(server.body_timeout_s)
     chunks = []
     size = 0
     more = True
@@ -175,6 +183,8 @@ async def read_body(request: Request, exchange: Exchange, limit: int, timeout_s:
             raise _too_large(limit)
         chunks.append(chunk)
         more = message.get("more_body", False)
+    if size > server.large_body_bytes:
+        exchange.release = bodies.hold(size, server.large_bodies_held_bytes)
     watch.arm(request)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -247,6 +257,8 @@ def endpoint(
         try:
             response = await _respond(handler, request, exchange)
         except BaseException:  # cancelled from outside: no answer, but the request is over
+            if exchange.release is not None:
+                exchange.release()
             if observer is not None:
                 observer.abandon()
             raise
@@ -262,6 +274,26 @@ def endpoint(
                 response.on_close = partial(observer.finish, exchange, response.status_code)
             else:
                 await observer.finish(exchange, response.status_code)
+        if exchange.release is not None:
+            _release_when_sent(response, exchange.release)
         return response
 
     return wrapped
+
+
+def _release_when_sent(response: Response, release: Callable[[], None]) -> None:
+    """A large body's share goes back when its answer is done: a stream's when the
+    stream is over, any other's now (its body is rendered, the request's objects gone)."""
+    if not isinstance(response, EventStreamResponse):
+        release()
+        return
+    closing = response.on_close
+
+    async def on_close() -> None:
+        try:
+            if closing is not None:
+                await closing()
+        finally:
+            release()
+
+    response.on_close = on_close

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.errors import AuthError, NotFound
+from gateway.ops.offload import offload
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
@@ -62,9 +63,9 @@ class Handlers:
         read from the request, so nothing a client writes leaves the base path."""
         runtime, tenant, meter = await self._admit(request, exchange)
         server = runtime.config.server
-        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
+        raw = await read_body(request, exchange, server, self._gateway.large_bodies)
         try:
-            body = loads(raw)
+            body = await offload(len(raw) > server.large_body_bytes, loads, raw)
         except ValueError:
             body = None
         model = body.get("model") if isinstance(body, dict) else None

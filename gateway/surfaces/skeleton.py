@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from gateway.engine.loop import LoopJob, Outcome, Run
 from gateway.engine.stream import EventWriter, stream_loop
+from gateway.ops.offload import offload
 from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route
@@ -114,6 +115,7 @@ class Head:
     policy: PolicyPoint
 
     turns: TurnStore
+    large: bool = False  # a large body: work that grows with it is done off the event loop
 
     def keeper(self, visible: list[dict[str, Any]]) -> KeepTurn | None:
         """How a turn handed back in this request is kept: bound to what the client
@@ -194,8 +196,9 @@ class Skeleton(Generic[A]):
         gateway, surface = self._gateway, self.surface
         runtime, tenant, meter = await self._admit(request, exchange)
         server = runtime.config.server
-        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
-        asked = surface.parse(raw, request.headers)
+        raw = await read_body(request, exchange, server, gateway.large_bodies)
+        large = len(raw) > server.large_body_bytes
+        asked = await offload(large, surface.parse, raw, request.headers)
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
         asked = surface.adapt(asked, tenant)
@@ -204,7 +207,7 @@ class Skeleton(Generic[A]):
         )
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
-        head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns)
+        head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large)
         call = surface.call(asked, head)
         plan = await call.prepare()
         if isinstance(plan, Forward):

@@ -14,9 +14,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
+from gateway.config import ServerConfig
+from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.http import WATCH_AFTER_S, Exchange, endpoint, json_response, read_body
 
 pytestmark = pytest.mark.anyio
+BODIES = LargeBodies()
+
+
+def server(body_timeout_s: float = 5) -> ServerConfig:
+    return ServerConfig(
+        max_body_bytes=100, large_bodies_held_bytes=100, body_timeout_s=body_timeout_s
+    )
+
 
 SCOPE: dict[str, Any] = {
     "type": "http",
@@ -60,7 +70,7 @@ async def test_a_client_that_leaves_cancels_the_handler_and_leaves_no_stray_canc
     reached: list[str] = []
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 5)
+        await read_body(request, exchange, server(), BODIES)
         asyncio.get_running_loop().call_later(WATCH_AFTER_S * 2, left.set)
         try:
             await asyncio.sleep(10)
@@ -82,7 +92,7 @@ async def test_a_handler_that_swallows_the_cancel_still_leaves_the_task_clean() 
     left = asyncio.Event()
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 5)
+        await read_body(request, exchange, server(), BODIES)
         asyncio.get_running_loop().call_later(WATCH_AFTER_S * 2, left.set)
         with contextlib.suppress(asyncio.CancelledError):  # as some library might
             await asyncio.sleep(10)
@@ -100,7 +110,7 @@ async def test_a_quick_answer_starts_no_watcher() -> None:
     never = asyncio.Event()
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 5)
+        await read_body(request, exchange, server(), BODIES)
         return json_response({"ok": True})
 
     before = asyncio.all_tasks()
@@ -115,7 +125,7 @@ async def test_a_late_body_is_a_408_that_closes_the_connection() -> None:
     first: Message = {"type": "http.request", "body": b"{", "more_body": True}
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 0.05)
+        await read_body(request, exchange, server(0.05), BODIES)
         return json_response({})
 
     # The second receive waits for ever: the body never completes.
@@ -133,7 +143,7 @@ async def test_a_body_over_the_limit_is_a_413_that_closes_the_connection() -> No
     chunks: list[Message] = [{"type": "http.request", "body": b"x" * 60, "more_body": True}] * 2
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 5)
+        await read_body(request, exchange, server(), BODIES)
         return json_response({})
 
     response = await _run(handler, _request(chunks, never))
@@ -146,7 +156,7 @@ async def test_a_cancel_from_outside_is_not_swallowed() -> None:
     started = asyncio.Event()
 
     async def handler(request: Request, exchange: Exchange) -> Response:
-        await read_body(request, exchange, 100, 5)
+        await read_body(request, exchange, server(), BODIES)
         started.set()
         await asyncio.sleep(10)
         return json_response({})

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import BadRequest, NotFound
+from gateway.ops.offload import offload
 from gateway.policy.identity import owner_digest
 from gateway.store.conversations import Conversation, Entry, without
 from gateway.surfaces.http import Exchange, json_response, read_body
@@ -74,9 +75,9 @@ class Conversations:
 
     async def _body(self, request: Request, exchange: Exchange) -> dict[str, Any]:
         server = self._gateway.config.server
-        raw = await read_body(request, exchange, server.max_body_bytes, server.body_timeout_s)
+        raw = await read_body(request, exchange, server, self._gateway.large_bodies)
         try:
-            body = loads(raw) if raw else {}
+            body = await offload(len(raw) > server.large_body_bytes, loads, raw) if raw else {}
         except ValueError as exc:
             raise BadRequest("The request body is not valid JSON.") from exc
         if not isinstance(body, dict):

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from gateway.engine.loop import HandBack, Outcome, Run
 from gateway.engine.stream import EventWriter
 from gateway.errors import BadRequest, NotFound
+from gateway.ops.offload import offload
 from gateway.policy.identity import owner_digest
 from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
@@ -144,7 +145,7 @@ class ResponseCall:
                 tenant.id, asked.conversation, identity, "conversation"
             )
             history = self._conversation.messages
-        visible = [*history, *to_messages(asked.items)]
+        visible = [*history, *await offload(head.large, to_messages, asked.items)]
         keep = head.keeper(visible)
         if not history:
             # A client replaying its whole input: put back the hidden rounds it never
@@ -241,7 +242,8 @@ class ResponseCall:
         of a hand-back turn answered, so the client's outputs complete it); and add
         its input, hidden rounds and output to its conversation, if it has one."""
         outcome = session.outcome
-        if outcome is None or body["status"] == "failed":
+        asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
+        if outcome is None or body["status"] == "failed" or not (asked.store or conversation):
             return
         turn = outcome.answer.turn
         if isinstance(outcome, HandBack):
@@ -249,8 +251,7 @@ class ResponseCall:
         else:
             last = [{"role": "assistant", "content": turn.content or ""}]
         hidden = dialect.messages(session.hidden)
-        asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
-        items = stored_items(asked.items)
+        items = await offload(self._head.large, stored_items, asked.items)
         if asked.store:
             owner = owner_digest(self._head.exchange.identity)
             stored = StoredResponse(body, items, [*self._visible, *hidden, *last], owner)
