@@ -6,7 +6,9 @@ returns with its results — on any replica.
 A saved turn is bound to the conversation it belongs to: its key holds a digest of
 the visible messages before it and of the caller's bound identity (the tenant and the
 request headers that tools ``bind``). Another conversation, or another user of the same
-tenant, presenting the same call id finds nothing. A turn is deleted once restored.
+tenant, presenting the same call id finds nothing. A turn is kept, and put back on
+every replay of its conversation, until its TTL: an agent that resends its whole
+session each turn (Codex CLI) keeps the model's hidden rounds in every later turn.
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ class TurnStore:
         marks = dict(zip(bound, values[len(bound) :], strict=True))
         by_index = dict(places)
         restored: list[dict[str, Any]] = []
-        taken: list[str] = []
+        found = False
         for index, message in enumerate(messages):
             ids = by_index.get(index, [])
             saved = next((turns[i] for i in ids if turns[i] is not None), None)
@@ -182,12 +184,8 @@ class TurnStore:
             restored.extend(turn.get("before") or [])
             restored.append(turn["assistant"])
             restored.extend(turn["results"])
-            taken += [self._keys.turn(tenant, i) for i in ids]
-        if not taken:
+            found = True
+        if not found:
             return None
-        try:
-            await self._store.delete(taken)
-        except StoreUnavailable:
-            logger.warning("restored turns of tenant %s not deleted: store unavailable", tenant)
         self.restored += 1
         return restored

@@ -1,6 +1,6 @@
 """Saved mixed turns (DESIGN.md §6) belong to the conversation and the user they were
 saved for: presenting the same model-chosen call id from another conversation or as
-another user restores nothing, and a turn is restored once only."""
+another user restores nothing; its owner gets it back on every replay."""
 
 from __future__ import annotations
 
@@ -138,11 +138,15 @@ def test_the_same_call_id_in_another_conversation_restores_nothing(setup: Setup)
     assert "PRIVATE" not in json.dumps(setup.model.requests[-1])
 
 
-def test_a_turn_is_restored_once_only(setup: Setup) -> None:
+def test_a_turn_comes_back_on_every_replay_by_its_owner_and_never_to_another(
+    setup: Setup,
+) -> None:
+    """An agent resends its whole session every turn: the hidden turn is part of the
+    conversation from then on, for its owner only."""
     history = setup.first_leg("alice", "my balance and the weather?")
     assert "PRIVATE-alice" in setup.continue_as("alice", history)
-    replayed = setup.continue_as("alice", history)
-    assert replayed == "sunny"  # the hidden turn is gone from the store
+    assert "PRIVATE-alice" in setup.continue_as("alice", history)  # and again
+    assert setup.continue_as("bob", history) == "sunny"
     assert "PRIVATE" not in json.dumps(setup.model.requests[-1])
 
 
