@@ -16,6 +16,7 @@ from tests.support.recorder import Answer, Recorder
 from tests.support.schema import assert_valid_response
 from tests.support.scripted import (
     MODEL,
+    OTHER_KEY,
     Harness,
     Model,
     asks,
@@ -136,3 +137,20 @@ def test_a_streamed_custom_call_is_its_input_events(harness: Harness) -> None:
     [added] = [e["item"] for e in events if e["type"] == "response.output_item.added"]
     assert (added["type"], added["input"], added["id"]) == ("custom_tool_call", "", done["item_id"])
     assert events[-1]["response"]["output"][0]["input"] == PATCH
+
+
+def test_an_upstream_that_serves_the_responses_api_gets_custom_tools_as_sent(
+    harness: Harness,
+) -> None:
+    recorder = Recorder(
+        lambda hit: Answer(body=json.dumps({"id": "resp_up", "model": "up"}).encode())
+    )
+    data = config(harness.serve(recorder).url, [])
+    data["upstreams"][0]["responses_api"] = True
+    gateway = harness.gateway(data)
+    body = {"model": MODEL, "input": "hi", "tools": [APPLY_PATCH, SHELL]}
+    response = harness.client(gateway, OTHER_KEY).post("/v1/responses", json=body)
+    assert response.status_code == 200, response.text
+    [hit] = recorder.hits
+    assert hit.raw_path == "/v1/responses"
+    assert json.loads(hit.body) == body  # no server tools in play: passed through
