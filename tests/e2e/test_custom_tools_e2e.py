@@ -19,13 +19,11 @@ from tests.support.scripted import (
     OTHER_KEY,
     Harness,
     Model,
-    asks,
-    call,
     config,
     says,
-    tool,
 )
 
+from .test_namespace_tools_e2e import SHELL, gateway_for, server_round_then
 from .test_responses_e2e import events_of, sdk
 
 GRAMMAR = 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF'
@@ -35,24 +33,8 @@ APPLY_PATCH: Any = {
     "description": "Use the `apply_patch` tool to edit files.",
     "format": {"type": "grammar", "syntax": "lark", "definition": GRAMMAR},
 }
-SHELL: Any = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 PATCH = '*** Begin Patch\n*** Add File: hello.txt\n+hi "there"\n*** End Patch\n'
-
-
-def length_then_patch(body: dict[str, Any]) -> dict[str, Any]:
-    """A server tool round, then the custom call, then an answer naming its output."""
-    results = [m for m in body["messages"] if m["role"] == "tool"]
-    if not results:
-        return asks(call("string_length", {"s": "hello"}, "c_len"))
-    if len(results) == 1:
-        return asks(call("apply_patch", {"input": PATCH}, "c_patch"))
-    return says(f"patched: {results[-1]['content']}")
-
-
-def gateway_for(harness: Harness, model: Model) -> Any:
-    tools = harness.serve(Recorder(lambda hit: Answer(body=b'{"length": 5}')))
-    length = tool("string_length", f"{tools.url}/len", {"s": {"type": "string"}})
-    return harness.gateway(config(harness.serve(model.recorder).url, [length]))
+length_then_patch = server_round_then("apply_patch", {"input": PATCH}, "c_patch", "patched:")
 
 
 def test_a_custom_tool_is_offered_to_the_model_as_a_function_of_one_string(

@@ -6,6 +6,7 @@ the client's next request carries back (DESIGN.md §11)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -45,14 +46,24 @@ SHELL: Any = {"type": "function", "name": "exec_command", "parameters": {"type":
 FLAT = "multi_agent_v1__spawn_agent"
 
 
-def agent_then_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A server tool round, then the namespaced client call, then an answer."""
-    results = [m for m in body["messages"] if m["role"] == "tool"]
-    if not results:
-        return asks(call("string_length", {"s": "hello"}, "c_len"))
-    if len(results) == 1:
-        return asks(call(FLAT, {"task": "count"}, "c_agent"))
-    return says(f"agent said {results[-1]['content']}")
+def server_round_then(
+    name: str, arguments: dict[str, Any], call_id: str, said: str
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A model that runs a server tool round, then calls the client's tool ``name``,
+    then answers ``said`` and the client's output."""
+
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not results:
+            return asks(call("string_length", {"s": "hello"}, "c_len"))
+        if len(results) == 1:
+            return asks(call(name, arguments, call_id))
+        return says(f"{said} {results[-1]['content']}")
+
+    return script
+
+
+agent_then_answer = server_round_then(FLAT, {"task": "count"}, "c_agent", "agent said")
 
 
 def gateway_for(harness: Harness, model: Model) -> Any:
