@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.support.recorder import Answer, Recorder
-from tests.support.schema import assert_valid_response
 from tests.support.scripted import (
     MODEL,
     OTHER_KEY,
@@ -23,7 +22,7 @@ from tests.support.scripted import (
     says,
 )
 
-from .test_namespace_tools_e2e import SHELL, gateway_for, server_round_then
+from .test_namespace_tools_e2e import SHELL, gateway_for, respond, server_round_then
 from .test_responses_e2e import events_of, sdk
 
 GRAMMAR = 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF'
@@ -63,13 +62,7 @@ def test_a_custom_call_is_handed_back_as_a_custom_tool_call_and_continued(
     model = Model(length_then_patch)
     client = sdk(harness, gateway_for(harness, model))
     params: dict[str, Any] = {"model": MODEL, "input": "add hello.txt", "tools": [APPLY_PATCH]}
-    if stream:
-        with client.responses.stream(**params) as events:
-            response = events.get_final_response()
-    else:
-        raw = client.responses.with_raw_response.create(**params)
-        assert_valid_response(json.loads(raw.text))
-        response = raw.parse()
+    response = respond(client, params, stream)
     [handed] = response.output
     assert handed.type == "custom_tool_call"
     assert (handed.name, handed.call_id, handed.input) == ("apply_patch", "c_patch", PATCH)

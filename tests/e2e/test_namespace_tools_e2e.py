@@ -63,6 +63,16 @@ def server_round_then(
     return script
 
 
+def respond(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> Any:
+    """The final response, streamed or not (a non-streamed one checked against the schema)."""
+    if stream:
+        with client.responses.stream(**params) as events:
+            return events.get_final_response()
+    raw = client.responses.with_raw_response.create(**params)
+    assert_valid_response(json.loads(raw.text))
+    return raw.parse()
+
+
 agent_then_answer = server_round_then(FLAT, {"task": "count"}, "c_agent", "agent said")
 
 
@@ -79,13 +89,7 @@ def test_a_namespaced_call_is_handed_back_as_the_client_sent_it(
     model = Model(agent_then_answer)
     client = sdk(harness, gateway_for(harness, model))
     params: dict[str, Any] = {"model": MODEL, "input": "go", "tools": [AGENTS, SHELL]}
-    if stream:
-        with client.responses.stream(**params) as events:
-            response = events.get_final_response()
-    else:
-        raw = client.responses.with_raw_response.create(**params)
-        assert_valid_response(json.loads(raw.text))
-        response = raw.parse()
+    response = respond(client, params, stream)
     [handed] = [item for item in response.output if item.type == "function_call"]
     assert (handed.name, handed.namespace, handed.call_id) == (
         "spawn_agent",
