@@ -15,12 +15,16 @@ from pydantic import (
     model_validator,
 )
 
-from tool_registry import McpServerConfig, OpenApiSource, ToolSpec
+from tool_registry import Effects, McpServerConfig, OpenApiSource, ToolSpec, Trust
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
 # What becomes of a hosted tool type (web_search, file_search, ...) a client sends.
 HostedTools = Literal["drop", "pass", "refuse"]
+# Who must approve a tool's calls (DESIGN.md §13), loosest first.
+Approval = Literal["never", "after_untrusted", "always"]
+# What a run that has read untrusted words does with a tool that writes, loosest first.
+AfterUntrusted = Literal["allow", "approve", "refuse"]
 
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -122,6 +126,63 @@ class LimitsConfig(_Frozen):
     tokens_per_minute: int | None = Field(default=None, ge=1)
 
 
+class ToolRule(_Frozen):
+    """What a tool is and who approves its calls, for the tools it matches: ``tools``
+    are globs on tool names, ``source`` a glob on the source's label (``http``,
+    ``openapi:<spec>``, ``mcp:<server>``). Later rules win; a tenant's rules only
+    tighten what the gateway's say."""
+
+    tools: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+    source: str = "*"
+    effects: Effects | None = None
+    output: Trust | None = None
+    approval: Approval | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> ToolRule:
+        if self.effects is None and self.output is None and self.approval is None:
+            raise ValueError("a rule sets at least one of effects, output and approval")
+        return self
+
+
+class ApprovalsConfig(_Frozen):
+    """How a call that needs approval gets one (DESIGN.md §13)."""
+
+    # Without a client that approves (chat without a toolgate_approval tool), an
+    # operator decides at /v1/toolgate/approvals while the run waits; off: refused.
+    operator: bool = False
+    timeout_s: float = Field(default=300.0, gt=0, le=86400)  # an operator's wait, at most
+    ttl_s: float = Field(default=3600.0, gt=0, le=7 * 86400)  # a client's answer, at most
+    webhook: str | None = None  # called (POST, JSON) when an operator approval is pending
+    admin_keys: list[SecretStr] = Field(default_factory=list)  # list and decide them
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+
+class PolicyConfig(_Frozen):
+    """The gateway's tool policy (top-level ``policy``): rules for tools, and what
+    every tenant starts from."""
+
+    tools: list[ToolRule] = Field(default_factory=list)
+    input: Trust = "trusted"  # a request's own input, unless it says otherwise
+    after_untrusted: AfterUntrusted = "allow"
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+
+
+class TenantPolicyConfig(_Frozen):
+    """A tenant's own policy: it may tighten the gateway's, never loosen it."""
+
+    tools: list[ToolRule] = Field(default_factory=list)
+    input: Trust | None = None
+    after_untrusted: AfterUntrusted | None = None
+    approvals: ApprovalsConfig | None = None  # in place of the gateway's
+
+
 class TenantConfig(_Frozen):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     keys: list[SecretStr] = Field(default_factory=list)
@@ -130,6 +191,7 @@ class TenantConfig(_Frozen):
     tools: list[str] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     hosted_tools: HostedTools = "drop"
+    policy: TenantPolicyConfig = Field(default_factory=TenantPolicyConfig)
 
     @field_validator("keys")
     @classmethod
@@ -177,6 +239,7 @@ class GatewayConfig(_Frozen):
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)

@@ -8,7 +8,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-CallKind = Literal["function", "custom"]
+# ``approval``: not the model's — a held call handed to the client to approve
+# (chat: a call of the client's ``toolgate_approval`` tool; Responses: an
+# ``mcp_approval_request`` item), whose id is the approval's.
+CallKind = Literal["function", "custom", "approval"]
+APPROVAL_TOOL = "toolgate_approval"  # the chat tool a client approves calls with
 CapKind = Literal["iterations", "tool_calls", "time"]  # the caps a loop can reach
 
 
@@ -121,5 +125,8 @@ class Ask:
 
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):
 # the items before the hand-back, its whole turn, the outputs of the server calls of
-# that turn, and the calls handed back.
-KeepTurn = Callable[[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]], Awaitable[None]]
+# that turn, the calls handed back (approvals among them), and where the run first
+# read untrusted words, if it has (DESIGN.md §13: taint survives a hand-back).
+KeepTurn = Callable[
+    [list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...], str | None], Awaitable[None]
+]

@@ -6,6 +6,7 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 ``ToolResult`` for the model, whatever happened on the wire.
 """
 
+from .arguments import canonical_arguments, parse_arguments
 from .client import body_chunks, create_tool_transport, send
 from .egress import EgressPolicy, egress_denial
 from .errors import (
@@ -32,7 +33,7 @@ from .sources.mcp import McpServer, McpServerConfig
 from .sources.openapi import OpenApiSource, openapi_tools
 from .sources.yaml import describe_validation_error, load_tool_file, read_yaml
 from .spec import PUBLIC_HEADERS, HttpSpec, ResultSpec, ToolSpec
-from .tool import CallContext, HttpTool, PreparedCall, Tool
+from .tool import CallContext, Effects, HttpTool, PreparedCall, Tool, Trust
 from .transport import GatewayTransport
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "PUBLIC_HEADERS",
     "Backoff",
     "CallContext",
+    "Effects",
     "EgressDenied",
     "EgressPolicy",
     "ExpansionError",
@@ -66,9 +68,11 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "Trust",
     "backoff_delay",
     "body_chunks",
     "canonical",
+    "canonical_arguments",
     "create_tool_transport",
     "describe_validation_error",
     "dumps",
@@ -81,6 +85,7 @@ __all__ = [
     "loads_object",
     "openapi_tools",
     "origin",
+    "parse_arguments",
     "parse_document",
     "read_yaml",
     "retry_after_s",

@@ -12,7 +12,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .errors import MissingValue, ToolArgumentsInvalid
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .spec import ToolSpec
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})  # methods that change nothing
+
+Effects = Literal["read", "write"]  # whether a call may change the world
+Trust = Literal["trusted", "untrusted"]  # whether its output may carry someone else's words
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,9 @@ class HttpRunner(Protocol):
 
 class Tool(ABC):
     """A tool ready for use. ``source`` is its kind (``http``, ``openapi``, ``mcp``), as
-    metrics label it; ``origin`` says where it was defined, for operators' messages."""
+    metrics label it; ``label`` names its source for policy rules (``http``,
+    ``openapi:<spec>``, ``mcp:<server>``); ``origin`` says where it was defined, for
+    operators' messages."""
 
     __slots__ = (
         "_bound",
@@ -86,6 +91,7 @@ class Tool(ABC):
         "definition",
         "description",
         "fingerprint",
+        "label",
         "name",
         "origin",
         "parameters",
@@ -100,9 +106,11 @@ class Tool(ABC):
         *,
         source: str,
         origin: str,
+        label: str | None = None,
         bind: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
+        self.label = label or source
         self.description = description
         self.parameters = parameters
         self.source = source
@@ -136,8 +144,20 @@ class Tool(ABC):
 
     @property
     @abstractmethod
+    def effects(self) -> Effects:
+        """What its source says a call does: ``read`` changes nothing, ``write`` may
+        (DESIGN.md §13; the gateway's policy rules may say otherwise)."""
+
+    @property
+    def output(self) -> Trust:
+        """Whether its source says its results may carry words from outside (a web
+        page, an email): ``untrusted``. Most of an operator's own APIs are ``trusted``."""
+        return "trusted"
+
+    @property
     def side_effects(self) -> bool:
         """Whether calling it may change something (a replayed request must not)."""
+        return self.effects == "write"
 
     @property
     def cache_ttl_s(self) -> float | None:
@@ -179,13 +199,16 @@ class HttpTool(Tool):
 
     __slots__ = ("request", "spec")
 
-    def __init__(self, spec: ToolSpec, *, source: str = "http", origin: str = "") -> None:
+    def __init__(
+        self, spec: ToolSpec, *, source: str = "http", origin: str = "", label: str | None = None
+    ) -> None:
         super().__init__(
             spec.name,
             spec.description,
             spec.parameters,
             source=source,
             origin=origin or f"tool {spec.name!r}",
+            label=label,
             bind=spec.bind,
         )
         self.spec = spec
@@ -196,8 +219,8 @@ class HttpTool(Tool):
         self.fingerprint = hashlib.sha256(shape.encode()).hexdigest()[:16]
 
     @property
-    def side_effects(self) -> bool:
-        return self.spec.http.method not in SAFE_METHODS
+    def effects(self) -> Effects:
+        return "read" if self.spec.http.method in SAFE_METHODS else "write"
 
     @property
     def cache_ttl_s(self) -> float | None:

@@ -84,6 +84,23 @@ Event = Delta | Working | HandBack | Final
 Outcome = HandBack | Final  # how a loop ended
 
 
+class Resumed:
+    """The held calls a request's history ends with, whose approvals the client has
+    answered (``PolicyPoint.resume`` decided each): run once per request, before its
+    first round, whichever of its choices comes first."""
+
+    def __init__(self, calls: tuple[ToolCall, ...]) -> None:
+        self.calls = calls
+        self._lock = asyncio.Lock()
+        self._outputs: list[ToolOutput] | None = None
+
+    async def outputs(self, runner: ToolRunner, deadline: float) -> list[ToolOutput]:
+        async with self._lock:
+            if self._outputs is None:
+                self._outputs, _ = await runner.run(self.calls, len(self.calls), deadline)
+        return self._outputs
+
+
 @dataclass(frozen=True, slots=True)
 class LoopJob:
     """Everything one loop needs, from its surface."""
@@ -94,6 +111,7 @@ class LoopJob:
     keep: KeepTurn | None = None
     single_call_id: str | None = None  # hand back one call only, under this id
     choice: int = 0  # which of the request's ``n`` choices this loop answers
+    resumed: Resumed | None = None
 
 
 class Run:
@@ -117,6 +135,7 @@ class Run:
         self.outcome: Outcome | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
         self.error: GatewayError | None = None
+        self._asked: tuple[ToolCall, ...] = ()  # approvals the client is asked for
 
     @property
     def stopped(self) -> str | None:
@@ -126,6 +145,8 @@ class Run:
     async def events(self, stream: bool) -> AsyncIterator[Event]:
         """The loop, to its end (``HandBack`` or ``Final``)."""
         limits, state, first = self.policy.limits, self.state, True
+        if self.job.resumed is not None:
+            yield Working(self._resume)
         while True:
             started = time.perf_counter()
             iteration, final = state.begin_round(limits)
@@ -146,11 +167,15 @@ class Run:
             step = self.policy.round(turn.calls, final, self._deadline - self._clock.time())
             if step.kind == "run_tools":
                 yield Working(partial(self._run_tools, turn, step.runnable))
-                continue
+                if not self._asked:
+                    continue
+                self.outcome = HandBack(self._asked, answer)  # approvals only
+                yield self.outcome
+                return
             if step.kind == "hand_back":
                 turn, handed = self._handed(turn, step)
                 yield Working(partial(self._hand_back, turn, step, handed))
-                self.outcome = HandBack(handed, replace(answer, turn=turn))
+                self.outcome = HandBack(handed + self._asked, replace(answer, turn=turn))
                 yield self.outcome
                 return
             dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
@@ -198,11 +223,23 @@ class Run:
             record["choice"] = self.job.choice
         self.state.count_round(record, answer.usage)
 
+    async def _resume(self) -> None:
+        """Run the held calls the client has answered, before the first round."""
+        assert self.job.resumed is not None
+        self.hidden += await self.job.resumed.outputs(self.runner, self._deadline)
+
     async def _run_tools(self, turn: Turn, runnable: int) -> None:
-        """Run the turn's calls and add the turn and their outputs to the history."""
+        """Run the turn's calls and add the turn and their outputs to the history; if
+        the client is to approve some of them, keep the turn for its answer instead."""
         outputs, timed_out = await self.runner.run(turn.calls, runnable, self._deadline)
         if timed_out:
             self.state.time_ran_out(self.policy.limits)
+        if self.runner.held:
+            self._asked = await self.policy.hand_to_client(self.runner.held)
+            self.handed_outputs = outputs
+            if self.job.keep is not None:
+                await self.job.keep(self.hidden, turn, outputs, self._asked, self.policy.taint)
+            return
         self.hidden += [turn, *outputs]
 
     def _handed(self, turn: Turn, step: Step) -> tuple[Turn, tuple[ToolCall, ...]]:
@@ -225,9 +262,12 @@ class Run:
         outputs: list[ToolOutput] = []
         if step.hidden:
             outputs, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)
+            if self.runner.held:
+                self._asked = await self.policy.hand_to_client(self.runner.held)
         self.handed_outputs = outputs
         if self.job.keep is not None and (step.hidden or self.hidden):
-            await self.job.keep(self.hidden, turn, outputs, handed)
+            taint = self.policy.taint
+            await self.job.keep(self.hidden, turn, outputs, handed + self._asked, taint)
 
     def mark_failure(self, exc: GatewayError) -> None:
         """Once a side-effecting tool ran, SDKs must not replay the request."""

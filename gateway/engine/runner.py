@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from gateway.ops.metrics import NONE, UNKNOWN, Metrics
-from gateway.policy.point import PolicyPoint, Refuse
+from gateway.policy.point import Hold, PolicyPoint, Refuse, Run, Why
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
 from tool_registry import (
@@ -38,6 +38,7 @@ class CallRecord:
     cached: bool = False  # answered from the tool-result cache
     arguments: dict[str, Any] | None = None  # as sent, bound values included
     result: str | None = None  # what the model read
+    policy: Why | None = None  # the policy point's verdict, where a rule made one
 
 
 _TIME_SPENT = error_result(
@@ -65,7 +66,10 @@ class ToolRunner:
         self._cache = cache
         self._metrics = metrics
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
+        self._why: dict[str, Why] = {}  # call id → the verdict's reasons, for the trace
+        self._waits: dict[str, Hold] = {}  # call key → held for an operator
         self.records: list[CallRecord] = []
+        self.held: list[Hold] = []  # calls held for the client's approval, this round
 
     async def run(
         self, calls: Sequence[ToolCall], runnable: int, deadline: float
@@ -73,14 +77,18 @@ class ToolRunner:
         """The outputs of ``calls`` in their order, and whether time ran out.
 
         At most ``runnable`` calls are executed; a call whose name and arguments were
-        already run in this request gets that result again with a note.
+        already run in this request gets that result again with a note. A call held
+        for the client's approval has no output: it is in ``held``.
         """
+        self.held = []
         slots, to_run, first_ids = self._plan(calls, runnable)
         side_effects = any(p.tool.side_effects for p in to_run.values())
         self._state.start_tools(len(to_run), runnable, side_effects)
         timed_out = await self._execute(to_run, first_ids, deadline)
         outputs = []
         for call, slot in zip(calls, slots, strict=True):
+            if slot is None:
+                continue  # held: the client is asked
             if isinstance(slot, ToolResult):
                 self._record(call.id, call.name or "", slot, 0.0)
                 outputs.append(ToolOutput(call.id, slot.content))
@@ -95,22 +103,37 @@ class ToolRunner:
 
     def _plan(
         self, calls: Sequence[ToolCall], runnable: int
-    ) -> tuple[list[ToolResult | str], dict[str, PreparedCall], dict[str, str]]:
-        """For each call, a result now or the key of the execution that answers it."""
-        slots: list[ToolResult | str] = []
+    ) -> tuple[list[ToolResult | str | None], dict[str, PreparedCall], dict[str, str]]:
+        """For each call, a result now, the key of the execution that answers it, or
+        None when it is held for the client's approval."""
+        slots: list[ToolResult | str | None] = []
         to_run: dict[str, PreparedCall] = {}
         first_ids: dict[str, str] = {}
+        policy = self._policy
         for call in calls:
-            verdict = self._policy.call(call)
-            if isinstance(verdict, Refuse):
-                slots.append(verdict.result)
+            allowed = policy.call(call)
+            if isinstance(allowed, Refuse):
+                slots.append(allowed.result)
                 continue
+            assert isinstance(allowed, Run)  # the allowlist runs or refuses
             try:
-                prepared = verdict.tool.prepare(call.arguments, self._context)
+                prepared = allowed.tool.prepare(call.arguments, self._context)
             except ToolArgumentsInvalid as exc:
                 slots.append(error_result(str(exc), "invalid_args"))
                 continue
+            verdict = policy.clearance(call, allowed.tool)
+            if verdict.why is not None:
+                self._why[call.id] = verdict.why
+            if isinstance(verdict, Refuse):
+                slots.append(verdict.result)
+                continue
             key = prepared.key
+            if isinstance(verdict, Hold):
+                if policy.desk is not None and policy.desk.approver == "client":
+                    self.held.append(verdict)
+                    slots.append(None)
+                    continue
+                self._waits[key] = verdict
             if key not in self._done and key not in to_run:
                 if len(to_run) >= runnable:
                     slots.append(self._policy.over_budget().result)
@@ -166,6 +189,25 @@ class ToolRunner:
     async def _one(
         self, call_id: str, prepared: PreparedCall, deadline: float | None = None
     ) -> ToolResult:
+        held = self._waits.pop(prepared.key, None)
+        if held is not None:  # an operator answers first, while the run waits
+            verdict = await self._policy.wait_for(held, deadline)
+            if verdict.why is not None:
+                self._why[call_id] = verdict.why
+            if isinstance(verdict, Refuse):
+                self._record(call_id, prepared.tool.name, verdict.result, 0.0)
+                return verdict.result
+        result = await self._run(call_id, prepared, deadline)
+        if (
+            result.outcome != "denied"
+            and self._policy.rules.of(prepared.tool).output == "untrusted"
+        ):
+            self._policy.tainted(f"tool {prepared.tool.name!r}")
+        return result
+
+    async def _run(
+        self, call_id: str, prepared: PreparedCall, deadline: float | None = None
+    ) -> ToolResult:
         ttl = prepared.tool.cache_ttl_s if self._cache is not None else None
         tenant = self._context.tenant_id
         async with self._semaphore:
@@ -211,6 +253,7 @@ class ToolRunner:
                 cached,
                 arguments,
                 result.content,
+                self._why.get(call_id),
             )
         )
         if self._metrics is not None and not reused:

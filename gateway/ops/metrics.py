@@ -21,6 +21,7 @@ from prometheus_client import (
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 ITERATION_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
+APPROVAL_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600)
 
 UNKNOWN = "(unknown)"
 NONE = "(none)"
@@ -32,6 +33,9 @@ TOKEN_KINDS = ("prompt", "completion")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")
+# What the policy point decided of a tool call (DESIGN.md §13): ``hold`` waits for a
+# person, whose answer is ``approved`` or ``denied`` (``expired``: no answer in time).
+VERDICTS = ("run", "refuse", "hold", "approved", "denied", "expired")
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,29 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.policy_verdicts = Family(
+            Counter(
+                "toolgate_policy_verdicts",
+                "The policy point's verdicts on tool calls, by tenant, tool and verdict.",
+                ["tenant", "tool", "verdict"],
+                registry=registry,
+            )
+        )
+        self.approvals_pending = Gauge(
+            "toolgate_approvals_pending",
+            "Tool calls this process holds for an operator's approval now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.approval_seconds = Family(
+            Histogram(
+                "toolgate_approval_decision_seconds",
+                "Time from asking for an approval to its answer, by who answered.",
+                ["approver"],
+                buckets=APPROVAL_BUCKETS,
+                registry=registry,
+            )
+        )
         self.store_errors = Counter(
             "toolgate_store_errors",
             "Store calls that failed or were skipped while it was down.",
@@ -233,6 +260,8 @@ class Metrics:
             self.cache_lookups.labels(result)
         for result in RELOAD_RESULTS:
             self.config_reloads.labels(result)
+        for approver in ("client", "operator"):
+            self.approval_seconds.labels(approver)
         self.requests.labels(NONE, NONE, "4xx")  # refused before a tenant is known
         for tenant, (models, tools) in labels.tenants.items():
             for model in models:

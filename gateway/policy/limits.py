@@ -15,6 +15,7 @@ class Narrowing:
     tools: frozenset[str] | None = None
     max_iterations: int | None = None
     max_tool_calls: int | None = None
+    untrusted_input: bool = False  # x-toolgate-input: untrusted (DESIGN.md §13)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,11 @@ import fnmatch
 import hashlib
 import hmac
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig, HostedTools, LimitsConfig, TenantConfig
+from gateway.config import GatewayConfig, HostedTools, LimitsConfig, PolicyConfig, TenantConfig
 from gateway.errors import AuthError
+from gateway.policy.rules import TenantPolicy
 
 DEFAULT_TENANT_ID = "default"
 
@@ -28,15 +29,23 @@ class Tenant:
     tools: tuple[str, ...]  # in registry order
     limits: LimitsConfig
     hosted_tools: HostedTools = "drop"  # a client's hosted tool types (DESIGN.md §11)
+    policy: TenantPolicy = field(default_factory=TenantPolicy)  # effects, taint, approvals
 
     @classmethod
-    def resolve(cls, config: TenantConfig, models: Sequence[str], tools: Sequence[str]) -> Tenant:
+    def resolve(
+        cls,
+        config: TenantConfig,
+        models: Sequence[str],
+        tools: Sequence[str],
+        policy: PolicyConfig | None = None,
+    ) -> Tenant:
         return cls(
             id=config.id,
             models=frozenset(_matching(models, config.models)),
             tools=tuple(_matching(tools, config.tools)),
             limits=config.limits,
             hosted_tools=config.hosted_tools,
+            policy=TenantPolicy.resolve(policy or PolicyConfig(), config.policy),
         )
 
 
@@ -60,9 +69,12 @@ class TenantDirectory:
         self._open: Tenant | None = None
         self._keys: list[tuple[bytes, Tenant]] = []
         if config.tenants is None:
-            self._open = Tenant(DEFAULT_TENANT_ID, frozenset(models), tuple(tools), LimitsConfig())
+            policy = TenantPolicy.resolve(config.policy, None)
+            self._open = Tenant(
+                DEFAULT_TENANT_ID, frozenset(models), tuple(tools), LimitsConfig(), policy=policy
+            )
         for tenant_config in config.tenants or []:
-            tenant = Tenant.resolve(tenant_config, models, tools)
+            tenant = Tenant.resolve(tenant_config, models, tools, config.policy)
             digests = [key_digest(k.get_secret_value()) for k in tenant_config.keys]
             for digest in [*digests, *tenant_config.key_sha256]:
                 self._keys.append((bytes.fromhex(digest), tenant))

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import httpx
 
-from gateway.config import GatewayConfig
+from gateway.config import ApprovalsConfig, GatewayConfig
 from gateway.engine.loop import ToolLoop
 from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
+from gateway.ops.webhook import Webhooks
+from gateway.policy.approvals import Notify
 from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.models import ModelRouter
 from gateway.policy.rate_limit import RateLimiter
@@ -19,6 +21,7 @@ from gateway.policy.tenants import TenantDirectory
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.store import Keys, open_store
+from gateway.store.approvals import ApprovalRecord, ApprovalStore
 from gateway.store.conversations import ConversationStore
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
@@ -89,6 +92,7 @@ class Gateway:
         self.cache = ResultCache(self.store, self.keys, metrics)
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
+        self.approvals = ApprovalStore(self.store, self.keys)
         self.traces = (
             TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
             if config.traces.enabled
@@ -98,6 +102,7 @@ class Gateway:
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
         self.tool_transport = tools
+        self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
         self.loop = ToolLoop(
@@ -109,7 +114,19 @@ class Gateway:
         await self.runtimes.start(tools, self.egress)
         return self
 
+    def approval_notice(self, config: ApprovalsConfig) -> Notify | None:
+        """How a tenant's operator hears of a pending approval: its webhook, if any."""
+        url = config.webhook
+        if url is None:
+            return None
+
+        async def notify(record: ApprovalRecord) -> None:
+            self.webhooks.post(url, {"type": "approval.pending", "approval": record.public()})
+
+        return notify
+
     async def __aexit__(self, *exc_info: object) -> None:
+        await self.webhooks.aclose()
         await self.runtimes.aclose()
         for transport in self._transports:
             await transport.aclose()

@@ -23,6 +23,7 @@ class Conversation:
     metadata: dict[str, str]
     owner: str  # who created it: only the same identity reads, changes or continues it
     entries: list[Entry] = field(default_factory=list)
+    taint: str | None = None  # where a run of it first read untrusted words (DESIGN.md §13)
 
     def resource(self) -> dict[str, Any]:
         return {
@@ -66,6 +67,7 @@ class ConversationStore:
                 "metadata": conversation.metadata,
                 "owner": conversation.owner,
                 "entries": [[e.item, e.messages] for e in conversation.entries],
+                "taint": conversation.taint,
             }
         )
         await self._store.put(self._keys.conversation(tenant, conversation.id), value, self._ttl_s)
@@ -76,8 +78,14 @@ class ConversationStore:
         if found is None:
             return None
         entries = [Entry(item, messages) for item, messages in found["entries"]]
+        taint = found.get("taint")
         return Conversation(
-            found["id"], found["created_at"], found["metadata"], found.get("owner", ""), entries
+            found["id"],
+            found["created_at"],
+            found["metadata"],
+            found.get("owner", ""),
+            entries,
+            taint if isinstance(taint, str) else None,
         )
 
     async def delete(self, tenant: str, conversation_id: str) -> None:

@@ -82,6 +82,21 @@ class GuardedStore:
     async def delete(self, keys: list[str]) -> None:
         await self._call(self.inner.delete(keys))
 
+    async def take(self, key: str) -> bytes | None:
+        return await self._call(self.inner.take(key))
+
+    async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
+        return await self._call(self.inner.put_new(key, value, ttl_s))
+
+    async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None:
+        await self._call(self.inner.field_put(key, name, value, ttl_s))
+
+    async def fields(self, key: str) -> dict[str, bytes]:
+        return await self._call(self.inner.fields(key))
+
+    async def field_delete(self, key: str, name: str) -> None:
+        await self._call(self.inner.field_delete(key, name))
+
     async def ping(self) -> None:
         """Always asks the store, cooldown or not: readiness must see it come back."""
         self._down_until = 0.0

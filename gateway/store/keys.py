@@ -28,3 +28,9 @@ class Keys:
 
     def conversation(self, tenant: str, conversation_id: str) -> str:
         return f"{self.prefix}t:{tenant}:conversation:{conversation_id}"
+
+    def approval(self, tenant: str, approval_id: str) -> str:
+        return f"{self.prefix}t:{tenant}:approval:{approval_id}"
+
+    def approvals_pending(self, tenant: str) -> str:
+        return f"{self.prefix}t:{tenant}:approvals"

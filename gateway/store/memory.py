@@ -17,6 +17,7 @@ class MemoryStore:
     def __init__(self, max_bytes: int = 8 * 1024 * 1024, sweep_every: int = 10_000) -> None:
         self._values: dict[str, tuple[float, bytes]] = {}  # key → (expires, value)
         self._rates: dict[str, float] = {}  # key → TAT (ms, monotonic)
+        self._maps: dict[str, tuple[float, dict[str, bytes]]] = {}  # key → (expires, fields)
         self._writes = 0
         self._sweep_every = sweep_every
         self._max_bytes = max_bytes
@@ -62,6 +63,33 @@ class MemoryStore:
         for key in keys:
             self._drop(key)
 
+    async def take(self, key: str) -> bytes | None:
+        value = await self.get(key)
+        self._drop(key)
+        return value
+
+    async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
+        if await self.get(key) is not None:
+            return False
+        await self.put(key, value, ttl_s)
+        return True
+
+    async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None:
+        fields = await self.fields(key)
+        fields[name] = value
+        self._maps[key] = (time.monotonic() + ttl_s, fields)
+        self._wrote()
+
+    async def fields(self, key: str) -> dict[str, bytes]:
+        entry = self._maps.get(key)
+        if entry is None or entry[0] <= time.monotonic():
+            self._maps.pop(key, None)
+            return {}
+        return entry[1]
+
+    async def field_delete(self, key: str, name: str) -> None:
+        (await self.fields(key)).pop(name, None)
+
     def _drop(self, key: str) -> None:
         entry = self._values.pop(key, None)
         if entry is not None:
@@ -73,6 +101,7 @@ class MemoryStore:
     async def aclose(self) -> None:
         self._values.clear()
         self._rates.clear()
+        self._maps.clear()
         self._bytes = 0
 
     def _wrote(self) -> None:
@@ -84,6 +113,7 @@ class MemoryStore:
             self._drop(key)
         now_ms = now * 1000
         self._rates = {k: tat for k, tat in self._rates.items() if tat > now_ms}
+        self._maps = {k: entry for k, entry in self._maps.items() if entry[0] > now}
 
 
 def _size(key: str, value: bytes) -> int:

@@ -107,6 +107,14 @@ def redis_errors(message: str = "The shared store failed.") -> _RedisErrors:
     return _RedisErrors(message)
 
 
+def _ms(ttl_s: float) -> int:
+    return max(1, int(ttl_s * 1000))
+
+
+def _text(name: bytes | str) -> str:
+    return name.decode() if isinstance(name, bytes) else name
+
+
 class RedisStore:
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client
@@ -137,13 +145,38 @@ class RedisStore:
 
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
         with redis_errors():
-            await self._client.set(key, value, px=max(1, int(ttl_s * 1000)))
+            await self._client.set(key, value, px=_ms(ttl_s))
 
     async def delete(self, keys: list[str]) -> None:
         if not keys:
             return
         with redis_errors():
             await self._client.delete(*keys)  # split by slot on a cluster
+
+    async def take(self, key: str) -> bytes | None:
+        with redis_errors():
+            value = await self._client.getdel(key)
+        return value.encode() if isinstance(value, str) else value
+
+    async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
+        with redis_errors():
+            return bool(await self._client.set(key, value, px=_ms(ttl_s), nx=True))
+
+    async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None:
+        with redis_errors():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, name, value)
+                pipe.pexpire(key, _ms(ttl_s))
+                await pipe.execute()
+
+    async def fields(self, key: str) -> dict[str, bytes]:
+        with redis_errors():
+            found = await self._client.hgetall(key)
+        return {_text(k): v.encode() if isinstance(v, str) else v for k, v in found.items()}
+
+    async def field_delete(self, key: str, name: str) -> None:
+        with redis_errors():
+            await self._client.hdel(key, name)
 
     async def ping(self) -> None:
         with redis_errors("The shared store does not answer."):

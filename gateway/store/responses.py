@@ -22,6 +22,7 @@ class StoredResponse:
     input_items: list[dict[str, Any]]
     messages: list[dict[str, Any]]  # the conversation through this response's output
     owner: str  # who made it: only the same identity reads or continues it
+    taint: str | None = None  # where its run first read untrusted words (DESIGN.md §13)
 
 
 class ResponseStore:
@@ -43,6 +44,8 @@ class ResponseStore:
                 dumps(stored.messages),
                 b',"owner":',
                 dumps(stored.owner),
+                b',"taint":',
+                dumps(stored.taint),
                 b"}",
             )
         )
@@ -59,8 +62,13 @@ class ResponseStore:
         found = loads_object(value) if value is not None else None
         if found is None:
             return None
+        taint = found.get("taint")
         return StoredResponse(
-            found["response"], found["input_items"], found["messages"], found.get("owner", "")
+            found["response"],
+            found["input_items"],
+            found["messages"],
+            found.get("owner", ""),
+            taint if isinstance(taint, str) else None,
         )
 
     async def delete(self, tenant: str, response_id: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.ops.metrics import Metrics
@@ -59,6 +60,14 @@ def prefix_digests(messages: list[dict[str, Any]], identity: str) -> list[str]:
     return digests
 
 
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """A history with its hidden turns put back, and the first taint they carried."""
+
+    messages: list[dict[str, Any]]
+    taint: str | None
+
+
 def _bound_id(conversation: str, call_id: str) -> str:
     return hashlib.sha256(f"{conversation}\0{call_id}".encode()).hexdigest()
 
@@ -100,6 +109,7 @@ class TurnStore:
             turn: Turn,
             outputs: list[ToolOutput],
             handed: tuple[ToolCall, ...],
+            taint: str | None,
         ) -> None:
             await self.save(
                 tenant,
@@ -108,6 +118,7 @@ class TurnStore:
                 dialect.turn_message(turn),
                 dialect.messages(outputs),
                 [call.id for call in handed],
+                taint,
             )
 
         return keep
@@ -120,10 +131,14 @@ class TurnStore:
         assistant: dict[str, Any],
         results: list[dict[str, Any]],
         client_ids: list[str],
+        taint: str | None = None,
     ) -> None:
         """Keep the hidden rounds ``before`` the hand-back, its full assistant message
-        and the server results of that message, under each client id."""
+        and the server results of that message, under each client id, with where the
+        run first read untrusted words (``taint``), if it had."""
         turn = {"before": before, "assistant": assistant, "results": results, "ids": client_ids}
+        if taint is not None:
+            turn["taint"] = taint
         value = dumps(turn)
         writes = []
         for call_id in client_ids:
@@ -144,7 +159,7 @@ class TurnStore:
 
     async def restore(
         self, tenant: str, messages: list[dict[str, Any]], identity: str
-    ) -> list[dict[str, Any]] | None:
+    ) -> Restored | None:
         """The history with every saved hidden turn put back, or None if none applies."""
         calls_at: list[tuple[int, list[str]]] = []
         for index, message in enumerate(messages):
@@ -171,6 +186,7 @@ class TurnStore:
         by_index = dict(places)
         restored: list[dict[str, Any]] = []
         found = False
+        taint: str | None = None
         for index, message in enumerate(messages):
             ids = by_index.get(index, [])
             saved = next((turns[i] for i in ids if turns[i] is not None), None)
@@ -185,7 +201,9 @@ class TurnStore:
             restored.append(turn["assistant"])
             restored.extend(turn["results"])
             found = True
+            if taint is None and isinstance(turn.get("taint"), str):
+                taint = turn["taint"]
         if not found:
             return None
         self.restored += 1
-        return restored
+        return Restored(restored, taint)

@@ -32,6 +32,8 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
 from gateway.policy.limits import Narrowing, effective_limits
+from gateway.policy.approvals import ApprovalDesk
+from gateway.policy.identity import owner_digest
 from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
@@ -57,6 +59,7 @@ class Caller:
     tenant: Tenant
     request_id: str
     headers: dict[str, str]
+    identity: str  # ``identity.caller_identity``: who, within the tenant
 
 
 class McpEndpoint:
@@ -119,7 +122,11 @@ class McpEndpoint:
         request_id = exchange.request_id
         headers = {"x-request-id": request_id, **exchange.headers}
         caller = Caller(
-            runtime, tenant, request_id, {k.lower(): v for k, v in request.headers.items()}
+            runtime,
+            tenant,
+            request_id,
+            {k.lower(): v for k, v in request.headers.items()},
+            exchange.identity,
         )
         scope.setdefault("state", {})[_STATE_KEY] = caller
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -150,12 +157,17 @@ class McpEndpoint:
             if tool is None:
                 continue
             function = tool.definition["function"]
+            policy = caller.tenant.policy.of(tool)
             tools.append(
                 types.Tool(
                     name=name,
                     description=function.get("description"),
                     input_schema=function["parameters"],
-                    annotations=types.ToolAnnotations(read_only_hint=not tool.side_effects),
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=policy.effects == "read",
+                        destructive_hint=policy.effects == "write",
+                        open_world_hint=policy.output == "untrusted",
+                    ),
                 )
             )
         return types.ListToolsResult(tools=tools)
@@ -167,11 +179,24 @@ class McpEndpoint:
         gateway, tenant = self._gateway, caller.tenant
         started = time.perf_counter()
         limits = effective_limits(tenant.limits, Narrowing())
+        approvals = tenant.policy.approvals
+        desk = ApprovalDesk(
+            gateway.approvals,
+            tenant.id,
+            owner_digest(caller.identity),
+            approvals,
+            "operator" if approvals.operator else None,  # an MCP client cannot be asked
+            gateway.approval_notice(approvals),
+        )
         policy = PolicyPoint(
             replace(limits, max_parallel_tools=1),
             tenant.tools,
             frozenset(),
             caller.runtime.registry,
+            rules=tenant.policy,
+            desk=desk,
+            tenant=tenant.id,
+            metrics=gateway.metrics,
         )
         runner = ToolRunner(
             policy,

@@ -45,6 +45,7 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
         "reused": record.reused,
         "cached": record.cached,
         "result": result,
+        **({"policy": record.policy} if record.policy is not None else {}),
     }
 
 

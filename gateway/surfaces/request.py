@@ -63,7 +63,25 @@ def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
         if "max_tool_calls" in field:
             value = _positive_int(field["max_tool_calls"], "toolgate.max_tool_calls", 0)
             calls = _narrowest(calls, value)
-    return Narrowing(tools, iterations, calls)
+    return Narrowing(tools, iterations, calls, _untrusted_input(headers))
+
+
+_INPUT_TRUST = {"trusted": False, "untrusted": True}
+
+
+def _untrusted_input(headers: Mapping[str, str]) -> bool:
+    """``x-toolgate-input: untrusted`` marks the request's own input as words from
+    outside (an email pasted into the prompt); ``trusted`` is the tenant's default,
+    which a request cannot loosen."""
+    raw = headers.get("x-toolgate-input")
+    if raw is None:
+        return False
+    found = _INPUT_TRUST.get(raw.strip().lower())
+    if found is None:
+        raise BadRequest(
+            "'x-toolgate-input' must be 'trusted' or 'untrusted'.", param="x-toolgate-input"
+        )
+    return found
 
 
 def model_request(raw: bytes) -> tuple[dict[str, Any], str]:

@@ -23,16 +23,19 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import LoopJob, Outcome, Run
+from gateway.engine.loop import LoopJob, Outcome, Resumed, Run
 from gateway.engine.stream import EventWriter, stream_loop
 from gateway.ops.offload import offload
-from gateway.policy.identity import caller_identity
+from gateway.policy.approvals import ApprovalDesk
+from gateway.policy.identity import caller_identity, owner_digest
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route
 from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
+from gateway.store.approvals import Approver
 from gateway.store.turns import TurnStore
+from gateway.surfaces.approvals import Approvals, held_calls, take_answers
 from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
 from gateway.surfaces.http import Exchange, read_body
@@ -101,6 +104,9 @@ class Asked(Protocol):
     @property
     def client_tool_names(self) -> frozenset[str]: ...
 
+    @property
+    def client_approves(self) -> bool: ...  # held calls are handed to the client
+
 
 @dataclass(slots=True)
 class Head:
@@ -120,17 +126,39 @@ class Head:
     def keeper(self, visible: list[dict[str, Any]]) -> KeepTurn | None:
         """How a turn handed back in this request is kept: bound to what the client
         sent (``visible``). None when nothing can be handed back."""
-        if not (self.policy.server_tools and self.policy.client_tools):
+        policy = self.policy
+        client_approves = policy.desk is not None and policy.desk.approver == "client"
+        if not (policy.server_tools and (policy.client_tools or client_approves)):
             return None
         return self.turns.keeper(self.tenant.id, visible, self.exchange.identity)
 
     async def restore(self, visible: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """A client returning with tool results may be answering a mixed turn: the
         history with the server side of it put back (from whichever replica saved it,
-        for the same caller), or None."""
+        for the same caller), or None. The run is tainted if that turn's was."""
         if not any(m.get("role") == "tool" for m in visible):
             return None
-        return await self.turns.restore(self.tenant.id, visible, self.exchange.identity)
+        restored = await self.turns.restore(self.tenant.id, visible, self.exchange.identity)
+        if restored is None:
+            return None
+        if restored.taint is not None:
+            self.policy.tainted(restored.taint)
+        return restored.messages
+
+    async def answered(
+        self, visible: list[dict[str, Any]], asked: Approvals
+    ) -> tuple[list[dict[str, Any]], Resumed | None]:
+        """The client's answers to the approvals of ``asked``, taken out of the history;
+        the held calls they answer are decided now (``PolicyPoint.resume``) and run
+        before the first round."""
+        if not asked:
+            return visible, None
+        kept, answers = take_answers(visible, asked)
+        if not answers:
+            return kept, None
+        held = tuple(c for c in held_calls(kept) if c.name in self.policy.server_tools)
+        await self.policy.resume(answers, held)
+        return kept, Resumed(held) if held else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +181,7 @@ class Plan:
     single_call_id: str | None = None
     n: int = 1
     usage: list[Any] = field(default_factory=list)  # spent before the loop (a summary)
+    resumed: Resumed | None = None  # held calls the client has answered, run first
 
 
 class SurfaceCall(Protocol):
@@ -202,8 +231,28 @@ class Skeleton(Generic[A]):
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
         asked = surface.adapt(asked, tenant)
+        approvals = tenant.policy.approvals
+        approver: Approver | None = (
+            "client" if asked.client_approves else "operator" if approvals.operator else None
+        )
+        desk = ApprovalDesk(
+            gateway.approvals,
+            tenant.id,
+            owner_digest(exchange.identity),
+            approvals,
+            approver,
+            gateway.approval_notice(approvals),
+        )
         policy, shadowed = PolicyPoint.of_request(
-            tenant.tools, tenant.limits, asked.narrowing, asked.client_tool_names, runtime.registry
+            tenant.tools,
+            tenant.limits,
+            asked.narrowing,
+            asked.client_tool_names,
+            runtime.registry,
+            rules=tenant.policy,
+            desk=desk,
+            tenant=tenant.id,
+            metrics=gateway.metrics,
         )
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
@@ -234,7 +283,8 @@ class Skeleton(Generic[A]):
         )
         context = CallContext(tenant.id, request.headers)
         runs = gateway.loop.runs(
-            LoopJob(model, policy, context, plan.keep, plan.single_call_id), plan.n
+            LoopJob(model, policy, context, plan.keep, plan.single_call_id, resumed=plan.resumed),
+            plan.n,
         )
         for usage in plan.usage:
             policy.state.usage.add(usage)  # spent for this request before its loop

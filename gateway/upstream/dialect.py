@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
-from gateway.values import Hidden, Piece, Round, ToolCall, ToolOutput, Turn
-from tool_registry import dumps_text
+from gateway.values import APPROVAL_TOOL, Hidden, Piece, Round, ToolCall, ToolOutput, Turn
+from tool_registry import dumps_text, parse_arguments
 
 T = TypeVar("T")
 
@@ -70,7 +70,20 @@ def round_tool_choice(choice: Any, first: bool, final: bool, client_tools: froze
 
 
 def call_dict(call: ToolCall) -> dict[str, Any]:
-    """A tool call as a chat message carries it."""
+    """A tool call as a chat message carries it (an approval as a call of the
+    client's ``toolgate_approval`` tool: the held call's tool, its arguments, and the
+    approval's id)."""
+    if call.kind == "approval":
+        asked = {
+            "tool": call.name,
+            "arguments": parse_arguments(call.arguments),
+            "approval_id": call.id,
+        }
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": APPROVAL_TOOL, "arguments": dumps_text(asked)},
+        }
     if call.kind == "custom":
         return {
             "id": call.id,

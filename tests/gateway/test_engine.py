@@ -89,6 +89,7 @@ def doubling(request: httpx.Request) -> httpx.Response:
 class Kept:
     def __init__(self) -> None:
         self.turns: list[tuple[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]]] = []
+        self.taints: list[str | None] = []
 
     async def __call__(
         self,
@@ -96,8 +97,10 @@ class Kept:
         turn: Turn,
         outputs: list[ToolOutput],
         handed: tuple[ToolCall, ...],
+        taint: str | None,
     ) -> None:
         self.turns.append((list(before), turn, outputs, handed))
+        self.taints.append(taint)
 
 
 def session(

@@ -159,3 +159,38 @@ def test_an_exact_fit_is_allowed_whatever_the_clock_reads() -> None:
         decision, stored = gcra(None, now, 1, 60_000.0, 1, "acquire")
         assert decision.allowed
         assert stored is not None
+
+
+async def test_take_gives_a_value_once(store: GuardedStore, keys: Keys) -> None:
+    key = keys.approval("acme", "mcpr_1")
+    await store.put(key, b"record", 60)
+    taken = await asyncio.gather(*(store.take(key) for _ in range(8)))
+    assert sorted(taken, key=lambda v: v is None) == [b"record"] + [None] * 7
+    assert await store.get(key) is None
+    assert await store.take(keys.approval("acme", "never-put")) is None
+
+
+async def test_put_new_lets_the_first_writer_win(store: GuardedStore, keys: Keys) -> None:
+    key = keys.approval("acme", "mcpr_2") + ":decision"
+    won = await asyncio.gather(*(store.put_new(key, str(i).encode(), 60) for i in range(8)))
+    assert sum(won) == 1
+    assert await store.get(key) == str(won.index(True)).encode()
+    await store.put(key, b"x", 0.05)
+    await asyncio.sleep(0.1)
+    assert await store.put_new(key, b"after expiry", 60)  # an expired value is absent
+
+
+async def test_fields_are_a_map_under_one_key(store: GuardedStore, keys: Keys) -> None:
+    key = keys.approvals_pending("acme")
+    assert await store.fields(key) == {}
+    await store.field_put(key, "a", b"1", 60)
+    await store.field_put(key, "b", b"2", 60)
+    await store.field_put(key, "a", b"3", 60)
+    assert await store.fields(key) == {"a": b"3", "b": b"2"}
+    await store.field_delete(key, "a")
+    await store.field_delete(key, "missing")
+    assert await store.fields(key) == {"b": b"2"}
+    assert await store.fields(keys.approvals_pending("other")) == {}
+    await store.field_put(key, "c", b"4", 0.05)  # the map's time to live is the last put's
+    await asyncio.sleep(0.1)
+    assert await store.fields(key) == {}

@@ -42,7 +42,7 @@ from tool_registry.registry import tool_name
 from tool_registry.results import ToolResult, cut, error_result
 from tool_registry.retry import Backoff
 from tool_registry.spec import HttpSpec
-from tool_registry.tool import HttpRunner, PreparedCall, Tool
+from tool_registry.tool import Effects, HttpRunner, PreparedCall, Tool, Trust
 
 from .mcp_transport import guarded_client
 
@@ -94,7 +94,7 @@ class McpServerConfig(BaseModel):
 class McpTool(Tool):
     """One tool of an MCP server."""
 
-    __slots__ = ("_read_only", "_server", "remote_name")
+    __slots__ = ("_open_world", "_read_only", "_server", "remote_name")
 
     def __init__(self, server: McpServer, remote: mcp_types.Tool, name: str) -> None:
         schema = dict(remote.input_schema) if isinstance(remote.input_schema, dict) else {}
@@ -108,15 +108,24 @@ class McpTool(Tool):
             schema,
             source="mcp",
             origin=f"MCP server {server.name!r}: tool {remote.name!r}",
+            label=f"mcp:{server.name}",
         )
         self._server = server
         self.remote_name = remote.name
+        # The server's hints, read as the MCP specification defaults them: a tool writes
+        # unless it says it only reads, and reaches an open world unless it says it
+        # does not. They are the server's word: an operator's policy rules override them.
         annotations = remote.annotations
         self._read_only = annotations is not None and annotations.read_only_hint is True
+        self._open_world = annotations is None or annotations.open_world_hint is not False
 
     @property
-    def side_effects(self) -> bool:
-        return not self._read_only  # unless the server says it only reads
+    def effects(self) -> Effects:
+        return "read" if self._read_only else "write"
+
+    @property
+    def output(self) -> Trust:
+        return "untrusted" if self._open_world else "trusted"
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         return await self._server.call(self.remote_name, call.arguments, deadline, http.redactor)
@@ -275,8 +284,8 @@ class McpServer:
                     break
         # Judging and building what may be hundreds of large schemas is CPU work.
         tools = await asyncio.to_thread(self._tools_of, remote)
-        before = [(t.name, t.definition, t.side_effects) for t in self.tools]
-        if before != [(t.name, t.definition, t.side_effects) for t in tools]:
+        before = [(t.name, t.definition, t.effects, t.output) for t in self.tools]
+        if before != [(t.name, t.definition, t.effects, t.output) for t in tools]:
             self.tools = tools
             self._on_change()
 

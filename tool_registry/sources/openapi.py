@@ -158,7 +158,14 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
             except (OperationLeftOut, ExpansionError) as exc:
                 found_tools.skipped.append(f"{label}: {exc}")
                 continue
-            found_tools.tools.append(HttpTool(spec, source="openapi", origin=f"{where}: {label}"))
+            found_tools.tools.append(
+                HttpTool(
+                    spec,
+                    source="openapi",
+                    origin=f"{where}: {label}",
+                    label=f"openapi:{source.spec}",
+                )
+            )
     if over:
         found_tools.skipped.append(
             f"{over} more operations: the source gives at most {source.max_tools} tools (max_tools)"

@@ -14,6 +14,7 @@ from gateway.engine.stream import EventWriter
 from gateway.errors import BadRequest
 from gateway.policy.limits import effective_tools
 from gateway.policy.tenants import Tenant
+from gateway.surfaces.approvals import asked_in
 from gateway.surfaces.chat.chunks import ChunkWriter
 from gateway.surfaces.chat.legacy import from_functions, to_function_call, uses_functions
 from gateway.surfaces.chat.render import render_completion
@@ -56,14 +57,16 @@ class ChatCall:
 
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
-        keep = head.keeper(asked.body["messages"])  # bound to what the client sent
-        restored = await head.restore(asked.body["messages"])
-        if restored is not None:
-            asked.body["messages"] = restored
+        messages = asked.body["messages"]
+        approvals = asked_in(messages)  # answered below: they are the gateway's, not the model's
+        keep = head.keeper(messages)  # bound to what the client sent
+        restored = await head.restore(messages)
+        messages, resumed = await head.answered(restored or messages, approvals)
+        asked.body["messages"] = messages
         if not head.policy.server_tools:
-            return Forward(restored is not None or asked.changed)
+            return Forward(restored is not None or bool(approvals) or asked.changed)
         n = choices_of(asked.body, head.policy.limits.max_iterations)
-        return Plan(asked.body, asked.client_tools, keep, asked.single_call_id, n)
+        return Plan(asked.body, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed)
 
     async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
         usage = runs[0].state.usage.totals

@@ -10,6 +10,7 @@ from typing import Any
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request import model_request, parse_narrowing
+from gateway.values import APPROVAL_TOOL
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,9 @@ class ChatRequest:
     narrowing: Narrowing
     changed: bool  # the body differs from the bytes received
     single_call_id: str | None = None  # the legacy shape: one call handed back, this id
+    # The client sent a ``toolgate_approval`` tool: it approves held calls itself
+    # (DESIGN.md §13). The tool is the gateway's, never offered to the model.
+    client_approves: bool = False
 
 
 def _check_messages(messages: Any) -> None:
@@ -74,7 +78,24 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean.", param="stream")
     client_tools = _client_tools(body.get("tools"))
-    names = frozenset(n for n in (client_tool_name(t) for t in client_tools) if n is not None)
     changed = "toolgate" in body
+    approves = any(client_tool_name(t) == APPROVAL_TOOL for t in client_tools)
+    if approves:
+        client_tools = [t for t in client_tools if client_tool_name(t) != APPROVAL_TOOL]
+        _without_approval_tool(body, client_tools)
+        changed = True
+    names = frozenset(n for n in (client_tool_name(t) for t in client_tools) if n is not None)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
-    return ChatRequest(body, model, bool(stream), client_tools, names, narrowing, changed)
+    return ChatRequest(
+        body, model, bool(stream), client_tools, names, narrowing, changed, client_approves=approves
+    )
+
+
+def _without_approval_tool(body: dict[str, Any], tools: list[dict[str, Any]]) -> None:
+    """The request as the model sees it: the approval tool is the gateway's."""
+    if tools:
+        body["tools"] = tools
+        return
+    del body["tools"]
+    for key in ("tool_choice", "parallel_tool_calls"):
+        body.pop(key, None)

@@ -21,6 +21,7 @@ from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
 from gateway.store.conversations import Conversation, Entry
 from gateway.store.responses import StoredResponse
+from gateway.surfaces.approvals import asked_in
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.listing import page
 from gateway.surfaces.responses.context_fit import (
@@ -30,7 +31,7 @@ from gateway.surfaces.responses.context_fit import (
     truncate,
 )
 from gateway.surfaces.responses.conversations import Conversations, visible_entries
-from gateway.surfaces.responses.items import stored_items, to_messages
+from gateway.surfaces.responses.items import approval_answers, stored_items, to_messages
 from gateway.surfaces.responses.render import (
     ResponseEvents,
     ResponseShape,
@@ -134,6 +135,7 @@ class ResponseCall:
             return Forward(self._drop_hosted() or "toolgate" in asked.body)
         self._drop_hosted()  # the loop offers the model function tools only
         history: list[dict[str, Any]] = []
+        previous: StoredResponse | None = None
         tenant, identity = head.tenant, head.exchange.identity
         if asked.previous_response_id is not None:
             previous = await self._surface.owned(
@@ -146,17 +148,23 @@ class ResponseCall:
             )
             history = self._conversation.messages
         visible = [*history, *await offload(head.large, to_messages, asked.items)]
+        approvals = asked_in(visible) | dict.fromkeys(approval_answers(asked.items), (None, None))
         keep = head.keeper(visible)
         if not history:
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await head.restore(visible) or visible
+        elif previous is not None and previous.taint is not None:
+            head.policy.tainted(previous.taint)
+        if self._conversation is not None and self._conversation.taint is not None:
+            head.policy.tainted(self._conversation.taint)
+        visible, resumed = await head.answered(visible, approvals)
         summary_usage: list[Any] = []
         visible = await self._fit(asked, head.route, visible, summary_usage)
         self._visible = visible
         system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
         params = {**asked.params, "messages": [*system, *visible]}
-        return Plan(params, asked.client_tools, keep, usage=summary_usage)
+        return Plan(params, asked.client_tools, keep, usage=summary_usage, resumed=resumed)
 
     def _drop_hosted(self) -> bool:
         """Leave the request's hosted tools out of what the upstream sees, and say so
@@ -254,12 +262,14 @@ class ResponseCall:
         items = await offload(self._head.large, stored_items, asked.items)
         if asked.store:
             owner = owner_digest(self._head.exchange.identity)
-            stored = StoredResponse(body, items, [*self._visible, *hidden, *last], owner)
+            messages = [*self._visible, *hidden, *last]
+            stored = StoredResponse(body, items, messages, owner, session.policy.taint)
             await self._gateway.responses.save(tenant.id, stored, encoded)
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
             # nothing the turn message does not already carry.
             output = body["output"] or [None]
+            conversation.taint = conversation.taint or session.policy.taint
             conversation.entries += [
                 *visible_entries(items),
                 Entry(None, hidden),

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.values import ToolCall, Turn
+from gateway.values import APPROVAL_TOOL, ToolCall, Turn
 from tool_registry import dumps, loads_object, tool_name
+
+APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
 
 
 def new_id(prefix: str) -> str:
@@ -111,6 +113,10 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                 if not isinstance(output, str):
                     raise BadRequest(f"'{at}.output' must be text.", param=f"{at}.output")
             messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind == "mcp_approval_request":
+            messages.append(_approval_asked(item, at))
+        elif kind == "mcp_approval_response":
+            messages.append(_approval_answer(item, at))
         elif kind == "reasoning":
             continue
         else:
@@ -119,6 +125,48 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                 param=f"{at}.type",
             )
     return messages
+
+
+def _approval_asked(item: dict[str, Any], at: str) -> dict[str, Any]:
+    """An ``mcp_approval_request`` the client sends back: the call of the gateway's
+    approval tool it stands for (``surfaces.approvals`` reads it, the model never)."""
+    approval_id, name, arguments = item.get("id"), item.get("name"), item.get("arguments")
+    if not all(isinstance(v, str) for v in (approval_id, name, arguments)):
+        raise BadRequest(f"'{at}' needs string 'id', 'name' and 'arguments'.", param=at)
+    asked = {"tool": name, "arguments": arguments, "approval_id": approval_id}
+    call = {"name": APPROVAL_TOOL, "arguments": dumps(asked).decode()}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": approval_id, "type": "function", "function": call}],
+    }
+
+
+def _approval_answer(item: dict[str, Any], at: str) -> dict[str, Any]:
+    """An ``mcp_approval_response``: the answer, as a result of that approval call."""
+    approval_id, approve, reason = (
+        item.get("approval_request_id"),
+        item.get("approve"),
+        item.get("reason"),
+    )
+    if not isinstance(approval_id, str) or not isinstance(approve, bool):
+        raise BadRequest(
+            f"'{at}' needs a string 'approval_request_id' and a boolean 'approve'.", param=at
+        )
+    if reason is not None and not isinstance(reason, str):
+        raise BadRequest(f"'{at}.reason' must be a string.", param=f"{at}.reason")
+    answer = dumps({"approve": approve, "reason": reason}).decode()
+    return {"role": "tool", "tool_call_id": approval_id, "content": answer}
+
+
+def approval_answers(items: list[dict[str, Any]]) -> set[str]:
+    """The approval ids the input's ``mcp_approval_response`` items answer."""
+    return {
+        item["approval_request_id"]
+        for item in items
+        if item.get("type") == "mcp_approval_response"
+        and isinstance(item.get("approval_request_id"), str)
+    }
 
 
 def _call_of(item: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
@@ -196,7 +244,16 @@ def call_item(
 ) -> dict[str, Any]:
     """A client call handed back in the shape the client's tool has: a
     ``function_call`` item, or a ``custom_tool_call`` with its ``input``; a namespaced
-    tool's call with its ``namespace`` and own name."""
+    tool's call with its ``namespace`` and own name; a held call the client is to
+    approve as an ``mcp_approval_request`` (under the approval's id)."""
+    if call.kind == "approval":
+        return {
+            "id": call.id,
+            "type": "mcp_approval_request",
+            "server_label": APPROVAL_SERVER_LABEL,
+            "name": call.name or "",
+            "arguments": call.arguments,
+        }
     named = names.get(call.name) if names and call.name else None
     item: dict[str, Any]
     if named is not None and named.custom:

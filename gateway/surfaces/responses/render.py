@@ -292,6 +292,11 @@ class ResponseEvents:
         for call in calls:
             index = len(self._output)
             done = call_item(call, _call_id(call, names), "completed", names)
+            if done["type"] == "mcp_approval_request":  # no deltas: it comes whole
+                for kind in ("response.output_item.added", "response.output_item.done"):
+                    events.append(self._event(kind, output_index=index, item=done))
+                self._output.append(done)
+                continue
             custom = done["type"] == "custom_tool_call"
             field = "input" if custom else "arguments"
             text = done[field]

@@ -42,6 +42,8 @@ class ResponsesRequest:
     # ``custom`` tools and the tools of a ``namespace``: the name the model knows → the
     # client's name (and shape) for it.
     client_names: Mapping[str, ClientName] = field(default_factory=dict)
+    # The client approves held calls (``mcp_approval_request`` and ``_response`` items).
+    client_approves: bool = True
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.

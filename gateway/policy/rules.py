@@ -1,0 +1,128 @@
+"""What each tool is, and who approves its calls, for one tenant (DESIGN.md §13).
+
+A tool's source says what it does (``Tool.effects``, ``Tool.output``: the HTTP method,
+the OpenAPI operation, the MCP server's hints); the gateway's ``policy.tools`` rules
+say otherwise where the operator knows better, later rules winning; then the
+tenant's own rules and settings, which only tighten (a tool read as ``write`` stays
+``write``, an approval asked stays asked). ``TenantPolicy`` is that, resolved once per
+runtime snapshot and tenant, and each tool's answer is worked out once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gateway.config import (
+    AfterUntrusted,
+    Approval,
+    ApprovalsConfig,
+    PolicyConfig,
+    TenantPolicyConfig,
+    ToolRule,
+)
+from tool_registry import Effects, Tool, Trust, canonical
+
+# Each setting's values, loosest first: a tenant may move right, never left.
+_EFFECTS: tuple[Effects, ...] = ("read", "write")
+_TRUST: tuple[Trust, ...] = ("trusted", "untrusted")
+_APPROVAL: tuple[Approval, ...] = ("never", "after_untrusted", "always")
+_AFTER_UNTRUSTED: tuple[AfterUntrusted, ...] = ("allow", "approve", "refuse")
+
+V = TypeVar("V", bound=str)
+
+
+def tighter(order: tuple[V, ...], first: V, second: V | None) -> V:
+    """The stricter of two settings (``second`` may be unset)."""
+    if second is None:
+        return first
+    return max(first, second, key=order.index)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """What one tool is, for one tenant, and who approves its calls."""
+
+    effects: Effects
+    output: Trust
+    approval: Approval
+    version: str  # a digest of all that decides its calls, for approvals to bind to
+
+
+def matches(rule: ToolRule, tool: Tool) -> bool:
+    """Whether ``rule`` is about ``tool`` (its name and its source's label)."""
+    if not fnmatch.fnmatchcase(tool.label, rule.source):
+        return False
+    return any(fnmatch.fnmatchcase(tool.name, pattern) for pattern in rule.tools)
+
+
+@dataclass(slots=True, eq=False)
+class TenantPolicy:
+    """The gateway's policy with one tenant's tightenings, and each tool's answer."""
+
+    gateway_rules: tuple[ToolRule, ...] = ()
+    tenant_rules: tuple[ToolRule, ...] = ()
+    input: Trust = "trusted"
+    after_untrusted: AfterUntrusted = "allow"
+    approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    _tools: dict[int, tuple[Tool, ToolPolicy]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def resolve(cls, gateway: PolicyConfig, tenant: TenantPolicyConfig | None) -> TenantPolicy:
+        if tenant is None:
+            return cls(
+                tuple(gateway.tools), (), gateway.input, gateway.after_untrusted, gateway.approvals
+            )
+        return cls(
+            tuple(gateway.tools),
+            tuple(tenant.tools),
+            tighter(_TRUST, gateway.input, tenant.input),
+            tighter(_AFTER_UNTRUSTED, gateway.after_untrusted, tenant.after_untrusted),
+            tenant.approvals or gateway.approvals,
+        )
+
+    def of(self, tool: Tool) -> ToolPolicy:
+        """``tool``'s effects, trust and approval for this tenant (worked out once per
+        tool object: a reload builds new tenants)."""
+        known = self._tools.get(id(tool))
+        if known is not None and known[0] is tool:
+            return known[1]
+        answer = self._work_out(tool)
+        self._tools[id(tool)] = (tool, answer)
+        return answer
+
+    def _work_out(self, tool: Tool) -> ToolPolicy:
+        effects: Effects = tool.effects
+        output: Trust = tool.output
+        approval: Approval = "never"
+        for rule in self.gateway_rules:
+            if matches(rule, tool):
+                effects = rule.effects or effects
+                output = rule.output or output
+                approval = rule.approval or approval
+        for rule in self.tenant_rules:
+            if matches(rule, tool):
+                effects = tighter(_EFFECTS, effects, rule.effects)
+                output = tighter(_TRUST, output, rule.output)
+                approval = tighter(_APPROVAL, approval, rule.approval)
+        decided = [tool.fingerprint, tool.name, effects, output, approval, self.after_untrusted]
+        version = hashlib.sha256(canonical(decided).encode()).hexdigest()[:16]
+        return ToolPolicy(effects, output, approval, version)
+
+
+def unmatched_rules(
+    config: PolicyConfig, tenants: Sequence[tuple[str, TenantPolicyConfig]], tools: Sequence[Tool]
+) -> list[str]:
+    """Where a rule names no tool of ``tools``: ``policy.tools[i]`` or
+    ``tenants[<id>].policy.tools[i]`` (for ``toolgate check``)."""
+    found = []
+    for where, rules in [("policy.tools", config.tools)] + [
+        (f"tenant {tenant_id!r}: policy.tools", policy.tools) for tenant_id, policy in tenants
+    ]:
+        for index, rule in enumerate(rules):
+            if not any(matches(rule, tool) for tool in tools):
+                found.append(f"{where}[{index}] ({', '.join(rule.tools)}) matches no tool")
+    return found

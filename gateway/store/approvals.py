@@ -1,0 +1,140 @@
+"""Approvals in the store (DESIGN.md §13): a pending approval, bound to the exact call
+it is for, and its decision — on any replica.
+
+A client's approval is answered by the client's next request, which takes the record
+(``take``: read and deleted at once, so an approval is used once). An operator's is
+listed in a per-tenant index, decided once (``decide``: the first decision stands),
+and taken by the run that waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from gateway.store.guard import GuardedStore
+from gateway.store.keys import Keys
+from tool_registry import dumps, loads_object
+
+Approver = Literal["client", "operator"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A call waiting for a person's yes or no, and everything it is bound to."""
+
+    id: str
+    tenant: str
+    owner: str  # the caller's identity, digested (``identity.owner_digest``)
+    tool: str
+    arguments: str  # canonical JSON of what the model wrote, as the approver sees it
+    digest: str  # of ``arguments``
+    version: str  # of the tool's policy when it was asked (``rules.ToolPolicy.version``)
+    call_id: str
+    by: Approver
+    why: str  # the rule that asked for it
+    taint: str | None  # what the run had read that was untrusted, if anything
+    created: float  # epoch seconds
+    expires: float
+
+    def public(self) -> dict[str, Any]:
+        """As ``GET /v1/toolgate/approvals`` shows it."""
+        return {
+            "id": self.id,
+            "object": "toolgate.approval",
+            "tenant": self.tenant,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "reason": self.why,
+            "tainted_by": self.taint,
+            "created_at": int(self.created),
+            "expires_at": int(self.expires),
+        }
+
+    @classmethod
+    def parse(cls, raw: bytes | None) -> ApprovalRecord | None:
+        found = loads_object(raw) if raw is not None else None
+        if found is None:
+            return None
+        try:
+            return cls(**found)
+        except TypeError:  # written by another version
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A person's answer to an approval."""
+
+    approve: bool
+    reason: str | None
+    decider: str  # "client", or "operator" and which key
+
+    @classmethod
+    def parse(cls, raw: bytes | None) -> Decision | None:
+        found = loads_object(raw) if raw is not None else None
+        if found is None:
+            return None
+        try:
+            return cls(**found)
+        except TypeError:
+            return None
+
+
+DecideOutcome = Literal["decided", "missing", "already"]
+
+
+class ApprovalStore:
+    def __init__(self, store: GuardedStore, keys: Keys) -> None:
+        self._store = store
+        self._keys = keys
+
+    async def create(self, record: ApprovalRecord) -> None:
+        """Keep a pending approval until it expires; an operator's is listed too."""
+        ttl = max(record.expires - time.time(), 0.001)
+        value = dumps(asdict(record))
+        await self._store.put(self._keys.approval(record.tenant, record.id), value, ttl)
+        if record.by == "operator":
+            index = self._keys.approvals_pending(record.tenant)
+            await self._store.field_put(index, record.id, value, ttl)
+
+    async def peek(self, tenant: str, approval_id: str) -> ApprovalRecord | None:
+        return ApprovalRecord.parse(await self._store.get(self._keys.approval(tenant, approval_id)))
+
+    async def take(self, tenant: str, approval_id: str) -> ApprovalRecord | None:
+        """The pending approval, which is then gone: an approval is used once."""
+        record = ApprovalRecord.parse(
+            await self._store.take(self._keys.approval(tenant, approval_id))
+        )
+        if record is not None and record.by == "operator":
+            await self._store.field_delete(self._keys.approvals_pending(tenant), approval_id)
+        return record
+
+    async def pending(self, tenant: str) -> list[ApprovalRecord]:
+        """The operator approvals of ``tenant`` still waiting, oldest first."""
+        index = self._keys.approvals_pending(tenant)
+        now, found = time.time(), []
+        for name, raw in (await self._store.fields(index)).items():
+            record = ApprovalRecord.parse(raw)
+            if record is None or record.expires <= now:
+                await self._store.field_delete(index, name)
+            elif await self.decision(tenant, record.id) is None:
+                found.append(record)
+        return sorted(found, key=lambda r: r.created)
+
+    async def decide(self, tenant: str, approval_id: str, decision: Decision) -> DecideOutcome:
+        """Record an operator's answer: the first one stands."""
+        key = self._keys.approval(tenant, approval_id)
+        record = ApprovalRecord.parse(await self._store.get(key))
+        if record is None or record.by != "operator":
+            return "missing"
+        ttl = max(record.expires - time.time(), 0.001)
+        if not await self._store.put_new(key + ":decision", dumps(asdict(decision)), ttl):
+            return "already"
+        return "decided"
+
+    async def decision(self, tenant: str, approval_id: str) -> Decision | None:
+        return Decision.parse(
+            await self._store.get(self._keys.approval(tenant, approval_id) + ":decision")
+        )
