@@ -31,9 +31,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
-from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.approvals import ApprovalDesk
 from gateway.policy.identity import owner_digest
+from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
