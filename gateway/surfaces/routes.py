@@ -20,6 +20,7 @@ from gateway.surfaces.forward import forward_json
 from gateway.surfaces.http import Exchange, endpoint, json_response, read_body
 from gateway.surfaces.mcp import McpEndpoint
 from gateway.surfaces.observe import Observer
+from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
 from gateway.surfaces.skeleton import Admission, Skeleton
@@ -125,6 +126,7 @@ def build_routes(
 ) -> list[BaseRoute]:
     handlers = Handlers(gateway, admit)
     admin = Admin(gateway)
+    operator = OperatorApprovals(gateway)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
     return [
@@ -161,6 +163,8 @@ def build_routes(
         Route("/v1/models", endpoint(handlers.list_models, observed), methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint(handlers.get_model, observed), methods=["GET"]),
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
+        Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
+        Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
             Route(
                 f"/v1{path}", endpoint(partial(handlers.forward, path), observed), methods=["POST"]

@@ -1,0 +1,107 @@
+"""An operator's approvals (DESIGN.md §13): ``GET /v1/toolgate/approvals`` lists the
+calls waiting for one, ``POST /v1/toolgate/approvals/{id}`` decides one
+(``{"approve": true|false, "reason": "..."}``); the run waiting for it, on whichever
+replica, goes on.
+
+They answer to a tenant's ``policy.approvals.admin_keys`` (its own approvals) and to
+``server.admin_key`` (every tenant's), compared in constant time; the tenants' API
+keys do not decide their own calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import AuthError, BadRequest, GatewayError, NotFound
+from gateway.policy.tenants import Tenant
+from gateway.store.approvals import Decision
+from gateway.surfaces.http import Exchange, json_response
+from tool_registry import loads_object
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+MAX_BODY = 16 * 1024
+MAX_REASON = 2000
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class OperatorApprovals:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def _tenants(self, request: Request) -> tuple[list[Tenant], str]:
+        """The tenants the bearer key may decide for, and who it is (for the trace)."""
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            raise AuthError(
+                "The approval routes need an approvals admin key as 'Authorization: Bearer'."
+            )
+        runtime = self._gateway.runtime
+        presented = _digest(key)
+        tenants = runtime.tenants.all()
+        admin = runtime.config.server.admin_key
+        if admin is not None and hmac.compare_digest(_digest(admin.get_secret_value()), presented):
+            return tenants, "operator:admin"
+        allowed = []
+        for tenant in tenants:
+            keys = tenant.policy.approvals.admin_keys
+            if any(hmac.compare_digest(_digest(k.get_secret_value()), presented) for k in keys):
+                allowed.append(tenant)
+        if not allowed:
+            raise AuthError("This key may not list or decide approvals.")
+        return allowed, f"operator:{presented.hex()[:8]}"
+
+    async def list(self, request: Request, exchange: Exchange) -> Response:
+        tenants, _ = self._tenants(request)
+        store = self._gateway.approvals
+        pending = [record for tenant in tenants for record in await store.pending(tenant.id)]
+        pending.sort(key=lambda record: record.created)
+        return json_response({"object": "list", "data": [r.public() for r in pending]})
+
+    async def decide(self, request: Request, exchange: Exchange) -> Response:
+        tenants, decider = self._tenants(request)
+        approval_id = request.path_params["approval_id"]
+        body = await request.body()
+        said = loads_object(body) if len(body) <= MAX_BODY else None
+        if said is None or not isinstance(said.get("approve"), bool):
+            raise BadRequest(
+                "The body must be a JSON object with a boolean 'approve'.", param="approve"
+            )
+        reason = said.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise BadRequest("'reason' must be a string.", param="reason")
+        decision = Decision(said["approve"], reason[:MAX_REASON] if reason else None, decider)
+        for tenant in tenants:
+            outcome = await self._gateway.approvals.decide(tenant.id, approval_id, decision)
+            if outcome == "already":
+                raise GatewayError(
+                    f"Approval {approval_id!r} is decided already.",
+                    status=409,
+                    error_type="invalid_request_error",
+                    code="already_decided",
+                )
+            if outcome == "decided":
+                return json_response(_decided(approval_id, tenant.id, decision))
+        raise NotFound(
+            f"No pending approval {approval_id!r} for this key (expired, or never asked)."
+        )
+
+
+def _decided(approval_id: str, tenant: str, decision: Decision) -> dict[str, Any]:
+    return {
+        "id": approval_id,
+        "object": "toolgate.approval.decision",
+        "tenant": tenant,
+        "approve": decision.approve,
+        "reason": decision.reason,
+    }
