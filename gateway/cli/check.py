@@ -17,6 +17,7 @@ import sys
 from typing import TextIO
 
 from gateway.config import GatewayConfig
+from gateway.policy.rules import unmatched_rules
 from gateway.runtime.probe import probe_all, render
 from gateway.runtime.services import Gateway
 
@@ -64,6 +65,10 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     runtime = gateway.runtime
     for warning in runtime.warnings:
         print(f"warning: {warning}", file=out)
+    if not (remote and args.offline):  # every tool is known: a rule that names none is a slip
+        tenant_rules = [(t.id, t.policy) for t in config.tenants or []]
+        for unmatched in unmatched_rules(config.policy, tenant_rules, list(runtime.registry)):
+            print(f"warning: {unmatched}", file=out)
     tenants = (
         "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
     )

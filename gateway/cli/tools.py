@@ -60,7 +60,9 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
                 tool = runtime.registry.get(name)
                 if tool is not None:
                     description = tool.definition["function"].get("description", "")
-                    print(f"{name}\t{tool.source}\t{description}", file=out)
+                    said = tenant.policy.of(tool)  # what the policy point reads of it
+                    columns = [name, tool.source, said.effects, said.output, said.approval]
+                    print("\t".join([*columns, description]), file=out)
             return 0
         tool = runtime.registry.get(args.tool) if args.tool in tenant.tools else None
         if tool is None:

@@ -71,15 +71,13 @@ def take_answers(
     kept: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
-        if role == "tool" and message.get("tool_call_id") in asked:
-            approval_id = message["tool_call_id"]
-            answers[approval_id] = _answer(approval_id, message.get("content"), asked[approval_id])
+        answering = _id(message.get("tool_call_id"))
+        if role == "tool" and answering in asked:
+            answers[answering] = _answer(answering, message.get("content"), asked[answering])
             continue
         calls = message.get("tool_calls") if role == "assistant" else None
-        if isinstance(calls, list) and any(
-            isinstance(c, dict) and c.get("id") in asked for c in calls
-        ):
-            left = [c for c in calls if not (isinstance(c, dict) and c.get("id") in asked)]
+        if isinstance(calls, list) and any(_call_id(c) in asked for c in calls):
+            left = [c for c in calls if _call_id(c) not in asked]
             message = {**message, "tool_calls": left}
             if not left:
                 del message["tool_calls"]
@@ -89,14 +87,22 @@ def take_answers(
     return kept, answers
 
 
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _call_id(call: Any) -> str | None:
+    return _id(call.get("id")) if isinstance(call, dict) else None
+
+
 def held_calls(messages: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
     """The calls of the history's last assistant message that no tool result answers,
     when only tool results follow it: the calls held for approval."""
-    answered: set[Any] = set()
+    answered: set[str | None] = set()
     for message in reversed(messages):
         role = message.get("role")
         if role == "tool":
-            answered.add(message.get("tool_call_id"))
+            answered.add(_id(message.get("tool_call_id")))
             continue
         if role != "assistant":
             return ()
@@ -104,7 +110,7 @@ def held_calls(messages: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
         found = []
         for call in calls if isinstance(calls, list) else []:
             function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or call.get("id") in answered:
+            if not isinstance(function, dict) or _call_id(call) in answered:
                 continue
             name, arguments = function.get("name"), function.get("arguments")
             if isinstance(call.get("id"), str) and isinstance(name, str):

@@ -34,9 +34,28 @@ def write_config(path: Path, tools_url: str) -> str:
             },
             {"name": "other", "http": {"url": f"{tools_url}/other"}},
         ],
+        "policy": {
+            "tools": [
+                {"tools": ["other"], "output": "untrusted"},
+                {"tools": ["refund_*"], "approval": "always"},  # names no tool
+            ]
+        },
         "tenants": [
-            {"id": "acme", "keys": ["k-acme"], "tools": ["lookup"]},
-            {"id": "beta", "keys": ["k-beta"], "tools": ["other"]},
+            {
+                "id": "acme",
+                "keys": ["k-acme"],
+                "tools": ["lookup"],
+                "policy": {"tools": [{"tools": ["lookup"], "approval": "after_untrusted"}]},
+            },
+            {
+                "id": "beta",
+                "keys": ["k-beta"],
+                "tools": ["other"],
+                # A tenant tightens, never loosens: "other" stays untrusted.
+                "policy": {
+                    "tools": [{"tools": ["other"], "output": "trusted", "effects": "write"}]
+                },
+            },
         ],
     }
     file = path / "gateway.yaml"
@@ -51,7 +70,12 @@ def test_list_show_and_call_a_tenants_tool(
     config = write_config(tmp_path, harness.serve(tools).url)
 
     assert main(["tools", "list", "--config", config, "--tenant", "acme"]) == 0
-    assert capsys.readouterr().out == "lookup\thttp\tLooks a customer up.\n"
+    listed = "lookup\thttp\tread\ttrusted\tafter_untrusted\tLooks a customer up.\n"
+    assert capsys.readouterr().out == listed
+    assert main(["tools", "list", "--config", config, "--tenant", "beta"]) == 0
+    assert capsys.readouterr().out == "other\thttp\twrite\tuntrusted\tnever\t\n"
+    assert main(["check", "--config", config]) == 0
+    assert "warning: policy.tools[1] (refund_*) matches no tool\n" in capsys.readouterr().out
 
     assert main(["tools", "show", "lookup", "--config", config, "--tenant", "acme"]) == 0
     shown = json.loads(capsys.readouterr().out)

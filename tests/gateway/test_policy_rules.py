@@ -1,0 +1,278 @@
+"""The tool policy's pure parts (DESIGN.md §13): what a tool is by its source and the
+rules, what a tenant may change, an approval's binding, and reading a client's
+answers out of a history (hostile input: fuzzed)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import mcp_types
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.config import ApprovalsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
+from gateway.policy.approvals import Answer, ApprovalDesk, arguments_text, binding_problem
+from gateway.policy.rules import TenantPolicy, unmatched_rules
+from gateway.store.approvals import ApprovalRecord
+from gateway.surfaces.approvals import asked_in, held_calls, take_answers
+from gateway.values import ToolCall
+from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolSpec
+from tool_registry.sources.mcp import McpTool
+
+
+def http_tool(name: str, method: str = "GET") -> HttpTool:
+    return HttpTool(
+        ToolSpec.model_validate({"name": name, "http": {"url": "http://t/", "method": method}})
+    )
+
+
+def mcp_tool(annotations: mcp_types.ToolAnnotations | None) -> McpTool:
+    server = McpServer(McpServerConfig(name="desk", url="http://127.0.0.1:9/mcp"), EgressPolicy())
+    remote = mcp_types.Tool(name="act", input_schema={"type": "object"}, annotations=annotations)
+    return McpTool(server, remote, "act")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "effects", "output"),
+    [
+        (None, "write", "untrusted"),  # the MCP specification's defaults
+        (mcp_types.ToolAnnotations(read_only_hint=True), "read", "untrusted"),
+        (mcp_types.ToolAnnotations(open_world_hint=False), "write", "trusted"),
+        (mcp_types.ToolAnnotations(read_only_hint=True, open_world_hint=False), "read", "trusted"),
+        (
+            mcp_types.ToolAnnotations(destructive_hint=True, open_world_hint=True),
+            "write",
+            "untrusted",
+        ),
+    ],
+)
+def test_an_mcp_tool_is_what_its_hints_say(
+    annotations: mcp_types.ToolAnnotations | None, effects: str, output: str
+) -> None:
+    tool = mcp_tool(annotations)
+    assert (tool.effects, tool.output, tool.label) == (effects, output, "mcp:desk")
+
+
+@pytest.mark.parametrize(
+    ("method", "effects"),
+    [("GET", "read"), ("HEAD", "read"), ("POST", "write"), ("DELETE", "write")],
+)
+def test_an_http_tool_is_what_its_method_says(method: str, effects: str) -> None:
+    tool = http_tool("t", method)
+    assert (tool.effects, tool.output, tool.side_effects) == (
+        effects,
+        "trusted",
+        effects == "write",
+    )
+
+
+def rule(**fields: Any) -> ToolRule:
+    return ToolRule.model_validate(fields)
+
+
+def test_later_gateway_rules_win_and_tenants_only_tighten() -> None:
+    gateway = PolicyConfig(
+        tools=[
+            rule(tools=["*"], approval="always"),
+            rule(tools=["read_*"], approval="never", output="untrusted"),
+            rule(tools=["read_log"], source="mcp:*", effects="write"),  # not an HTTP tool's
+        ]
+    )
+    tenant = TenantPolicyConfig(
+        tools=[
+            rule(tools=["read_log"], output="trusted", approval="after_untrusted"),
+            rule(tools=["send"], approval="never", effects="read"),  # loosening: ignored
+        ],
+        after_untrusted="approve",
+        input="trusted",
+    )
+    policy = TenantPolicy.resolve(
+        gateway.model_copy(update={"input": "untrusted"}),
+        tenant,
+    )
+    read_log, send = policy.of(http_tool("read_log")), policy.of(http_tool("send", "POST"))
+    assert (read_log.effects, read_log.output, read_log.approval) == (
+        "read",
+        "untrusted",
+        "after_untrusted",
+    )
+    assert (send.effects, send.output, send.approval) == ("write", "trusted", "always")
+    assert (policy.input, policy.after_untrusted) == ("untrusted", "approve")  # tighter of both
+    loose = TenantPolicy.resolve(
+        PolicyConfig(after_untrusted="refuse"), TenantPolicyConfig(after_untrusted="allow")
+    )
+    assert loose.after_untrusted == "refuse"
+
+
+def test_a_policy_version_changes_with_what_decides_a_call() -> None:
+    tool = http_tool("send", "POST")
+    base = TenantPolicy.resolve(PolicyConfig(), None).of(tool).version
+    assert TenantPolicy.resolve(PolicyConfig(), None).of(tool).version == base
+    asked = PolicyConfig(tools=[rule(tools=["send"], approval="always")])
+    assert TenantPolicy.resolve(asked, None).of(tool).version != base
+    assert (
+        TenantPolicy.resolve(PolicyConfig(after_untrusted="refuse"), None).of(tool).version != base
+    )
+    assert TenantPolicy.resolve(PolicyConfig(), None).of(http_tool("send", "PUT")).version != base
+
+
+def test_rules_that_name_no_tool_are_found() -> None:
+    gateway = PolicyConfig(
+        tools=[rule(tools=["send"], approval="always"), rule(tools=["nope*"], effects="write")]
+    )
+    tenants = [
+        (
+            "acme",
+            TenantPolicyConfig(tools=[rule(tools=["send"], source="mcp:*", approval="always")]),
+        )
+    ]
+    assert unmatched_rules(gateway, tenants, [http_tool("send")]) == [
+        "policy.tools[1] (nope*) matches no tool",
+        "tenant 'acme': policy.tools[0] (send) matches no tool",
+    ]
+
+
+def test_a_rule_must_say_something() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        rule(tools=["x"])
+
+
+def record(**changes: Any) -> ApprovalRecord:
+    arguments = arguments_text('{"title": "refund 42"}')
+    desk = ApprovalDesk(None, "acme", "owner-1", ApprovalsConfig(), None)
+    desk.approver = "client"
+    policy = TenantPolicy.resolve(PolicyConfig(), None).of(http_tool("create_ticket", "POST"))
+    made = desk.record(
+        ToolCall("w1", "create_ticket", '{ "title" : "refund 42" }'),
+        policy,
+        "approval: always",
+        None,
+    )
+    assert made.arguments == arguments
+    return dataclasses.replace(made, **changes)
+
+
+CALL = ToolCall("w1", "create_ticket", '{"title":"refund 42"}')
+POLICY = TenantPolicy.resolve(PolicyConfig(), None).of(http_tool("create_ticket", "POST"))
+
+
+@pytest.mark.parametrize(
+    ("changes", "call", "answer", "problem"),
+    [
+        ({}, CALL, Answer("a", True), None),
+        (
+            {},
+            CALL,
+            Answer("a", True, tool="create_ticket", arguments='{"title": "refund 42"}'),
+            None,
+        ),
+        ({"owner": "owner-2"}, CALL, Answer("a", True), "another user"),
+        ({"by": "operator"}, CALL, Answer("a", True), "an operator's"),
+        ({"expires": 1.0}, CALL, Answer("a", True), "expired"),
+        ({}, ToolCall("w2", "create_ticket", CALL.arguments), Answer("a", True), "another call"),
+        ({}, ToolCall("w1", "add", CALL.arguments), Answer("a", True), "another call"),
+        (
+            {},
+            ToolCall("w1", "create_ticket", '{"title":"refund 43"}'),
+            Answer("a", True),
+            "arguments are not",
+        ),
+        ({}, ToolCall("w1", "create_ticket", "not json"), Answer("a", True), "arguments are not"),
+        ({}, CALL, Answer("a", True, tool="add"), "another tool"),
+        ({}, CALL, Answer("a", True, arguments='{"title":"refund 4200"}'), "other arguments"),
+        ({}, CALL, Answer("a", True, arguments="[1]"), "other arguments"),
+        ({"version": "0" * 16}, CALL, Answer("a", True), "policy changed"),
+    ],
+)
+def test_an_answer_binds_to_one_exact_call(
+    changes: dict[str, Any], call: ToolCall, answer: Answer, problem: str | None
+) -> None:
+    found = binding_problem(record(**changes), call, "owner-1", POLICY, answer, now=2.0)
+    assert (found is None) if problem is None else (problem in (found or ""))
+
+
+def approval_call(approval_id: str, arguments: Any) -> dict[str, Any]:
+    return {
+        "id": approval_id,
+        "type": "function",
+        "function": {"name": "toolgate_approval", "arguments": arguments},
+    }
+
+
+def test_answers_leave_the_history_and_the_held_call_is_found() -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "refund"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "w1",
+                    "type": "function",
+                    "function": {"name": "create_ticket", "arguments": "{}"},
+                },
+                {"id": "c1", "type": "function", "function": {"name": "ask", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "yes"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [approval_call("mcpr_1", '{"tool":"create_ticket","arguments":{"a":1}}')],
+        },
+        {"role": "tool", "tool_call_id": "mcpr_1", "content": '{"approve": true, "reason": "ok"}'},
+    ]
+    asked = asked_in(history)
+    assert asked == {"mcpr_1": ("create_ticket", '{"a":1}')}
+    kept, answers = take_answers(history, asked)
+    assert kept == history[:3]
+    assert answers == {"mcpr_1": Answer("mcpr_1", True, "ok", "create_ticket", '{"a":1}')}
+    assert held_calls(kept) == (ToolCall("w1", "create_ticket", "{}"),)
+    assert held_calls([*kept, {"role": "user", "content": "and?"}]) == ()
+    _, said = take_answers([{"role": "tool", "tool_call_id": "mcpr_1", "content": "sure!"}], asked)
+    assert said["mcpr_1"].approve is False  # anything but "approve": true is a no
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", 7])},
+        optional={
+            "content": json_values,
+            "tool_call_id": st.sampled_from(["mcpr_1", "w1"]) | json_values,
+            "tool_calls": st.lists(
+                st.one_of(
+                    json_values,
+                    st.builds(
+                        approval_call,
+                        st.sampled_from(["mcpr_1", "w1"]),
+                        json_values | st.text(max_size=30),
+                    ),
+                ),
+                max_size=3,
+            ),
+        },
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages)
+def test_reading_answers_never_fails_on_any_history(history: list[dict[str, Any]]) -> None:
+    asked = asked_in(history)
+    kept, answers = take_answers(history, asked)
+    assert set(answers) <= set(asked)
+    answering = [m.get("tool_call_id") for m in kept if m.get("role") == "tool"]
+    assert not any(isinstance(i, str) and i in asked for i in answering)
+    for call in held_calls(kept):
+        assert isinstance(call.id, str)
+        assert isinstance(call.name, str)
