@@ -209,6 +209,9 @@ def test_the_dashboard_only_queries_exported_metrics(stack: StackFactory) -> Non
         "tokens",
         "rate-limited",
         "upstream errors",
+        "policy verdicts",
+        "approvals waiting",
+        "approval decision",
     ):
         assert wanted in titles
 
