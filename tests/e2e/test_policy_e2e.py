@@ -54,7 +54,8 @@ def policy(
                 "http": {"url": f"{base}/echo/ticket", "query": {"text": INJECTION}},
             }
         )
-        config["tenants"][0]["tools"].append("read_ticket")
+        acme = config["tenants"][0]
+        acme["tools"] = [*acme["tools"], "read_ticket"]  # a copy: the list is the module's
         config["policy"] = {
             "tools": [{"tools": ["read_ticket"], "output": "untrusted"}, *(rules or [])],
             **top,
