@@ -231,18 +231,6 @@ class Skeleton(Generic[A]):
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
         asked = surface.adapt(asked, tenant)
-        approvals = tenant.policy.approvals
-        approver: Approver | None = (
-            "client" if asked.client_approves else "operator" if approvals.operator else None
-        )
-        desk = ApprovalDesk(
-            gateway.approvals,
-            tenant.id,
-            owner_digest(exchange.identity),
-            approvals,
-            approver,
-            gateway.approval_notice(approvals),
-        )
         policy, shadowed = PolicyPoint.of_request(
             tenant.tools,
             tenant.limits,
@@ -250,10 +238,11 @@ class Skeleton(Generic[A]):
             asked.client_tool_names,
             runtime.registry,
             rules=tenant.policy,
-            desk=desk,
             tenant=tenant.id,
             metrics=gateway.metrics,
         )
+        if policy.server_tools:  # who approves held calls: nothing to hold without tools
+            policy.desk = self._desk(tenant, exchange, asked.client_approves)
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large)
@@ -298,6 +287,22 @@ class Skeleton(Generic[A]):
         if meter is not None:
             response.background = BackgroundTask(meter, policy.state.usage.totals)
         return response
+
+    def _desk(self, tenant: Tenant, exchange: Exchange, client_approves: bool) -> ApprovalDesk:
+        """The client approves held calls if it can; else an operator, if the tenant
+        has one; else no one (they are refused)."""
+        approvals = tenant.policy.approvals
+        approver: Approver | None = (
+            "client" if client_approves else "operator" if approvals.operator else None
+        )
+        return ApprovalDesk(
+            self._gateway.approvals,
+            tenant.id,
+            owner_digest(exchange.identity),
+            approvals,
+            approver,
+            self._gateway.approval_notice(approvals),
+        )
 
     async def _stream(self, call: SurfaceCall, head: Head, runs: list[Run]) -> Response:
         usage = head.policy.state.usage
