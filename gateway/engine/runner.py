@@ -198,11 +198,7 @@ class ToolRunner:
                 self._record(call_id, prepared.tool.name, verdict.result, 0.0)
                 return verdict.result
         result = await self._run(call_id, prepared, deadline)
-        if (
-            result.outcome != "denied"
-            and self._policy.rules.of(prepared.tool).output == "untrusted"
-        ):
-            self._policy.tainted(f"tool {prepared.tool.name!r}")
+        self._policy.read(prepared.tool, result)
         return result
 
     async def _run(

@@ -10,6 +10,7 @@ it deletes it (``ApprovalStore.take``), so it counts once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gateway.config import ApprovalsConfig
+from gateway.errors import StoreUnavailable
 from gateway.policy.rules import ToolPolicy
 from gateway.store.approvals import ApprovalRecord, ApprovalStore, Approver, Decision
 from gateway.values import ToolCall
@@ -144,11 +146,13 @@ class ApprovalDesk:
             until = min(until, deadline)
         try:
             while True:
-                decision = await self.store.decision(self.tenant, record.id)
-                if decision is not None:
-                    return decision
+                with contextlib.suppress(StoreUnavailable):  # a blip: ask again
+                    decision = await self.store.decision(self.tenant, record.id)
+                    if decision is not None:
+                        return decision
                 if clock.time() + POLL_S > until:
                     return None
                 await asyncio.sleep(POLL_S)
         finally:
-            await asyncio.shield(self.store.take(self.tenant, record.id))
+            with contextlib.suppress(StoreUnavailable):  # it expires by itself then
+                await asyncio.shield(self.store.take(self.tenant, record.id))

@@ -160,6 +160,13 @@ class PolicyPoint:
         if self.taint is None:
             self.taint = source
 
+    def read(self, tool: Tool, result: ToolResult) -> None:
+        """A call's result is in the run: an ``untrusted`` tool's taints it, whatever
+        it answered (an error body carries the far side's words too), unless the
+        gateway answered in its place (``denied``: nothing was sent)."""
+        if result.outcome != "denied" and self.rules.of(tool).output == "untrusted":
+            self.tainted(f"tool {tool.name!r}")
+
     def round(self, calls: Sequence[ToolCall], final: bool, time_left_s: float) -> Step:
         """What comes after a round whose turn made ``calls``: recorded in ``state``
         (a cap with ``on_limit: error`` is a 422 from here)."""
@@ -276,8 +283,10 @@ class PolicyPoint:
         if desk is not None and desk.store is not None:
             for answer in answers.values():
                 seen = await desk.store.peek(self.tenant, answer.approval_id)
-                if seen is None or seen.owner != desk.owner:
-                    continue  # unknown, used, expired, or another user's: not theirs to use
+                if seen is None or seen.owner != desk.owner or seen.by != "client":
+                    # Unknown, used, expired, another user's or an operator's: not
+                    # this client's to use up.
+                    continue
                 record = await desk.store.take(self.tenant, answer.approval_id)
                 if record is not None:
                     found[record.call_id] = (record, answer)

@@ -114,13 +114,15 @@ class ApprovalStore:
     async def pending(self, tenant: str) -> list[ApprovalRecord]:
         """The operator approvals of ``tenant`` still waiting, oldest first."""
         index = self._keys.approvals_pending(tenant)
-        now, found = time.time(), []
+        now, live = time.time(), []
         for name, raw in (await self._store.fields(index)).items():
             record = ApprovalRecord.parse(raw)
             if record is None or record.expires <= now:
                 await self._store.field_delete(index, name)
-            elif await self.decision(tenant, record.id) is None:
-                found.append(record)
+            else:
+                live.append(record)
+        decided = await self._store.get_many([self._decision_key(tenant, r.id) for r in live])
+        found = [record for record, d in zip(live, decided, strict=True) if d is None]
         return sorted(found, key=lambda r: r.created)
 
     async def decide(self, tenant: str, approval_id: str, decision: Decision) -> DecideOutcome:
@@ -130,11 +132,14 @@ class ApprovalStore:
         if record is None or record.by != "operator":
             return "missing"
         ttl = max(record.expires - time.time(), 0.001)
-        if not await self._store.put_new(key + ":decision", dumps(asdict(decision)), ttl):
+        if not await self._store.put_new(
+            self._decision_key(tenant, approval_id), dumps(asdict(decision)), ttl
+        ):
             return "already"
         return "decided"
 
     async def decision(self, tenant: str, approval_id: str) -> Decision | None:
-        return Decision.parse(
-            await self._store.get(self._keys.approval(tenant, approval_id) + ":decision")
-        )
+        return Decision.parse(await self._store.get(self._decision_key(tenant, approval_id)))
+
+    def _decision_key(self, tenant: str, approval_id: str) -> str:
+        return self._keys.approval(tenant, approval_id) + ":decision"

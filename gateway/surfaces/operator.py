@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import AuthError, BadRequest, GatewayError, NotFound
+from gateway.errors import AuthError, BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approvals import Decision
 from gateway.surfaces.http import Exchange, json_response
@@ -71,8 +71,12 @@ class OperatorApprovals:
     async def decide(self, request: Request, exchange: Exchange) -> Response:
         tenants, decider = self._tenants(request)
         approval_id = request.path_params["approval_id"]
-        body = await request.body()
-        said = loads_object(body) if len(body) <= MAX_BODY else None
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise PayloadTooLarge(f"A decision's body is at most {MAX_BODY} bytes.")
+        said = loads_object(body)
         if said is None or not isinstance(said.get("approve"), bool):
             raise BadRequest(
                 "The body must be a JSON object with a boolean 'approve'.", param="approve"

@@ -634,6 +634,8 @@ def test_the_approval_routes_answer_to_their_keys_only(stack: StackFactory) -> N
         assert listed.status_code == 401
         assert listed.json()["error"]["type"] == "invalid_request_error"
     assert _decide(s, "mcpr_unknown", {"approve": True}).status_code == 404
+    huge = _decide(s, "mcpr_unknown", {"approve": True, "reason": "x" * 20_000})
+    assert huge.status_code == 413
     bad = _decide(s, "mcpr_unknown", {"approve": "yes"})
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "approve"

@@ -12,13 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.config import ApprovalsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
+from gateway.config import ApprovalsConfig, LimitsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
 from gateway.policy.approvals import Answer, ApprovalDesk, arguments_text, binding_problem
+from gateway.policy.limits import Narrowing, effective_limits
+from gateway.policy.point import PolicyPoint
 from gateway.policy.rules import TenantPolicy, unmatched_rules
-from gateway.store.approvals import ApprovalRecord
+from gateway.store import GuardedStore, Keys
+from gateway.store.approvals import ApprovalRecord, ApprovalStore
+from gateway.store.memory import MemoryStore
 from gateway.surfaces.approvals import asked_in, held_calls, take_answers
 from gateway.values import ToolCall
-from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolSpec
+from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolRegistry, ToolSpec
 from tool_registry.sources.mcp import McpTool
 
 
@@ -276,3 +280,26 @@ def test_reading_answers_never_fails_on_any_history(history: list[dict[str, Any]
     for call in held_calls(kept):
         assert isinstance(call.id, str)
         assert isinstance(call.name, str)
+
+
+@pytest.mark.anyio
+async def test_a_client_answer_never_uses_up_an_operators_approval() -> None:
+    store = ApprovalStore(GuardedStore(MemoryStore(), timeout_s=None), Keys("t:"))
+    desk = ApprovalDesk(store, "acme", "owner-1", ApprovalsConfig(), "operator")
+    tool = http_tool("create_ticket", "POST")
+    registry = ToolRegistry([tool])
+    point = PolicyPoint(
+        effective_limits(LimitsConfig(), Narrowing()),
+        ("create_ticket",),
+        frozenset(),
+        registry,
+        desk=desk,
+        tenant="acme",
+    )
+    held = desk.record(CALL, point.rules.of(tool), "approval: always", None)
+    await store.create(held)
+    await point.resume({held.id: Answer(held.id, True)}, [CALL])
+    verdict = point.clearance(CALL, tool)
+    assert verdict.why is not None
+    assert verdict.why["rule"] == "approval missing"  # refused, and...
+    assert await store.peek("acme", held.id) == held  # ...the operator's is still there

@@ -12,6 +12,7 @@ from typing import Any
 from gateway.engine.loop import Outcome, Run
 from gateway.engine.stream import EventWriter
 from gateway.errors import BadRequest
+from gateway.ops.offload import offload
 from gateway.policy.limits import effective_tools
 from gateway.policy.tenants import Tenant
 from gateway.surfaces.approvals import asked_in
@@ -58,7 +59,8 @@ class ChatCall:
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
         messages = asked.body["messages"]
-        approvals = asked_in(messages)  # answered below: they are the gateway's, not the model's
+        # Answered below: they are the gateway's, not the model's.
+        approvals = await offload(head.large, asked_in, messages)
         keep = head.keeper(messages)  # bound to what the client sent
         restored = await head.restore(messages)
         messages, resumed = await head.answered(restored or messages, approvals)

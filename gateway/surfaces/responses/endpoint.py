@@ -149,7 +149,8 @@ class ResponseCall:
             history = self._conversation.messages
         visible = [*history, *await offload(head.large, to_messages, asked.items)]
         # The approvals its input answers, with what the client echoes of each request.
-        approvals = dict.fromkeys(approval_answers(asked.items), (None, None)) | asked_in(visible)
+        answered = dict.fromkeys(approval_answers(asked.items), (None, None))
+        approvals = answered | await offload(head.large, asked_in, visible)
         keep = head.keeper(visible)
         if not history:
             # A client replaying its whole input: put back the hidden rounds it never
