@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -38,16 +39,19 @@ def create_app(
     announce: str | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     tool_transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Starlette:
     """Build the ASGI app. With ``config_path`` a reload (``SIGHUP``, ``POST
     /admin/reload``) reads that file again. With ``announce`` (the URL it listens on)
     it probes its upstreams and tools once started and says what answered. Transports
-    may be given to run without a network (tests)."""
+    may be given to run without a network (tests), and a wall ``clock`` to move budget
+    windows across their boundaries."""
     gateway = Gateway(
         config,
         config_path=config_path,
         upstream_transport=upstream_transport,
         tool_transport=tool_transport,
+        clock=clock,
     )
 
     observer = Observer(gateway.metrics)

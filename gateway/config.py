@@ -104,11 +104,25 @@ class UpstreamConfig(_Frozen):
         return url.rstrip("/")
 
 
+# A price no model charges: a typo (a price per token written per million) is refused.
+MAX_PRICE_PER_MTOK = 10_000.0
+
+
+class ModelPrice(_Frozen):
+    """What a model costs, in USD per million tokens (DESIGN.md §13). Cached input is
+    priced as input unless it has its own price."""
+
+    input_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK)
+    output_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, le=MAX_PRICE_PER_MTOK)
+
+
 class ModelConfig(_Frozen):
     name: str = Field(min_length=1)
     upstream: str
     upstream_model: str | None = None
     context_tokens: int | None = Field(default=None, gt=0)  # for truncation: "auto"
+    price: ModelPrice | None = None  # unpriced: its rounds cost nothing in budgets
 
     @property
     def target(self) -> str:
@@ -124,6 +138,21 @@ class LimitsConfig(_Frozen):
     on_limit: OnLimit = "final_answer"
     requests_per_minute: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)
+    # The per-run envelope (DESIGN.md §13): every round of one request, hidden ones too.
+    max_tokens_per_request: int | None = Field(default=None, ge=1)
+    max_cost_usd_per_request: float | None = Field(default=None, gt=0)
+
+
+class BudgetConfig(_Frozen):
+    """A tenant's spend per window (UTC day, UTC month), shared by every replica:
+    reserved before each round and each priced tool call, settled after."""
+
+    tokens_per_day: int | None = Field(default=None, ge=1)
+    cost_usd_per_day: float | None = Field(default=None, gt=0)
+    cost_usd_per_month: float | None = Field(default=None, gt=0)
+    # What a round reserves for its answer when the client set no max_tokens: the
+    # gateway sets max_tokens to it, so no round can spend more than it reserved.
+    round_output_tokens: int = Field(default=8192, ge=16)
 
 
 class ToolRule(_Frozen):
@@ -137,11 +166,13 @@ class ToolRule(_Frozen):
     effects: Effects | None = None
     output: Trust | None = None
     approval: Approval | None = None
+    cost_usd: float | None = Field(default=None, ge=0, le=1000)  # per call, for budgets
 
     @model_validator(mode="after")
     def _says_something(self) -> ToolRule:
-        if self.effects is None and self.output is None and self.approval is None:
-            raise ValueError("a rule sets at least one of effects, output and approval")
+        said = (self.effects, self.output, self.approval, self.cost_usd)
+        if all(value is None for value in said):
+            raise ValueError("a rule sets at least one of effects, output, approval and cost_usd")
         return self
 
 
@@ -192,6 +223,7 @@ class TenantConfig(_Frozen):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     hosted_tools: HostedTools = "drop"
     policy: TenantPolicyConfig = Field(default_factory=TenantPolicyConfig)
+    budget: BudgetConfig | None = None
 
     @field_validator("keys")
     @classmethod

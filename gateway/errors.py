@@ -12,7 +12,9 @@
     ├── PayloadTooLarge              413 body over server.max_body_bytes
     ├── ClientClosedRequest          499 the client left before its answer (never sent)
     ├── ToolLimitExceeded            422 tool_limit_exceeded
+    │   └── BudgetExceeded           422 budget_exceeded: the run's envelope is spent
     ├── RateLimited                  429 rate_limit_exceeded (with Retry-After)
+    │   └── QuotaExceeded            429 insufficient_quota: the tenant's budget window
     ├── StoreUnavailable             503 the shared store did not answer (in time)
     ├── Overloaded                   503 large bodies past server.large_bodies_held_bytes
     ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
@@ -113,6 +115,13 @@ class ToolLimitExceeded(GatewayError):
     default_code = "tool_limit_exceeded"
 
 
+class BudgetExceeded(ToolLimitExceeded):
+    """The run's envelope (``max_tokens_per_request``, ``max_cost_usd_per_request``)
+    cannot fit its next round."""
+
+    default_code = "budget_exceeded"
+
+
 class RequestTimeout(GatewayError):
     status = 504
     type = "timeout_error"
@@ -139,6 +148,13 @@ class RateLimited(GatewayError):
     status = 429
     type = "requests"
     default_code = "rate_limit_exceeded"
+
+
+class QuotaExceeded(RateLimited):
+    """A tenant's budget window (day, month) is spent: OpenAI's own words for it."""
+
+    type = "insufficient_quota"
+    default_code = "insufficient_quota"
 
 
 class StoreUnavailable(GatewayError):

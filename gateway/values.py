@@ -13,7 +13,9 @@ from typing import Any, Literal
 # ``mcp_approval_request`` item), whose id is the approval's.
 CallKind = Literal["function", "custom", "approval"]
 APPROVAL_TOOL = "toolgate_approval"  # the chat tool a client approves calls with
-CapKind = Literal["iterations", "tool_calls", "time"]  # the caps a loop can reach
+# The caps a loop can reach: its iterations, tool calls and time, its envelope (tokens,
+# cost) and the tenant's budget windows (quota).
+CapKind = Literal["iterations", "tool_calls", "time", "tokens", "cost", "quota"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,7 @@ class Ask:
     hidden: list[Hidden]
     first: bool
     final: bool
+    max_tokens: int | None = None  # the budget's bound on the round's answer, if any
 
 
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):

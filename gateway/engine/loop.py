@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from gateway.engine.estimate import PromptSize
 from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
-from gateway.policy.caps import CAP_SETTINGS, Step
+from gateway.policy.budget import RoundGrant, Stop
+from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
 from gateway.policy.point import PolicyPoint
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
@@ -51,6 +53,9 @@ class ModelServer(Protocol):
     and parameters bound (``upstream.chat_model.ChatModel``, or a fake)."""
 
     name: str  # for errors and traces
+    client_max_tokens: int | None  # the client's bound on each answer, if it set one
+
+    def prompt_bytes(self) -> int: ...  # what every round sends before its hidden items
 
     async def answer(self, ask: Ask) -> Round: ...
 
@@ -136,6 +141,7 @@ class Run:
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
         self.error: GatewayError | None = None
         self._asked: tuple[ToolCall, ...] = ()  # approvals the client is asked for
+        self._prompt: PromptSize | None = None  # for budgets: the next prompt's size
 
     @property
     def stopped(self) -> str | None:
@@ -147,22 +153,39 @@ class Run:
         limits, state, first = self.policy.limits, self.state, True
         if self.job.resumed is not None:
             yield Working(self._resume)
+        answer: Round | None = None
         while True:
             started = time.perf_counter()
+            grant: RoundGrant | None = None
+            if self.policy.budget is not None:
+                verdict = await self.policy.before_round(
+                    self._next_prompt(), self._client_max, first
+                )
+                if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
+                    assert answer is not None  # the first round is refused instead
+                    self.outcome = Final(answer, "length", bool(answer.turn.calls))
+                    yield self.outcome
+                    return
+                grant = verdict
             iteration, final = state.begin_round(limits)
-            ask = Ask(self.hidden, first, final)
+            ask = Ask(self.hidden, first, final, grant.max_tokens if grant is not None else None)
             first = False
-            if stream:
-                answer = None
-                async for piece in self._streamed(ask):
-                    if isinstance(piece, Round):
-                        answer = piece
-                    else:
-                        yield Delta(piece)
-                assert answer is not None  # a model server's stream ends with its round
-            else:
-                answer = await self._within_deadline(self.job.model.answer(ask))
-            self._count(answer, iteration, final, started)
+            try:
+                if stream:
+                    answer = None
+                    async for piece in self._streamed(ask):
+                        if isinstance(piece, Round):
+                            answer = piece
+                        else:
+                            yield Delta(piece)
+                    assert answer is not None  # a model server's stream ends with its round
+                else:
+                    answer = await self._within_deadline(self.job.model.answer(ask))
+            except BaseException:
+                if grant is not None and self.policy.budget is not None:
+                    self.policy.budget.release(grant)
+                raise
+            self._count(answer, iteration, final, started, grant)
             turn = answer.turn
             step = self.policy.round(turn.calls, final, self._deadline - self._clock.time())
             if step.kind == "run_tools":
@@ -180,6 +203,8 @@ class Run:
                 return
             dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
             finish = "stop" if dropped else answer.finish_reason or "stop"
+            if state.stopped in BUDGET_CAPS:
+                finish = "length"  # the budget cut the run short (DESIGN.md §13)
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome
             return
@@ -209,8 +234,24 @@ class Run:
                 f"({self.policy.limits.request_timeout_s:g}s)."
             ) from exc
 
-    def _count(self, answer: Round, iteration: int, final: bool, started: float) -> None:
-        """A round's answer arrived: its usage, and its line in the trace."""
+    @property
+    def _client_max(self) -> int | None:
+        return self.job.model.client_max_tokens
+
+    def _next_prompt(self) -> int:
+        if self._prompt is None:
+            self._prompt = PromptSize(self.job.model.prompt_bytes())
+        return self._prompt.next(self.hidden)
+
+    def _count(
+        self,
+        answer: Round,
+        iteration: int,
+        final: bool,
+        started: float,
+        grant: RoundGrant | None = None,
+    ) -> None:
+        """A round's answer arrived: its usage, its cost, and its line in the trace."""
         record: dict[str, Any] = {
             "iteration": iteration,
             "upstream": self.job.model.name,
@@ -221,6 +262,12 @@ class Run:
         }
         if self.job.choice:
             record["choice"] = self.job.choice
+        if grant is not None and self.policy.budget is not None:
+            record["budget"] = self.policy.budget.after_round(grant, answer.usage)
+            if grant.max_tokens is not None:
+                record["budget"]["max_tokens"] = grant.max_tokens
+            if self._prompt is not None:
+                self._prompt.counted(answer.usage, self.hidden)
         self.state.count_round(record, answer.usage)
 
     async def _resume(self) -> None:

@@ -82,6 +82,10 @@ class ToolRunner:
         """
         self.held = []
         slots, to_run, first_ids = self._plan(calls, runnable)
+        if self._policy.budget is not None and to_run:
+            for key, refused in (await self._policy.afford(to_run)).items():
+                self._done[key] = (first_ids[key], refused)
+                self._record(first_ids[key], to_run.pop(key).tool.name, refused, 0.0)
         side_effects = any(p.tool.side_effects for p in to_run.values())
         self._state.start_tools(len(to_run), runnable, side_effects)
         timed_out = await self._execute(to_run, first_ids, deadline)

@@ -29,7 +29,9 @@ NONE = "(none)"
 # The fixed label values, primed at start so every series exists before its first event.
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
-TOKEN_KINDS = ("prompt", "completion")
+# ``cached_prompt`` is part of ``prompt``, ``reasoning`` part of ``completion``.
+TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning")
+BUDGET_WINDOWS = ("day", "month")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")
@@ -50,7 +52,7 @@ class Labels:
     cap_kinds: tuple[str, ...]
 
 
-M = TypeVar("M", Counter, Histogram)
+M = TypeVar("M", Counter, Histogram, Gauge)
 
 
 class Family(Generic[M]):
@@ -186,6 +188,23 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.spend = Family(
+            Counter(
+                "toolgate_spend_usd",
+                "What requests cost in USD (model prices, tool costs), every round counted.",
+                ["tenant", "model"],
+                registry=registry,
+            )
+        )
+        self.budget_remaining = Family(
+            Gauge(
+                "toolgate_budget_remaining_usd",
+                "What a tenant's cost budget has left in its window, as last seen.",
+                ["tenant", "window"],
+                registry=registry,
+                multiprocess_mode="mostrecent",
+            )
+        )
         self.rate_limited = Family(
             Counter(
                 "toolgate_rate_limited",
@@ -269,6 +288,7 @@ class Metrics:
                     self.requests.labels(tenant, model, status)
                 for kind in TOKEN_KINDS:
                     self.tokens.labels(tenant, model, kind)
+                self.spend.labels(tenant, model)
             for kind in RATE_KINDS:
                 self.rate_limited.labels(tenant, kind)
             if tools:

@@ -23,7 +23,11 @@ CAP_SETTINGS: dict[CapKind, str] = {
     "iterations": "max_iterations",
     "tool_calls": "max_tool_calls",
     "time": "request_timeout_s",
+    "tokens": "max_tokens_per_request",
+    "cost": "max_cost_usd_per_request",
+    "quota": "budget",
 }
+BUDGET_CAPS: frozenset[CapKind] = frozenset({"tokens", "cost", "quota"})
 
 _CAP_MESSAGES: dict[CapKind, str] = {
     "iterations": "The model still asked for tools after max_iterations ({n}) rounds.",
@@ -105,6 +109,14 @@ class LoopState:
         self.reserved = max(self.reserved - held, 0)
         self.tool_calls += executions
         self.side_effects = self.side_effects or side_effects
+
+    def budget_stops(self, kind: CapKind, last_round: bool) -> None:
+        """The budget ends the run: this round is its last (``last_round``), or no
+        round is made and the answer so far is the answer."""
+        if self.stopped is None:
+            self.caps.append(kind)
+            self.stopped = kind
+        self.forced_final = self.forced_final or last_round
 
     def time_ran_out(self, limits: LoopLimits) -> None:
         """The tools did not finish in time: a 422 with ``on_limit: error``, else the

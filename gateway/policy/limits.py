@@ -16,6 +16,8 @@ class Narrowing:
     max_iterations: int | None = None
     max_tool_calls: int | None = None
     untrusted_input: bool = False  # x-toolgate-input: untrusted (DESIGN.md §13)
+    max_tokens: int | None = None  # of the whole run (x-toolgate-max-tokens)
+    max_cost_usd: float | None = None  # of the whole run (x-toolgate-max-cost-usd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,12 @@ class LoopLimits:
     max_parallel_tools: int
     request_timeout_s: float
     on_limit: OnLimit
+    max_tokens_per_request: int | None = None  # the run's envelope (DESIGN.md §13)
+    max_cost_usd_per_request: float | None = None
+
+
+def _narrowest(a: int | float | None, b: int | float | None) -> int | float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def effective_limits(limits: LimitsConfig, narrowing: Narrowing) -> LoopLimits:
@@ -35,8 +43,16 @@ def effective_limits(limits: LimitsConfig, narrowing: Narrowing) -> LoopLimits:
     calls = limits.max_tool_calls
     if narrowing.max_tool_calls is not None:
         calls = min(calls, narrowing.max_tool_calls)
+    tokens = _narrowest(limits.max_tokens_per_request, narrowing.max_tokens)
+    cost = _narrowest(limits.max_cost_usd_per_request, narrowing.max_cost_usd)
     return LoopLimits(
-        iterations, calls, limits.max_parallel_tools, limits.request_timeout_s, limits.on_limit
+        iterations,
+        calls,
+        limits.max_parallel_tools,
+        limits.request_timeout_s,
+        limits.on_limit,
+        None if tokens is None else int(tokens),
+        cost,
     )
 
 

@@ -25,16 +25,23 @@ from typing import Any
 from gateway.config import LimitsConfig
 from gateway.ops.metrics import UNKNOWN, Metrics
 from gateway.policy.approvals import MAX_REASON, Answer, ApprovalDesk, binding_problem
+from gateway.policy.budget import RoundGrant, RunBudget, Stop
 from gateway.policy.caps import LoopState, Step, decide
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
+from gateway.policy.prices import nanos_of
 from gateway.policy.rules import TenantPolicy
 from gateway.store.approvals import ApprovalRecord, Decision
 from gateway.values import ToolCall
-from tool_registry import Outcome, Tool, ToolRegistry, ToolResult, error_result
+from tool_registry import Outcome, PreparedCall, Tool, ToolRegistry, ToolResult, error_result
 
 BUDGET_SPENT = error_result(
     "The tool budget of this request is spent; this call was not made. "
     "Answer with the information you have.",
+    "denied",
+)
+COST_SPENT = error_result(
+    "The cost budget of this request (or of its API key) is spent; this call was not "
+    "made. Answer with the information you have.",
     "denied",
 )
 
@@ -84,6 +91,7 @@ class PolicyPoint:
         "_in_play",
         "_metrics",
         "_unavailable",
+        "budget",
         "client_tools",
         "desk",
         "limits",
@@ -121,6 +129,7 @@ class PolicyPoint:
         self._metrics = metrics
         self.taint: str | None = INPUT_TAINT if self.rules.input == "untrusted" else None
         self._decided: dict[str, Run | Refuse] = {}  # resumed calls' answers, by call id
+        self.budget: RunBudget | None = None  # what the run may spend, if anything counts
 
     @classmethod
     def of_request(
@@ -181,6 +190,40 @@ class PolicyPoint:
         )
         self.state.take(step, self.limits)
         return step
+
+    async def before_round(
+        self, prompt: int, client_max: int | None, first: bool
+    ) -> RoundGrant | Stop | None:
+        """Whether a round whose prompt is about ``prompt`` tokens may be made, and
+        within what: its grant; ``Stop`` when the budget ends the run with the answer
+        so far; None when nothing is counted. A 422 or 429 comes from here when the
+        answer so far will not do (the first round, or ``on_limit: error``). Recorded
+        in ``state``: the budget cap that stopped the run, or made this round its last."""
+        budget = self.budget
+        if budget is None:
+            return None
+        grant = await budget.before_round(prompt, client_max, first)
+        if isinstance(grant, Stop):
+            self.state.budget_stops(grant.kind, last_round=False)
+        elif grant.last is not None:
+            self.state.budget_stops(grant.last, last_round=True)
+        return grant
+
+    async def afford(self, to_run: Mapping[str, PreparedCall]) -> dict[str, ToolResult]:
+        """The priced calls of ``to_run`` the budget does not pay for, by key, with
+        what the model reads in their place; the others are charged now."""
+        budget = self.budget
+        if budget is None:
+            return {}
+        priced = [(key, nanos_of(self.rules.of(p.tool).cost_usd)) for key, p in to_run.items()]
+        priced = [(key, cost) for key, cost in priced if cost > 0]
+        if not priced:
+            return {}
+        allowed = await budget.afford_tools([cost for _, cost in priced])
+        refused = {key: COST_SPENT for key, _ in priced[allowed:]}
+        for key in refused:
+            self._count(to_run[key].tool.name, "refuse")
+        return refused
 
     def call(self, call: ToolCall) -> Verdict:
         """Whether one server-side call may run: only a tool in play does. Unknown

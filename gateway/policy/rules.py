@@ -2,7 +2,8 @@
 
 A tool's source says what it does (``Tool.effects``, ``Tool.output``: the HTTP method,
 the OpenAPI operation, the MCP server's hints); the gateway's ``policy.tools`` rules
-say otherwise where the operator knows better, later rules winning; then the
+say otherwise where the operator knows better (and what a call costs), later rules
+winning; then the
 tenant's own rules and settings, which only tighten (a tool read as ``write`` stays
 ``write``, an approval asked stays asked). ``TenantPolicy`` is that, resolved once per
 runtime snapshot and tenant, and each tool's answer is worked out once.
@@ -50,6 +51,7 @@ class ToolPolicy:
     output: Trust
     approval: Approval
     version: str  # a digest of all that decides its calls, for approvals to bind to
+    cost_usd: float = 0.0  # what one call costs the tenant's budgets
 
 
 def matches(rule: ToolRule, tool: Tool) -> bool:
@@ -98,19 +100,22 @@ class TenantPolicy:
         effects: Effects = tool.effects
         output: Trust = tool.output
         approval: Approval = "never"
+        cost = 0.0
         for rule in self.gateway_rules:
             if matches(rule, tool):
                 effects = rule.effects or effects
                 output = rule.output or output
                 approval = rule.approval or approval
+                cost = rule.cost_usd if rule.cost_usd is not None else cost
         for rule in self.tenant_rules:
             if matches(rule, tool):
                 effects = tighter(_EFFECTS, effects, rule.effects)
                 output = tighter(_TRUST, output, rule.output)
                 approval = tighter(_APPROVAL, approval, rule.approval)
+                cost = max(cost, rule.cost_usd or 0.0)  # a tenant may only price higher
         decided = [tool.fingerprint, tool.name, effects, output, approval, self.after_untrusted]
         version = hashlib.sha256(canonical(decided).encode()).hexdigest()[:16]
-        return ToolPolicy(effects, output, approval, version)
+        return ToolPolicy(effects, output, approval, version, cost)
 
 
 def unmatched_rules(

@@ -8,7 +8,14 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig, HostedTools, LimitsConfig, PolicyConfig, TenantConfig
+from gateway.config import (
+    BudgetConfig,
+    GatewayConfig,
+    HostedTools,
+    LimitsConfig,
+    PolicyConfig,
+    TenantConfig,
+)
 from gateway.errors import AuthError
 from gateway.policy.rules import TenantPolicy
 
@@ -30,6 +37,7 @@ class Tenant:
     limits: LimitsConfig
     hosted_tools: HostedTools = "drop"  # a client's hosted tool types (DESIGN.md §11)
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # effects, taint, approvals
+    budget: BudgetConfig | None = None  # spend per day and month (DESIGN.md §13)
 
     @classmethod
     def resolve(
@@ -46,6 +54,7 @@ class Tenant:
             limits=config.limits,
             hosted_tools=config.hosted_tools,
             policy=TenantPolicy.resolve(policy or PolicyConfig(), config.policy),
+            budget=config.budget,
         )
 
 

@@ -4,6 +4,8 @@ closed by its lifespan, and handed to the surfaces."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -14,6 +16,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
 from gateway.ops.webhook import Webhooks
 from gateway.policy.approvals import Notify
+from gateway.policy.budget import Budgets
 from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.models import ModelRouter
 from gateway.policy.rate_limit import RateLimiter
@@ -22,6 +25,7 @@ from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.store import Keys, open_store
 from gateway.store.approvals import ApprovalRecord, ApprovalStore
+from gateway.store.budgets import BudgetStore
 from gateway.store.conversations import ConversationStore
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
@@ -41,8 +45,10 @@ class Gateway:
         config_path: str | Path | None = None,
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         tool_transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.metrics = Metrics()
+        self.clock = clock  # wall time, for budget windows (tests move it)
         # One for the process: a reload extends it (see ``Redactor``).
         self.redactor = redactor_of(config)
         self.runtimes = Runtimes(config, self.metrics, self.redactor, config_path)
@@ -93,6 +99,9 @@ class Gateway:
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
+        self.budgets = Budgets(
+            BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
+        )
         self.traces = (
             TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
             if config.traces.enabled

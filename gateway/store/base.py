@@ -47,6 +47,84 @@ def gcra(
     return decision, store
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A spend counter (tokens and nano-USD under one key) and its limits (None: not
+    limited); a new counter lives ``ttl_s``."""
+
+    key: str
+    tokens: int | None
+    nanos: int | None
+    ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """One change to every window's counters, at once: first ``settle`` what an earlier
+    reservation turned out to cost (negative: a refund), then reserve ``tokens`` and
+    ``nanos`` and as many output tokens as fit, up to ``max_out``, at ``out_pico``
+    pico-USD each. Fewer than ``min_out`` fit: nothing is reserved (the settling still
+    happens). A spend that reserves nothing is always allowed."""
+
+    settle_tokens: int = 0
+    settle_nanos: int = 0
+    tokens: int = 0
+    nanos: int = 0
+    out_pico: int = 0
+    max_out: int = 0
+    min_out: int = 0
+
+    @property
+    def reserves(self) -> bool:
+        return bool(self.tokens or self.nanos or self.max_out)
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """What a spend got: whether it was reserved, how many output tokens, each
+    window's counters after it, and the first window that refused it (-1: none)."""
+
+    allowed: bool
+    out: int
+    used: tuple[tuple[int, int], ...]
+    refused_by: int = -1
+
+
+def out_nanos(out: int, out_pico: int) -> int:
+    """The nano-USD ``out`` output tokens cost, rounded up."""
+    return -(-out * out_pico // 1000)
+
+
+def spend_counters(
+    counters: list[tuple[int, int]], windows: list[Window], spend: Spend
+) -> tuple[Granted, list[tuple[int, int]]]:
+    """A spend on counters (pure): the grant and the counters to store. The Redis
+    backend runs the same steps in one Lua script."""
+    settled = [(t + spend.settle_tokens, n + spend.settle_nanos) for t, n in counters]
+    out, refused = spend.max_out, -1
+    for index, (window, (t, n)) in enumerate(zip(windows, settled, strict=True)):
+        fits = out
+        if window.tokens is not None:
+            fits = min(fits, window.tokens - t - spend.tokens)
+        if window.nanos is not None:
+            room = window.nanos - n - spend.nanos
+            if spend.out_pico > 0:
+                fits = min(fits, room * 1000 // spend.out_pico)
+            elif room < 0:
+                fits = -1
+        if fits < out:
+            out = fits
+            if out < spend.min_out and refused < 0:
+                refused = index
+    allowed = not spend.reserves or out >= spend.min_out
+    if not allowed:
+        return Granted(False, 0, tuple(settled), refused), settled
+    out = max(out, 0) if spend.reserves else 0
+    cost = spend.nanos + out_nanos(out, spend.out_pico)
+    after = [(t + spend.tokens + out, n + cost) for t, n in settled]
+    return Granted(True, out, tuple(after)), after
+
+
 class Store(Protocol):
     """What the gateway keeps outside its process. Keys come from ``Keys``."""
 
@@ -72,6 +150,11 @@ class Store(Protocol):
     async def fields(self, key: str) -> dict[str, bytes]: ...
 
     async def field_delete(self, key: str, name: str) -> None: ...
+
+    # Budget windows (DESIGN.md §13): settle and reserve on every window at once.
+    async def spend(self, windows: list[Window], spend: Spend) -> Granted: ...
+
+    async def counters(self, keys: list[str]) -> list[tuple[int, int]]: ...
 
     async def ping(self) -> None: ...
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from gateway.errors import StoreUnavailable
-from gateway.store.base import RateDecision, RateMode, Store
+from gateway.store.base import Granted, RateDecision, RateMode, Spend, Store, Window
 
 logger = logging.getLogger("gateway.store")
 
@@ -96,6 +96,12 @@ class GuardedStore:
 
     async def field_delete(self, key: str, name: str) -> None:
         await self._call(self.inner.field_delete(key, name))
+
+    async def spend(self, windows: list[Window], spend: Spend) -> Granted:
+        return await self._call(self.inner.spend(windows, spend))
+
+    async def counters(self, keys: list[str]) -> list[tuple[int, int]]:
+        return await self._call(self.inner.counters(keys))
 
     async def ping(self) -> None:
         """Always asks the store, cooldown or not: readiness must see it come back."""

@@ -34,3 +34,8 @@ class Keys:
 
     def approvals_pending(self, tenant: str) -> str:
         return f"{self.prefix}t:{tenant}:approvals"
+
+    def budget(self, tenant: str, window: str, period: str) -> str:
+        """A tenant's spend in one window: every window of a tenant in one hash slot
+        (``{tenant}``), so one script settles and reserves on all of them at once."""
+        return f"{self.prefix}t:{{{tenant}}}:budget:{window}:{period}"

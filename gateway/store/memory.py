@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.store.base import RateDecision, RateMode, gcra
+from gateway.store.base import Granted, RateDecision, RateMode, Spend, Window, gcra, spend_counters
 
 _ENTRY_OVERHEAD = 100  # bytes a dict entry costs beyond its key and value, roughly
 
@@ -18,6 +18,7 @@ class MemoryStore:
         self._values: dict[str, tuple[float, bytes]] = {}  # key → (expires, value)
         self._rates: dict[str, float] = {}  # key → TAT (ms, monotonic)
         self._maps: dict[str, tuple[float, dict[str, bytes]]] = {}  # key → (expires, fields)
+        self._counters: dict[str, tuple[float, tuple[int, int]]] = {}  # key → (expires, spent)
         self._writes = 0
         self._sweep_every = sweep_every
         self._max_bytes = max_bytes
@@ -90,6 +91,28 @@ class MemoryStore:
     async def field_delete(self, key: str, name: str) -> None:
         (await self.fields(key)).pop(name, None)
 
+    async def spend(self, windows: list[Window], spend: Spend) -> Granted:
+        now = time.monotonic()
+        keys = [w.key for w in windows]
+        before = await self.counters(keys)
+        granted, after = spend_counters(before, windows, spend)
+        for window, counter in zip(windows, after, strict=True):
+            entry = self._counters.get(window.key)
+            expires = entry[0] if entry is not None else now + window.ttl_s
+            self._counters[window.key] = (expires, counter)
+        self._wrote()
+        return granted
+
+    async def counters(self, keys: list[str]) -> list[tuple[int, int]]:
+        now, found = time.monotonic(), []
+        for key in keys:
+            entry = self._counters.get(key)
+            if entry is not None and entry[0] <= now:
+                del self._counters[key]
+                entry = None
+            found.append(entry[1] if entry is not None else (0, 0))
+        return found
+
     def _drop(self, key: str) -> None:
         entry = self._values.pop(key, None)
         if entry is not None:
@@ -102,6 +125,7 @@ class MemoryStore:
         self._values.clear()
         self._rates.clear()
         self._maps.clear()
+        self._counters.clear()
         self._bytes = 0
 
     def _wrote(self) -> None:
@@ -114,6 +138,7 @@ class MemoryStore:
         now_ms = now * 1000
         self._rates = {k: tat for k, tat in self._rates.items() if tat > now_ms}
         self._maps = {k: entry for k, entry in self._maps.items() if entry[0] > now}
+        self._counters = {k: entry for k, entry in self._counters.items() if entry[0] > now}
 
 
 def _size(key: str, value: bytes) -> int:

@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from gateway.errors import StoreUnavailable
-from gateway.store.base import RateDecision, RateMode
+from gateway.store.base import Granted, RateDecision, RateMode, Spend, Window
 
 # The same steps as ``base.gcra``, atomically, on the server's clock (shared by all
 # replicas). KEYS[1]: the TAT key. ARGV: limit, period (ms), cost, mode (0 acquire,
@@ -43,6 +43,60 @@ local remaining = math.max(0, math.floor((period - (after - now)) / interval))
 local retry_after = 0
 if allowed == 0 then retry_after = new_tat - period - now end
 return {allowed, remaining, math.ceil(after - now), math.ceil(retry_after)}
+"""
+
+# The same steps as ``base.spend_counters``, atomically on every window. KEYS: the
+# windows' counters (hashes: t tokens, n nano-USD), in one hash slot. ARGV: settle
+# tokens, settle nanos, tokens, nanos, out pico-USD per token, max out, min out, then
+# per window: its token limit, nano limit (-1: none) and TTL (ms). Returns allowed,
+# out, refused-by (0-based, -1 none), then each window's tokens and nanos after.
+SPEND_LUA = """
+local st, sn = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ft, fn = tonumber(ARGV[3]), tonumber(ARGV[4])
+local pico, maxo, mino = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local reserves = ft ~= 0 or fn ~= 0 or maxo ~= 0
+local t, n = {}, {}
+local out, refused = maxo, -1
+for i, key in ipairs(KEYS) do
+  local base = 7 + (i - 1) * 3
+  local lt, ln = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+  t[i] = tonumber(redis.call('HGET', key, 't') or '0') + st
+  n[i] = tonumber(redis.call('HGET', key, 'n') or '0') + sn
+  local fits = out
+  if lt >= 0 then fits = math.min(fits, lt - t[i] - ft) end
+  if ln >= 0 then
+    local room = ln - n[i] - fn
+    if pico > 0 then
+      fits = math.min(fits, math.floor(room * 1000 / pico))
+    elseif room < 0 then
+      fits = -1
+    end
+  end
+  if fits < out then
+    out = fits
+    if out < mino and refused < 0 then refused = i - 1 end
+  end
+end
+local allowed = 1
+if reserves and out < mino then allowed = 0 end
+local dt, dn = st, sn
+if allowed == 1 then
+  if not reserves or out < 0 then out = 0 end
+  dt = st + ft + out
+  dn = sn + fn + math.ceil(out * pico / 1000)
+else
+  out = 0
+end
+local reply = {allowed, out, refused}
+for i, key in ipairs(KEYS) do
+  local ttl = tonumber(ARGV[7 + (i - 1) * 3 + 3])
+  if dt ~= 0 then redis.call('HINCRBY', key, 't', string.format('%d', dt)) end
+  if dn ~= 0 then redis.call('HINCRBY', key, 'n', string.format('%d', dn)) end
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, string.format('%d', ttl)) end
+  table.insert(reply, t[i] + dt - st)
+  table.insert(reply, n[i] + dn - sn)
+end
+return reply
 """
 
 _MODES = {"acquire": 0, "charge": 1, "peek": 2}
@@ -111,6 +165,10 @@ def _ms(ttl_s: float) -> int:
     return max(1, int(ttl_s * 1000))
 
 
+def _limit(value: int | None) -> int:
+    return -1 if value is None else value
+
+
 def _text(name: bytes | str) -> str:
     return name.decode() if isinstance(name, bytes) else name
 
@@ -119,6 +177,7 @@ class RedisStore:
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client
         self._gcra = client.register_script(GCRA_LUA)
+        self._spend = client.register_script(SPEND_LUA)
 
     async def rate(
         self, key: str, limit: int, period_s: float, cost: int, mode: RateMode
@@ -177,6 +236,34 @@ class RedisStore:
     async def field_delete(self, key: str, name: str) -> None:
         with redis_errors():
             await self._client.hdel(key, name)
+
+    async def spend(self, windows: list[Window], spend: Spend) -> Granted:
+        args: list[int] = [
+            spend.settle_tokens,
+            spend.settle_nanos,
+            spend.tokens,
+            spend.nanos,
+            spend.out_pico,
+            spend.max_out,
+            spend.min_out,
+        ]
+        for window in windows:
+            args += [_limit(window.tokens), _limit(window.nanos), _ms(window.ttl_s)]
+        with redis_errors():
+            reply = await self._spend(keys=[w.key for w in windows], args=args)
+        allowed, out, refused, *rest = (int(v) for v in reply)
+        used = tuple((rest[i], rest[i + 1]) for i in range(0, len(rest), 2))
+        return Granted(bool(allowed), out, used, refused)
+
+    async def counters(self, keys: list[str]) -> list[tuple[int, int]]:
+        if not keys:
+            return []
+        with redis_errors():
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(key, ["t", "n"])
+                replies = await pipe.execute()
+        return [(int(t or 0), int(n or 0)) for t, n in replies]
 
     async def ping(self) -> None:
         with redis_errors("The shared store does not answer."):

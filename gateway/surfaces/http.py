@@ -129,6 +129,7 @@ class Exchange:
     model: str = NONE
     session: Run | None = None  # a request with server tools in play: its first loop
     usage: Any = None  # the usage of a pass-through answer, when read
+    cost_nanos: int | None = None  # what a pass-through answer cost, when priced
     first_byte: float | None = None
     error: str | None = None
     disconnect: DisconnectWatch = field(default_factory=DisconnectWatch)

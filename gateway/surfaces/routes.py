@@ -23,7 +23,7 @@ from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
-from gateway.surfaces.skeleton import Admission, Skeleton
+from gateway.surfaces.skeleton import Admission, Skeleton, pass_through_meter
 from tool_registry import loads
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ class Handlers:
             )
         route = runtime.models.resolve(model, tenant)
         exchange.model = model
+        meter, on_usage = await pass_through_meter(
+            self._gateway.budgets, exchange, tenant, route, meter
+        )
         return await forward_json(
             self._gateway.upstream,
             route,
@@ -86,7 +89,7 @@ class Handlers:
             model,
             stream=body.get("stream") is True,
             meter=meter,
-            on_usage=partial(setattr, exchange, "usage"),
+            on_usage=on_usage,
             forwarded=True,
         )
 

@@ -14,12 +14,13 @@ caller's identity within it, and the rate limits' verdict.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from starlette.background import BackgroundTask
+import anyio
+from starlette.background import BackgroundTasks
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -27,10 +28,12 @@ from gateway.engine.loop import LoopJob, Outcome, Resumed, Run
 from gateway.engine.stream import EventWriter, stream_loop
 from gateway.ops.offload import offload
 from gateway.policy.approvals import ApprovalDesk
+from gateway.policy.budget import COST_HEADER, Budgets, money
 from gateway.policy.identity import caller_identity, owner_digest
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route
 from gateway.policy.point import PolicyPoint
+from gateway.policy.prices import Rates, read_usage
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.store.approvals import Approver
@@ -249,6 +252,9 @@ class Skeleton(Generic[A]):
         call = surface.call(asked, head)
         plan = await call.prepare()
         if isinstance(plan, Forward):
+            meter, on_usage = await pass_through_meter(
+                gateway.budgets, exchange, tenant, route, meter
+            )
             return await forward_json(
                 gateway.upstream,
                 route,
@@ -259,8 +265,9 @@ class Skeleton(Generic[A]):
                 asked.model,
                 stream=asked.stream,
                 meter=meter,
-                on_usage=partial(setattr, exchange, "usage"),
+                on_usage=on_usage,
             )
+        budget = policy.budget = gateway.budgets.run(tenant, route, policy.limits)
         registry = runtime.registry
         model = ChatModel(
             gateway.upstream,
@@ -280,12 +287,24 @@ class Skeleton(Generic[A]):
         exchange.session = runs[0]  # their state is the request's
         if asked.stream:
             return await self._stream(call, head, runs)
-        outcomes = await gateway.loop.run_all(runs)
+        try:
+            outcomes = await gateway.loop.run_all(runs)
+        except BaseException:
+            if budget is not None:  # what the run spent is settled, and said
+                exchange.headers |= budget.headers()
+                with anyio.CancelScope(shield=True):
+                    await budget.close()
+            raise
         body = await call.render(runs, outcomes)
         exchange.headers |= loop_headers(runs[0])
         response = Response(body, media_type="application/json")
+        after = BackgroundTasks()
         if meter is not None:
-            response.background = BackgroundTask(meter, policy.state.usage.totals)
+            after.add_task(meter, policy.state.usage.totals)
+        if budget is not None:
+            after.add_task(budget.close)
+        if after.tasks:
+            response.background = after
         return response
 
     def _desk(self, tenant: Tenant, exchange: Exchange, client_approves: bool) -> ApprovalDesk:
@@ -314,6 +333,8 @@ class Skeleton(Generic[A]):
             await call.streamed()
             if head.meter is not None:
                 await head.meter(usage.totals)
+            if head.policy.budget is not None:
+                await head.policy.budget.close()
 
         writers = call.writers(runs)
         events = stream_loop(self._gateway.loop, runs, writers, closing, finished)
@@ -340,7 +361,42 @@ def loop_headers(run: Run) -> dict[str, str]:
     stopped = run.stopped
     if stopped is not None:
         headers[STOPPED_HEADER] = stopped
+    if run.policy.budget is not None:
+        headers |= run.policy.budget.headers()
     return headers
+
+
+async def pass_through_meter(
+    budgets: Budgets, exchange: Exchange, tenant: Tenant, route: Route, rate_meter: Meter | None
+) -> tuple[Meter | None, Callable[[Any], None]]:
+    """For a request passed through: what is charged once its usage is known (its
+    tenant's rate limits and budget windows; a priced model's answer is always read
+    for its usage), and what reads that usage (the cost goes in a header when it is
+    known before the answer is sent). A tenant whose budget is spent is refused here
+    (429 ``insufficient_quota``)."""
+    rates = Rates.of(route.model.price)
+
+    def on_usage(usage: Any) -> None:
+        exchange.usage = usage
+        counts = read_usage(usage) if rates else None
+        if counts is not None:
+            exchange.cost_nanos = counts.nanos(rates)
+            exchange.headers[COST_HEADER] = money(exchange.cost_nanos)
+
+    if tenant.budget is None:
+        return rate_meter if rate_meter is not None or not rates else _uncharged, on_usage
+    windows = await budgets.admit(tenant)
+
+    async def meter(usage: Any) -> None:
+        if rate_meter is not None:
+            await rate_meter(usage)
+        await budgets.charge(tenant, route, windows, usage)
+
+    return meter, on_usage
+
+
+async def _uncharged(usage: Any) -> None:
+    return None  # the usage is read (``on_usage``); nothing is charged
 
 
 def loop_comment(run: Run) -> bytes:

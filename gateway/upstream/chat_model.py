@@ -18,6 +18,7 @@ from gateway.upstream.dialect import (
     round_tool_choice,
 )
 from gateway.values import Ask, Piece, Round
+from tool_registry import dumps
 
 
 class ChatClient(Protocol):
@@ -39,7 +40,16 @@ class ChatModel:
     may not act on. ``tool_choice`` follows DESIGN.md §6 round by round.
     """
 
-    __slots__ = ("_client", "_client_tools", "_params", "_tools", "_visible", "name", "upstream")
+    __slots__ = (
+        "_client",
+        "_client_tools",
+        "_params",
+        "_tools",
+        "_visible",
+        "client_max_tokens",
+        "name",
+        "upstream",
+    )
 
     def __init__(
         self,
@@ -58,11 +68,19 @@ class ChatModel:
         self._params["model"] = model
         self._tools = tools
         self._client_tools = client_tools
+        self.client_max_tokens = _max_tokens(self._params)
+
+    def prompt_bytes(self) -> int:
+        """The size of what every round sends before its hidden items (for budgets)."""
+        return len(dumps(self._visible)) + (len(dumps(self._tools)) if self._tools else 0)
 
     def body(self, ask: Ask, stream: bool) -> dict[str, Any]:
         """The request of one round."""
         history = [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
         params = self._params
+        if ask.max_tokens is not None:  # the budget's bound, in the field the client used
+            field = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
+            params = {**params, field: ask.max_tokens}
         if ask.final:
             params = {k: v for k, v in params.items() if k not in _TOOL_FIELDS}
             return round_body(params, params["model"], history, None, stream, None)
@@ -85,6 +103,16 @@ class ChatModel:
         if assembler.finish_reason is None:
             raise UpstreamError(f"The upstream model server {self.name!r} ended the stream early.")
         yield assembler.round()
+
+
+def _max_tokens(params: dict[str, Any]) -> int | None:
+    """The client's bound on an answer (``max_completion_tokens``, or the older
+    ``max_tokens``), if it set a usable one."""
+    for field in ("max_completion_tokens", "max_tokens"):
+        value = params.get(field)
+        if type(value) is int and value > 0:
+            return value
+    return None
 
 
 # What the last round leaves out: no tools are offered, so none may be chosen.

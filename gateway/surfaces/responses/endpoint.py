@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import HandBack, Outcome, Run
+from gateway.engine.loop import Final, HandBack, Outcome, Run
 from gateway.engine.stream import EventWriter
 from gateway.errors import BadRequest, NotFound
 from gateway.ops.offload import offload
@@ -184,7 +184,8 @@ class ResponseCall:
     async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
         [run], [outcome] = runs, outcomes
         calls = outcome.calls if isinstance(outcome, HandBack) else ()
-        incomplete = None if calls else incomplete_reason(outcome.answer.finish_reason)
+        finish = outcome.finish_reason if isinstance(outcome, Final) else None
+        incomplete = None if calls else incomplete_reason(finish)
         body = self._shape.response(
             "incomplete" if incomplete else "completed",
             output_of(outcome.answer.turn, calls, self._asked.client_names),

@@ -1,0 +1,435 @@
+"""Budgets (DESIGN.md §13): what one run may spend, and what its tenant has left.
+
+A ``RunBudget`` is one request's: its envelope (``max_tokens_per_request``,
+``max_cost_usd_per_request``, narrowed by the request) counted locally, and the
+tenant's windows (a UTC day, a UTC month) counted in the store, where every replica
+sees them. Before each round it reserves what the round can spend — the prompt as
+estimated, and the answer bounded by the ``max_tokens`` it sets on the round — and
+after the round it settles with what the upstream reported (or, when the report is
+missing or not believable, with the reservation). A window's settling rides on the
+next reservation, so a round costs one store call; what is still unsettled when the
+request ends is settled then.
+
+Rules, in the order they are checked before a round:
+
+- less than ``MIN_ROUND_TOKENS`` of room in the envelope: no round is made — 422
+  ``budget_exceeded`` with ``on_limit: error`` or on the first round, else the run
+  ends with the answer so far;
+- a window refuses the reservation: 429 ``insufficient_quota`` on the first round or
+  with ``on_limit: error``, else the run ends with the answer so far;
+- less than ``LAST_ROUND_TOKENS`` of room, with ``on_limit: final_answer``: the round is
+  the last (no tools offered), within what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.config import BudgetConfig, OnLimit, OnStoreError
+from gateway.errors import BudgetExceeded, QuotaExceeded, StoreUnavailable
+from gateway.ops.metrics import Metrics
+from gateway.policy.limits import LoopLimits
+from gateway.policy.models import Route
+from gateway.policy.prices import Rates, nanos_of, read_usage, usd
+from gateway.policy.rate_limit import duration
+from gateway.policy.tenants import Tenant
+from gateway.store.base import Granted, Spend
+from gateway.store.budgets import BudgetStore, Limits, TenantWindow, WindowName
+from gateway.values import CapKind
+
+logger = logging.getLogger("gateway.budget")
+
+MIN_ROUND_TOKENS = 16  # a round with less room for its answer is not made
+LAST_ROUND_TOKENS = 256  # on_limit final_answer: a round with less room offers no tools
+
+COST_HEADER = "x-toolgate-cost-usd"  # what the request cost
+REMAINING_HEADER = "x-toolgate-budget-remaining-usd"  # the tenant's tightest cost window
+
+_WINDOW_WORDS = {"day": "today", "month": "this month"}
+
+
+def window_limits(budget: BudgetConfig | None) -> dict[WindowName, Limits]:
+    """A tenant's windows as the store counts them: tokens and nano-USD."""
+    if budget is None:
+        return {}
+
+    def nanos(value: float | None) -> int | None:
+        return None if value is None else nanos_of(value)
+
+    return {
+        "day": (budget.tokens_per_day, nanos(budget.cost_usd_per_day)),
+        "month": (None, nanos(budget.cost_usd_per_month)),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundGrant:
+    """What a round may spend, reserved: its ``max_tokens`` (None: the client's own,
+    if any), the reservation, and whether the budget makes it the last round."""
+
+    max_tokens: int | None
+    tokens: int
+    nanos: int
+    last: CapKind | None  # the budget cap that makes it the last round, if one does
+    in_windows: bool  # reserved in the tenant's windows: to settle there
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """No round can be made: the run ends with the answer it has."""
+
+    kind: CapKind
+
+
+class RunBudget:
+    """One request's spending: its envelope, and its tenant's windows."""
+
+    def __init__(
+        self,
+        limits: LoopLimits,
+        rates: Rates,
+        tenant: str,
+        windows: list[TenantWindow] | None = None,
+        store: BudgetStore | None = None,
+        *,
+        round_output_tokens: int = 8192,
+        on_store_error: OnStoreError = "allow",
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.tokens_limit = limits.max_tokens_per_request
+        cost = limits.max_cost_usd_per_request
+        self.nanos_limit = None if cost is None else nanos_of(cost)
+        self.on_limit: OnLimit = limits.on_limit
+        self.rates = rates
+        self.tenant = tenant
+        self.windows = windows or []
+        self._store = store
+        self._round_output = round_output_tokens
+        self._on_store_error = on_store_error
+        self._metrics = metrics
+        self.spent_tokens = 0
+        self.spent_nanos = 0  # model rounds and tool calls
+        self._reserved_tokens = 0  # by rounds under way (a request's choices run at once)
+        self._reserved_nanos = 0
+        self._settle_tokens = 0  # owed to (or by) the windows, sent with the next spend
+        self._settle_nanos = 0
+        self._used: tuple[tuple[int, int], ...] | None = None  # the windows' counters, last seen
+
+    # -- the envelope, counted here ------------------------------------------------
+
+    def _room(self, prompt: int) -> tuple[int | None, CapKind]:
+        """Output tokens the envelope leaves a round whose prompt is ``prompt`` tokens
+        (None: unbounded), and which limit binds."""
+        room: int | None = None
+        kind: CapKind = "tokens"
+        if self.tokens_limit is not None:
+            room = self.tokens_limit - self.spent_tokens - self._reserved_tokens - prompt
+        if self.nanos_limit is not None:
+            left = self.nanos_limit - self.spent_nanos - self._reserved_nanos
+            left -= self.rates.tokens_nanos(prompt, 0)
+            by_cost: int | None
+            if self.rates.output:
+                by_cost = left * 1000 // self.rates.output
+            else:
+                by_cost = -1 if left < 0 else None
+            if by_cost is not None and (room is None or by_cost < room):
+                room, kind = by_cost, "cost"
+        return room, kind
+
+    def _envelope_error(self, kind: CapKind, prompt: int) -> BudgetExceeded:
+        if kind == "tokens":
+            what = f"max_tokens_per_request ({self.tokens_limit})"
+        else:
+            what = f"max_cost_usd_per_request (${usd(self.nanos_limit or 0):g})"
+        return BudgetExceeded(
+            f"This request's budget, {what}, has no room for another round: "
+            f"{self.spent_tokens} tokens and ${usd(self.spent_nanos):.6f} spent so far, "
+            f"and the next prompt is about {prompt} tokens."
+        )
+
+    # -- before and after each round -----------------------------------------------
+
+    async def before_round(
+        self, prompt: int, client_max: int | None, first: bool
+    ) -> RoundGrant | Stop:
+        """Reserve a round whose prompt is estimated at ``prompt`` tokens, or say why
+        it cannot be made (``Stop``, or a 422/429 as the module says)."""
+        room, kind = self._room(prompt)
+        if room is not None and room < MIN_ROUND_TOKENS:
+            if first or self.on_limit == "error":
+                raise self._envelope_error(kind, prompt)
+            return Stop(kind)
+        want = client_max if room is None or client_max is None else min(client_max, room)
+        if want is None:
+            want = room
+        if self.windows and client_max is None:
+            want = self._round_output if want is None else min(want, self._round_output)
+        closing = self.on_limit == "final_answer"
+        last: CapKind | None = (
+            kind if closing and room is not None and room < LAST_ROUND_TOKENS else None
+        )
+        in_windows = False
+        if self.windows:
+            granted = await self._spend(
+                Spend(
+                    tokens=prompt,
+                    nanos=self.rates.tokens_nanos(prompt, 0),
+                    out_pico=self.rates.output,
+                    max_out=want or 0,
+                    min_out=MIN_ROUND_TOKENS,
+                )
+            )
+            if granted is not None:
+                if not granted.allowed:
+                    if first or self.on_limit == "error":
+                        raise quota_error(self.windows, granted, self._clock())
+                    return Stop("quota")
+                in_windows = True
+                if want is not None and granted.out < want:
+                    if last is None and closing and granted.out < LAST_ROUND_TOKENS:
+                        last = "quota"
+                    want = granted.out
+        out = want or 0
+        grant = RoundGrant(
+            want, prompt + out, self.rates.tokens_nanos(prompt, out), last, in_windows
+        )
+        self._reserved_tokens += grant.tokens
+        self._reserved_nanos += grant.nanos
+        return grant
+
+    def after_round(self, grant: RoundGrant, usage: Any) -> dict[str, Any]:
+        """The round's answer came: charge what it used (its reservation when the
+        upstream's usage is missing or not believable). Its line in the trace."""
+        counts = read_usage(usage)
+        if counts is None:
+            tokens, nanos = grant.tokens, grant.nanos
+        else:
+            tokens, nanos = counts.total, counts.nanos(self.rates)
+        self._charge(grant, tokens, nanos)
+        line: dict[str, Any] = {"tokens": tokens, "cost_usd": usd(nanos)}
+        if counts is None:
+            line["usage_estimated"] = True
+        return line
+
+    def release(self, grant: RoundGrant) -> None:
+        """The round failed: it spent nothing the gateway can count."""
+        self._charge(grant, 0, 0)
+
+    def _charge(self, grant: RoundGrant, tokens: int, nanos: int) -> None:
+        self._reserved_tokens -= grant.tokens
+        self._reserved_nanos -= grant.nanos
+        self.spent_tokens += tokens
+        self.spent_nanos += nanos
+        if grant.in_windows:
+            self._settle_tokens += tokens - grant.tokens
+            self._settle_nanos += nanos - grant.nanos
+
+    async def afford_tools(self, costs: list[int]) -> int:
+        """How many of the priced calls about to run (their costs in nano-USD, in
+        order) the budget pays for; those are charged now."""
+        allowed = len(costs)
+        if self.nanos_limit is not None:
+            left = self.nanos_limit - self.spent_nanos - self._reserved_nanos
+            total = 0
+            for index, cost in enumerate(costs):
+                total += cost
+                if total > left:
+                    allowed = index
+                    break
+        nanos = sum(costs[:allowed])
+        if nanos and self.windows:
+            granted = await self._spend(Spend(nanos=nanos))
+            if granted is not None and not granted.allowed:
+                return 0
+        self.spent_nanos += nanos
+        return allowed
+
+    async def close(self) -> None:
+        """Settle with the windows what the last round turned out to cost."""
+        if self.windows and (self._settle_tokens or self._settle_nanos):
+            await self._spend(Spend(), settling=True)
+
+    # -- the windows, in the store --------------------------------------------------
+
+    async def _spend(self, spend: Spend, settling: bool = False) -> Granted | None:
+        """One call to the store with what is owed settled first. None: the store is
+        down and ``store.on_error: allow`` lets the run go on uncounted there."""
+        assert self._store is not None
+        owed_tokens, owed_nanos = self._settle_tokens, self._settle_nanos
+        spend = Spend(
+            owed_tokens,
+            owed_nanos,
+            spend.tokens,
+            spend.nanos,
+            spend.out_pico,
+            spend.max_out,
+            spend.min_out,
+        )
+        try:
+            granted = await self._store.spend(self.windows, spend)
+        except StoreUnavailable as exc:
+            if self._on_store_error == "deny" and not settling:
+                raise StoreUnavailable(
+                    "Budgets cannot be checked right now; try again shortly.",
+                    headers={"retry-after": "1"},
+                ) from exc
+            logger.warning("budget of tenant %s not counted: store unavailable", self.tenant)
+            return None
+        self._settle_tokens -= owed_tokens
+        self._settle_nanos -= owed_nanos
+        self._used = granted.used
+        self._gauge()
+        return granted
+
+    def _clock(self) -> float:
+        return self._store.clock() if self._store is not None else 0.0
+
+    # -- what the response says -----------------------------------------------------
+
+    def remaining_nanos(self) -> int | None:
+        """What the tenant's tightest cost window has left, as far as this request
+        knows (None: no cost window, or never seen)."""
+        if self._used is None:
+            return None
+        left: int | None = None
+        for window, (_, nanos) in zip(self.windows, self._used, strict=True):
+            if window.window.nanos is None:
+                continue
+            here = window.window.nanos - nanos - self._settle_nanos
+            left = here if left is None else min(left, here)
+        return left if left is None else max(left, 0)
+
+    def headers(self) -> dict[str, str]:
+        headers = {COST_HEADER: money(self.spent_nanos)}
+        remaining = self.remaining_nanos()
+        if remaining is not None:
+            headers[REMAINING_HEADER] = money(remaining)
+        return headers
+
+    def _gauge(self) -> None:
+        if self._metrics is None or self._used is None:
+            return
+        for window, (_, nanos) in zip(self.windows, self._used, strict=True):
+            if window.window.nanos is not None:
+                left = max(window.window.nanos - nanos - self._settle_nanos, 0)
+                self._metrics.budget_remaining.labels(self.tenant, window.period.window).set(
+                    usd(left)
+                )
+
+
+def quota_error(windows: list[TenantWindow], granted: Granted, now: float) -> QuotaExceeded:
+    """429 ``insufficient_quota``: which window refused, and when it resets."""
+    index = max(granted.refused_by, 0)
+    period, limit = windows[index].period, windows[index].window
+    tokens, nanos = granted.used[index]
+    by_cost = limit.tokens is None or (
+        limit.nanos is not None and nanos / limit.nanos >= tokens / limit.tokens
+    )
+    if by_cost and limit.nanos is not None:
+        what = f"${usd(limit.nanos):g} (cost_usd_per_{period.window})"
+    else:
+        what = f"{limit.tokens} tokens (tokens_per_{period.window})"
+    wait = max(period.resets_at - now, 1.0)
+    resets = datetime.fromtimestamp(period.resets_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return QuotaExceeded(
+        f"The budget of this API key for {_WINDOW_WORDS[period.window]}, {what}, is used "
+        f"up (requests still running count). It resets at {resets} (in {duration(wait)}).",
+        headers={"retry-after": str(math.ceil(wait))},
+    )
+
+
+def money(nanos: int) -> str:
+    """USD with nine decimals at most, trailing zeros dropped (``0.0042``, ``0``)."""
+    text = f"{nanos / 1_000_000_000:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+class Budgets:
+    """Every tenant's budgets, for one app: a ``RunBudget`` per request that runs the
+    loop; for a request passed through, a check at the door and a charge after."""
+
+    def __init__(
+        self,
+        store: BudgetStore,
+        on_store_error: OnStoreError = "allow",
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self._on_store_error = on_store_error
+        self._metrics = metrics
+
+    def counted(self, tenant: Tenant, route: Route) -> bool:
+        """Whether anything is counted for the tenant's requests to this model."""
+        limits = tenant.limits
+        return bool(
+            tenant.budget is not None
+            or route.model.price is not None
+            or limits.max_tokens_per_request is not None
+            or limits.max_cost_usd_per_request is not None
+        )
+
+    def run(self, tenant: Tenant, route: Route, limits: LoopLimits) -> RunBudget | None:
+        """The budget of one run, if anything is counted (the request's own narrowing
+        may be all there is)."""
+        envelope = (
+            limits.max_tokens_per_request is not None
+            or limits.max_cost_usd_per_request is not None
+        )
+        if not (envelope or tenant.budget is not None or route.model.price is not None):
+            return None
+        windows = self.store.windows(tenant.id, window_limits(tenant.budget))
+        return RunBudget(
+            limits,
+            Rates.of(route.model.price),
+            tenant.id,
+            windows,
+            self.store,
+            round_output_tokens=tenant.budget.round_output_tokens if tenant.budget else 8192,
+            on_store_error=self._on_store_error,
+            metrics=self._metrics,
+        )
+
+    async def admit(self, tenant: Tenant) -> list[TenantWindow]:
+        """A request passed through may go only while the tenant's windows have
+        something left (429 ``insufficient_quota`` otherwise): the windows, to charge."""
+        windows = self.store.windows(tenant.id, window_limits(tenant.budget))
+        if not windows:
+            return windows
+        try:
+            used = await self.store.used(windows)
+        except StoreUnavailable as exc:
+            if self._on_store_error == "deny":
+                raise StoreUnavailable(
+                    "Budgets cannot be checked right now; try again shortly.",
+                    headers={"retry-after": "1"},
+                ) from exc
+            return windows
+        for index, (window, (tokens, nanos)) in enumerate(zip(windows, used, strict=True)):
+            limit = window.window
+            spent = (limit.tokens is not None and tokens >= limit.tokens) or (
+                limit.nanos is not None and nanos >= limit.nanos
+            )
+            if spent:
+                granted = Granted(False, 0, tuple(used), index)
+                raise quota_error(windows, granted, self.store.clock())
+        return windows
+
+    async def charge(
+        self, tenant: Tenant, route: Route, windows: list[TenantWindow], usage: Any
+    ) -> int:
+        """Charge a request passed through with its usage, after the fact: its cost in
+        nano-USD (none counted when the upstream reported no believable usage)."""
+        counts = read_usage(usage)
+        if counts is None:
+            return 0
+        nanos = counts.nanos(Rates.of(route.model.price))
+        if windows:
+            try:
+                await self.store.spend(windows, Spend(counts.total, nanos))
+            except StoreUnavailable:
+                logger.warning("budget of tenant %s not charged: store unavailable", tenant.id)
+        return nanos
