@@ -17,6 +17,7 @@ import sys
 from typing import TextIO
 
 from gateway.config import GatewayConfig
+from gateway.policy.budget import unpriced_models
 from gateway.policy.rules import unmatched_rules
 from gateway.runtime.probe import probe_all, render
 from gateway.runtime.services import Gateway
@@ -69,6 +70,9 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
         tenant_rules = [(t.id, t.policy) for t in config.tenants or []]
         for unmatched in unmatched_rules(config.policy, tenant_rules, list(runtime.registry)):
             print(f"warning: {unmatched}", file=out)
+    prices = {model.name: model.price for model in config.models}
+    for unpriced in unpriced_models(runtime.tenants.all(), prices):
+        print(f"warning: {unpriced}", file=out)
     tenants = (
         "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
     )

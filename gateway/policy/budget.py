@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.config import BudgetConfig, OnLimit, OnStoreError
+from gateway.config import BudgetConfig, ModelPrice, OnLimit, OnStoreError
 from gateway.errors import BudgetExceeded, QuotaExceeded, StoreUnavailable
 from gateway.ops.metrics import Metrics
 from gateway.policy.limits import LoopLimits
@@ -53,9 +53,10 @@ _WINDOW_WORDS = {"day": "today", "month": "this month"}
 
 
 def window_limits(budget: BudgetConfig | None) -> dict[WindowName, Limits]:
-    """A tenant's windows as the store counts them: tokens and nano-USD."""
+    """A tenant's windows as the store counts them: tokens and nano-USD (None: not
+    limited, only counted)."""
     if budget is None:
-        return {}
+        return {"day": (None, None), "month": (None, None)}
 
     def nanos(value: float | None) -> int | None:
         return None if value is None else nanos_of(value)
@@ -106,7 +107,8 @@ class RunBudget:
         self.on_limit: OnLimit = limits.on_limit
         self.rates = rates
         self.tenant = tenant
-        self.windows = windows or []
+        self.windows = windows or []  # counted in the store
+        self._limited = any(w.limited for w in self.windows)  # reserved in the store too
         self._store = store
         self._round_output = round_output_tokens
         self._on_store_error = on_store_error
@@ -166,14 +168,14 @@ class RunBudget:
         want = client_max if room is None or client_max is None else min(client_max, room)
         if want is None:
             want = room
-        if self.windows and client_max is None:
+        if self._limited and client_max is None:
             want = self._round_output if want is None else min(want, self._round_output)
         closing = self.on_limit == "final_answer"
         last: CapKind | None = (
             kind if closing and room is not None and room < LAST_ROUND_TOKENS else None
         )
         in_windows = False
-        if self.windows:
+        if self._limited:
             granted = await self._spend(
                 Spend(
                     tokens=prompt,
@@ -227,6 +229,9 @@ class RunBudget:
         if grant.in_windows:
             self._settle_tokens += tokens - grant.tokens
             self._settle_nanos += nanos - grant.nanos
+        elif self.windows:  # counted only, or the store was down: owed in full
+            self._settle_tokens += tokens
+            self._settle_nanos += nanos
 
     async def afford_tools(self, costs: list[int]) -> int:
         """How many of the priced calls about to run (their costs in nano-USD, in
@@ -241,10 +246,14 @@ class RunBudget:
                     allowed = index
                     break
         nanos = sum(costs[:allowed])
-        if nanos and self.windows:
+        if nanos and self._limited:
             granted = await self._spend(Spend(nanos=nanos))
-            if granted is not None and not granted.allowed:
+            if granted is None:
+                self._settle_nanos += nanos
+            elif not granted.allowed:
                 return 0
+        elif nanos and self.windows:
+            self._settle_nanos += nanos
         self.spent_nanos += nanos
         return allowed
 
@@ -362,22 +371,11 @@ class Budgets:
         self._on_store_error = on_store_error
         self._metrics = metrics
 
-    def counted(self, tenant: Tenant, route: Route) -> bool:
-        """Whether anything is counted for the tenant's requests to this model."""
-        limits = tenant.limits
-        return bool(
-            tenant.budget is not None
-            or route.model.price is not None
-            or limits.max_tokens_per_request is not None
-            or limits.max_cost_usd_per_request is not None
-        )
-
     def run(self, tenant: Tenant, route: Route, limits: LoopLimits) -> RunBudget | None:
         """The budget of one run, if anything is counted (the request's own narrowing
         may be all there is)."""
         envelope = (
-            limits.max_tokens_per_request is not None
-            or limits.max_cost_usd_per_request is not None
+            limits.max_tokens_per_request is not None or limits.max_cost_usd_per_request is not None
         )
         if not (envelope or tenant.budget is not None or route.model.price is not None):
             return None
@@ -397,7 +395,7 @@ class Budgets:
         """A request passed through may go only while the tenant's windows have
         something left (429 ``insufficient_quota`` otherwise): the windows, to charge."""
         windows = self.store.windows(tenant.id, window_limits(tenant.budget))
-        if not windows:
+        if not any(window.limited for window in windows):
             return windows
         try:
             used = await self.store.used(windows)
@@ -433,3 +431,24 @@ class Budgets:
             except StoreUnavailable:
                 logger.warning("budget of tenant %s not charged: store unavailable", tenant.id)
         return nanos
+
+
+def unpriced_models(tenants: list[Tenant], models: dict[str, ModelPrice | None]) -> list[str]:
+    """Where a tenant's cost limit cannot count: a model it may use has no price (for
+    ``toolgate check``)."""
+    found = []
+    for tenant in tenants:
+        budget, limits = tenant.budget, tenant.limits
+        by_cost = limits.max_cost_usd_per_request is not None or (
+            budget is not None
+            and (budget.cost_usd_per_day is not None or budget.cost_usd_per_month is not None)
+        )
+        if not by_cost:
+            continue
+        free = sorted(name for name in tenant.models if models.get(name) is None)
+        if free:
+            found.append(
+                f"tenant {tenant.id!r} has a cost limit, but {', '.join(map(repr, free))} "
+                "has no price: its rounds cost nothing there (models[].price)"
+            )
+    return found

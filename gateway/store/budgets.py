@@ -46,6 +46,10 @@ class TenantWindow:
     period: Period
     window: Window
 
+    @property
+    def limited(self) -> bool:
+        return self.window.tokens is not None or self.window.nanos is not None
+
 
 Limits = tuple[int | None, int | None]  # a window's tokens and nano-USD (None: unlimited)
 
@@ -59,12 +63,10 @@ class BudgetStore:
         self.clock = clock
 
     def windows(self, tenant: str, limits: dict[WindowName, Limits]) -> list[TenantWindow]:
-        """The tenant's limited windows as of now."""
+        """The tenant's windows as of now (``limits`` names them)."""
         now = self.clock()
         found = []
         for name, (tokens, nanos) in limits.items():
-            if tokens is None and nanos is None:
-                continue
             current = period(name, now)
             key = self._keys.budget(tenant, name, current.label)
             ttl = current.resets_at - now + _KEPT_AFTER_S

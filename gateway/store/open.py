@@ -18,4 +18,6 @@ def open_store(
         return GuardedStore(MemoryStore(memory_max_bytes), None, on_error=on_error)
     from gateway.store.redis import RedisStore, redis_client  # only needed, and imported, for Redis
 
-    return GuardedStore(RedisStore(redis_client(url)), timeout_s, on_error=on_error)
+    return GuardedStore(
+        RedisStore(redis_client(url, timeout_s=timeout_s)), timeout_s, on_error=on_error
+    )

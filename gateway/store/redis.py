@@ -100,20 +100,24 @@ return reply
 """
 
 _MODES = {"acquire": 0, "charge": 1, "peek": 2}
-_TIMEOUTS = {"socket_timeout": 0.1, "socket_connect_timeout": 0.1}
 
 
-def redis_client(url: str, max_connections: int = 200) -> Redis | RedisCluster:
+def redis_client(
+    url: str, max_connections: int = 200, timeout_s: float = 0.1
+) -> Redis | RedisCluster:
     """A client for ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` and
     ``redis+sentinel://host:port[,host:port]/service[/db]``."""
-    options: dict[str, Any] = {**_TIMEOUTS, "retry": Retry(NoBackoff(), 0)}
+    # The socket's own timeouts are the store's (``store.timeout_s``): the guard bounds
+    # each call with the same, and a shorter socket timeout would cut it first.
+    timeouts = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+    options: dict[str, Any] = {**timeouts, "retry": Retry(NoBackoff(), 0)}
     scheme = urlsplit(url).scheme
     if scheme in ("redis+cluster", "rediss+cluster"):
         plain = url.replace("+cluster", "", 1)
         return RedisCluster.from_url(plain, **options)
     if scheme in ("redis+sentinel", "rediss+sentinel"):
         hosts, service, db, password = parse_sentinel_url(url)
-        sentinel = Sentinel(hosts, sentinel_kwargs=dict(_TIMEOUTS), **options)  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(hosts, sentinel_kwargs=dict(timeouts), **options)  # type: ignore[no-untyped-call]
         master: Redis = sentinel.master_for(service, db=db, password=password)
         return master
     return Redis.from_url(url, max_connections=max_connections, **options)

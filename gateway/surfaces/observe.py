@@ -10,6 +10,7 @@ from gateway.engine.loop import Run
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import Metrics, status_class
+from gateway.policy.prices import read_usage, usd
 from gateway.store.traces import TraceStore
 from gateway.surfaces.http import Exchange
 from tool_registry import ToolRegistry
@@ -75,10 +76,19 @@ class Observer:
         session = exchange.session
         usage = session.state.usage.totals if session is not None else exchange.usage
         prompt, completion = _tokens(usage)
-        if prompt:
-            m.tokens.labels(tenant, model, "prompt").inc(prompt)
-        if completion:
-            m.tokens.labels(tenant, model, "completion").inc(completion)
+        counts = read_usage(usage) if usage else None
+        for kind, tokens in (
+            ("prompt", prompt),
+            ("completion", completion),
+            ("cached_prompt", counts.cached if counts is not None else 0),
+            ("reasoning", counts.reasoning if counts is not None else 0),
+        ):
+            if tokens:
+                m.tokens.labels(tenant, model, kind).inc(tokens)
+        budget = session.policy.budget if session is not None else None
+        cost = budget.spent_nanos if budget is not None else exchange.cost_nanos
+        if cost:
+            m.spend.labels(tenant, model).inc(usd(cost))
         line: dict[str, Any] = {
             "request_id": exchange.request_id,
             "tenant": tenant,
@@ -100,6 +110,8 @@ class Observer:
                 line["stopped"] = session.stopped
             if session.error is not None:
                 exchange.error = session.error.code or session.error.type
+        if cost is not None:
+            line["cost_usd"] = usd(cost)
         if exchange.error is not None:
             line["error"] = exchange.error
         access.info("request", extra={FIELDS: line})

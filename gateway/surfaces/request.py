@@ -10,7 +10,10 @@ from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from tool_registry import loads
 
-_NARROWING_KEYS = frozenset({"tools", "max_iterations", "max_tool_calls"})
+_NARROWING_KEYS = frozenset(
+    {"tools", "max_iterations", "max_tool_calls", "max_tokens", "max_cost_usd"}
+)
+_MAX_USD = 1_000_000.0  # more than any one request spends: a typo, refused
 
 
 def _positive_int(value: Any, param: str, minimum: int) -> int:
@@ -34,6 +37,34 @@ def _narrowest(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
+def _usd(value: Any, param: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= _MAX_USD
+        or value != value  # NaN
+    ):
+        raise BadRequest(
+            f"'{param}' must be an amount in USD above 0 and at most {_MAX_USD:g}.", param=param
+        )
+    return float(value)
+
+
+def _header_usd(headers: Mapping[str, str], name: str) -> float | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value: Any = float(raw.strip())
+    except ValueError:
+        value = None
+    return _usd(value, name)
+
+
+def _cheapest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
 def _tool_names(value: Any, param: str) -> frozenset[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BadRequest(f"'{param}' must be a list of tool names.", param=param)
@@ -45,6 +76,8 @@ def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
     tools: frozenset[str] | None = None
     iterations = _header_int(headers, "x-toolgate-max-iterations", 1)
     calls = _header_int(headers, "x-toolgate-max-tool-calls", 0)
+    tokens = _header_int(headers, "x-toolgate-max-tokens", 1)
+    cost = _header_usd(headers, "x-toolgate-max-cost-usd")
     header_tools = headers.get("x-toolgate-tools")
     if header_tools is not None:
         tools = frozenset(t.strip() for t in header_tools.split(",") if t.strip())
@@ -63,7 +96,12 @@ def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
         if "max_tool_calls" in field:
             value = _positive_int(field["max_tool_calls"], "toolgate.max_tool_calls", 0)
             calls = _narrowest(calls, value)
-    return Narrowing(tools, iterations, calls, _untrusted_input(headers))
+        if "max_tokens" in field:
+            value = _positive_int(field["max_tokens"], "toolgate.max_tokens", 1)
+            tokens = _narrowest(tokens, value)
+        if "max_cost_usd" in field:
+            cost = _cheapest(cost, _usd(field["max_cost_usd"], "toolgate.max_cost_usd"))
+    return Narrowing(tools, iterations, calls, _untrusted_input(headers), tokens, cost)
 
 
 _INPUT_TRUST = {"trusted": False, "untrusted": True}

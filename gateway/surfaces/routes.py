@@ -24,6 +24,7 @@ from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
 from gateway.surfaces.skeleton import Admission, Skeleton, pass_through_meter
+from gateway.surfaces.usage import UsageReport
 from tool_registry import loads
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ def build_routes(
     handlers = Handlers(gateway, admit)
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
+    usage = UsageReport(gateway)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
     return [
@@ -167,6 +169,7 @@ def build_routes(
         Route("/v1/models/{model:path}", endpoint(handlers.get_model, observed), methods=["GET"]),
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
+        Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
             Route(

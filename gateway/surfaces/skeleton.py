@@ -370,8 +370,8 @@ async def pass_through_meter(
     budgets: Budgets, exchange: Exchange, tenant: Tenant, route: Route, rate_meter: Meter | None
 ) -> tuple[Meter | None, Callable[[Any], None]]:
     """For a request passed through: what is charged once its usage is known (its
-    tenant's rate limits and budget windows; a priced model's answer is always read
-    for its usage), and what reads that usage (the cost goes in a header when it is
+    tenant's rate limits, and its budget windows when it has a budget or the model a
+    price), and what reads that usage (the cost goes in a header when it is
     known before the answer is sent). A tenant whose budget is spent is refused here
     (429 ``insufficient_quota``)."""
     rates = Rates.of(route.model.price)
@@ -383,8 +383,8 @@ async def pass_through_meter(
             exchange.cost_nanos = counts.nanos(rates)
             exchange.headers[COST_HEADER] = money(exchange.cost_nanos)
 
-    if tenant.budget is None:
-        return rate_meter if rate_meter is not None or not rates else _uncharged, on_usage
+    if tenant.budget is None and not rates:
+        return rate_meter, on_usage  # nothing to count
     windows = await budgets.admit(tenant)
 
     async def meter(usage: Any) -> None:
@@ -393,10 +393,6 @@ async def pass_through_meter(
         await budgets.charge(tenant, route, windows, usage)
 
     return meter, on_usage
-
-
-async def _uncharged(usage: Any) -> None:
-    return None  # the usage is read (``on_usage``); nothing is charged
 
 
 def loop_comment(run: Run) -> bytes:

@@ -3,6 +3,7 @@ on free loopback ports, driven by the real ``openai`` SDK."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,9 +177,11 @@ def stack() -> Iterator[StackFactory]:
         delay_s: float = 0.0,
         word_delay_s: float = 0.0,
         send_usage: bool = True,
+        usage: dict[str, Any] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> Stack:
         upstream = FakeUpstream(
-            script, delay_s=delay_s, word_delay_s=word_delay_s, send_usage=send_usage
+            script, delay_s=delay_s, word_delay_s=word_delay_s, send_usage=send_usage, usage=usage
         )
         tools = FakeTools()
         upstream_server = ServerThread(upstream.app()).start()
@@ -186,7 +189,7 @@ def stack() -> Iterator[StackFactory]:
         tools_server = ServerThread(tools.app()).start()
         servers.append(tools_server)
         data = config(gateway_config(upstream_server.url, tools_server.url, limits))
-        app = create_app(GatewayConfig.model_validate(data))
+        app = create_app(GatewayConfig.model_validate(data), clock=clock or time.time)
         gateway = ServerThread(app).start()
         servers.append(gateway)
         started = Stack(upstream, tools, gateway, app)

@@ -212,6 +212,8 @@ def test_the_dashboard_only_queries_exported_metrics(stack: StackFactory) -> Non
         "policy verdicts",
         "approvals waiting",
         "approval decision",
+        "spend per tenant",
+        "budget left",
     ):
         assert wanted in titles
 

@@ -46,6 +46,7 @@ def write_config(path: Path, tools_url: str) -> str:
                 "keys": ["k-acme"],
                 "tools": ["lookup"],
                 "policy": {"tools": [{"tools": ["lookup"], "approval": "after_untrusted"}]},
+                "budget": {"cost_usd_per_day": 5},  # and its model has no price
             },
             {
                 "id": "beta",
@@ -75,7 +76,11 @@ def test_list_show_and_call_a_tenants_tool(
     assert main(["tools", "list", "--config", config, "--tenant", "beta"]) == 0
     assert capsys.readouterr().out == "other\thttp\twrite\tuntrusted\tnever\t\n"
     assert main(["check", "--config", config]) == 0
-    assert "warning: policy.tools[1] (refund_*) matches no tool\n" in capsys.readouterr().out
+    checked = capsys.readouterr().out
+    assert "warning: policy.tools[1] (refund_*) matches no tool\n" in checked
+    unpriced = "warning: tenant 'acme' has a cost limit, but 'm' has no price"
+    assert unpriced in checked
+    assert "tenant 'beta'" not in checked
 
     assert main(["tools", "show", "lookup", "--config", config, "--tenant", "acme"]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -86,7 +86,8 @@ def _sse(payload: Any) -> bytes:
 
 class FakeUpstream:
     """Answers ``stream: true`` requests word by word (``word_delay_s`` apart) and tool
-    calls in pieces; ``send_usage=False`` plays a server that reports no usage."""
+    calls in pieces; ``send_usage=False`` plays a server that reports no usage, and
+    ``usage`` is what every round reports otherwise."""
 
     def __init__(
         self,
@@ -94,8 +95,10 @@ class FakeUpstream:
         delay_s: float = 0.0,
         word_delay_s: float = 0.0,
         send_usage: bool = True,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         self.script = script
+        self.usage = usage if usage is not None else USAGE  # every round reports this
         self.delay_s = delay_s
         self.word_delay_s = word_delay_s
         self.send_usage = send_usage
@@ -124,8 +127,20 @@ class FakeUpstream:
                     ),
                 }
             ],
-            "usage": dict(USAGE),
+            "usage": self.usage_for(body),
         }
+
+    def usage_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``usage``, its answer no longer than the request's bound (as a server that
+        honours ``max_tokens`` reports it)."""
+        usage = dict(self.usage)
+        bound = body.get("max_completion_tokens") or body.get("max_tokens")
+        completion = usage.get("completion_tokens")
+        if isinstance(bound, int) and isinstance(completion, int) and completion > bound:
+            usage["completion_tokens"] = bound
+            if isinstance(usage.get("total_tokens"), int):
+                usage["total_tokens"] -= completion - bound
+        return usage
 
     async def chat(self, request: Request) -> Response:
         body = await request.json()
@@ -181,7 +196,7 @@ class FakeUpstream:
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         yield chunk({}, "tool_calls" if reply.get("tool_calls") else "stop")
         if self.send_usage and (body.get("stream_options") or {}).get("include_usage"):
-            yield _sse({**base, "choices": [], "usage": dict(USAGE)})
+            yield _sse({**base, "choices": [], "usage": self.usage_for(body)})
         yield b"data: [DONE]\n\n"
         with self._lock:
             self.streams_finished += 1
