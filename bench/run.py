@@ -26,6 +26,7 @@ from .procs import Processes, cpu_seconds, free_port, memory_kib
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
+BUDGET_KEY = "bench-budget-key"  # a tenant with a day budget, on a priced model
 CHAT = "/v1/chat/completions"
 
 
@@ -44,12 +45,16 @@ models:
   - {{name: bench-tool1, upstream: fast}}
   - {{name: bench-tools4, upstream: fast}}
   - {{name: bench-slow, upstream: slow}}
+  - {{name: bench-tool1-priced, upstream: fast, upstream_model: bench-tool1,
+      price: {{input_per_mtok: 0.4, output_per_mtok: 1.6}}}}
 tools:
   - {tool.format(name="bench_fast", port=tools, ms=0)}
   - {tool.format(name="bench_slow", port=tools, ms=200)}
 tenants:
   - {{id: plain, keys: [{PLAIN_KEY}], tools: []}}
   - {{id: tools, keys: [{TOOLS_KEY}], tools: ["bench_*"], limits: {{max_parallel_tools: 8}}}}
+  - {{id: budget, keys: [{BUDGET_KEY}], tools: ["bench_*"],
+      budget: {{cost_usd_per_day: 1000000, tokens_per_day: 1000000000000}}}}
 """
 
 
@@ -184,6 +189,9 @@ def _scenarios(
             "d_tool_round": L(
                 "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
             ),
+            "d_tool_round_budget": L(
+                "toolgate", "bench-tool1-priced", BUDGET_KEY, concurrency=32, seconds=seconds
+            ),
             "b_baseline_tool_round": L(
                 "baseline", "bench-tool1", concurrency=32, seconds=seconds, api="floor"
             ),
@@ -301,6 +309,12 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             / r["c_passthrough"]["server_cpu_us_per_request"],
             2.3,
             "max",
+        ),
+        (
+            "(d) with a priced model and a day budget, rps ≥ 90% of (d)'s",
+            r["d_tool_round_budget"]["rps"] / r["d_tool_round"]["rps"],
+            0.90,
+            "ratio",
         ),
         (
             "(e) four parallel 200 ms tools add ≤ 220 ms (p50 vs (d) at c=4)",

@@ -17,7 +17,7 @@ import sys
 from typing import TextIO
 
 from gateway.config import GatewayConfig
-from gateway.policy.budget import unpriced_models
+from gateway.policy.budgets import unpriced_models
 from gateway.policy.rules import unmatched_rules
 from gateway.runtime.probe import probe_all, render
 from gateway.runtime.services import Gateway

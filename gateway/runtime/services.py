@@ -16,7 +16,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
 from gateway.ops.webhook import Webhooks
 from gateway.policy.approvals import Notify
-from gateway.policy.budget import Budgets
+from gateway.policy.budgets import Budgets
 from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.models import ModelRouter
 from gateway.policy.rate_limit import RateLimiter

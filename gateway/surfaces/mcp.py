@@ -208,7 +208,12 @@ class McpEndpoint:
         call = ToolCall(caller.request_id, params.name, dumps_text(params.arguments or {}))
         deadline = asyncio.get_running_loop().time() + tenant.limits.request_timeout_s
         runnable = min(1, tenant.limits.max_tool_calls)
-        outputs, _ = await runner.run([call], runnable, deadline)
+        budget = policy.budget = gateway.budgets.for_tools(tenant, limits)
+        try:
+            outputs, _ = await runner.run([call], runnable, deadline)
+        finally:
+            if budget is not None:
+                await budget.close()
         record = runner.records[-1] if runner.records else None
         outcome = record.outcome if record is not None else "denied"
         await self._observer.tool_call(

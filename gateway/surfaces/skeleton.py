@@ -28,7 +28,8 @@ from gateway.engine.loop import LoopJob, Outcome, Resumed, Run
 from gateway.engine.stream import EventWriter, stream_loop
 from gateway.ops.offload import offload
 from gateway.policy.approvals import ApprovalDesk
-from gateway.policy.budget import COST_HEADER, Budgets, money
+from gateway.policy.budget import COST_HEADER, money
+from gateway.policy.budgets import Budgets
 from gateway.policy.identity import caller_identity, owner_digest
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route

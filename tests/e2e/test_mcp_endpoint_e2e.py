@@ -153,3 +153,41 @@ def test_a_call_has_metrics_and_a_trace_under_its_request_id(harness: Harness) -
     assert f"toolgate_tool_calls_total{{{series}}} 1.0" in metrics
     other = harness.client(gateway, OTHER_KEY)
     assert other.get(f"/v1/toolgate/traces/{answer.headers['x-request-id']}").status_code == 404
+
+
+def test_a_priced_tool_is_paid_from_the_tenants_budget_over_mcp(harness: Harness) -> None:
+    tools = Recorder(tool_answer)
+    url = harness.serve(tools).url
+    gateway = harness.gateway(
+        {
+            "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+            "models": [{"name": MODEL, "upstream": "up"}],
+            "tools": [{"name": "notes", "http": {"method": "POST", "url": f"{url}/notes"}}],
+            "policy": {"tools": [{"tools": ["notes"], "cost_usd": 0.01}]},
+            "tenants": [
+                {
+                    "id": "acme",
+                    "keys": [TENANT_KEY],
+                    "tools": ["notes"],
+                    "budget": {"cost_usd_per_day": 0.015},
+                }
+            ],
+        }
+    )
+
+    async def scenario() -> tuple[Any, Any]:
+        http, client = await session(gateway.url, TENANT_KEY, "auto")
+        async with http, client:
+            paid = await client.call_tool("notes", {"text": "one"})
+            refused = await client.call_tool("notes", {"text": "two"})
+            return paid, refused
+
+    paid, refused = asyncio.run(scenario())
+    assert not paid.is_error
+    assert refused.is_error
+    assert "cost budget" in refused.content[0].text
+    assert len(tools.hits) == 1  # the call the budget could not pay for never left
+    usage = httpx.get(
+        f"{gateway.url}/v1/toolgate/usage", headers={"authorization": f"Bearer {TENANT_KEY}"}
+    ).json()["data"][0]
+    assert usage["cost_usd"] == 0.01

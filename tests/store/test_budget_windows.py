@@ -128,7 +128,9 @@ async def budgets(request: pytest.FixtureRequest) -> AsyncIterator[BudgetStore]:
         store = GuardedStore(MemoryStore(), timeout_s=2.0)
         keys = Keys(f"mem-{fresh}:")
     else:
-        store = GuardedStore(RedisStore(redis_client(request.getfixturevalue("redis_url"))), 2.0)
+        store = GuardedStore(
+            RedisStore(redis_client(request.getfixturevalue("redis_url"), timeout_s=2.0)), 2.0
+        )
         keys = Keys(f"{request.getfixturevalue('redis_prefix')}{fresh}:")
     clock = Clock(datetime(2026, 11, 24, 23, 59, 0, tzinfo=UTC).timestamp())
     yield BudgetStore(store, keys, clock)
@@ -221,7 +223,7 @@ def test_the_lua_script_takes_the_same_steps_as_the_pure_arithmetic(
         limits = [Window(k, t, n, TTL) for k, (t, n, _) in zip(keys, windows, strict=True)]
 
         async def run() -> tuple[object, list[tuple[int, int]]]:
-            store = RedisStore(redis_client(redis_url))
+            store = RedisStore(redis_client(redis_url, timeout_s=2.0))
             try:
                 granted = await store.spend(limits, spend)
                 return granted, await store.counters(keys)

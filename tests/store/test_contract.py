@@ -24,7 +24,9 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Guarded
         store = GuardedStore(MemoryStore(), timeout_s=2.0)
         keys = Keys(f"mem-{fresh}:")
     else:
-        store = GuardedStore(RedisStore(redis_client(request.getfixturevalue("redis_url"))), 2.0)
+        store = GuardedStore(
+            RedisStore(redis_client(request.getfixturevalue("redis_url"), timeout_s=2.0)), 2.0
+        )
         keys = Keys(f"{request.getfixturevalue('redis_prefix')}{fresh}:")
     yield store, keys
     await store.aclose()
