@@ -61,14 +61,30 @@ class BudgetStore:
         self._store = store
         self._keys = keys
         self.clock = clock
+        # The periods of the current UTC day (valid from, until), and the counters' keys
+        # in them: worked out once a day, not for every request.
+        self._today: tuple[float, float, dict[WindowName, Period]] = (0.0, 0.0, {})
+        self._names: dict[tuple[str, WindowName], str] = {}
+
+    def _periods(self, now: float) -> dict[WindowName, Period]:
+        start, end, periods = self._today
+        if not start <= now < end:
+            periods = {name: period(name, now) for name in WINDOWS}
+            end = periods["day"].resets_at
+            self._today = (end - 86400.0, end, periods)
+            self._names = {}
+        return periods
 
     def windows(self, tenant: str, limits: dict[WindowName, Limits]) -> list[TenantWindow]:
         """The tenant's windows as of now (``limits`` names them)."""
         now = self.clock()
+        periods = self._periods(now)
         found = []
         for name, (tokens, nanos) in limits.items():
-            current = period(name, now)
-            key = self._keys.budget(tenant, name, current.label)
+            current = periods[name]
+            key = self._names.get((tenant, name))
+            if key is None:
+                key = self._names[tenant, name] = self._keys.budget(tenant, name, current.label)
             ttl = current.resets_at - now + _KEPT_AFTER_S
             found.append(TenantWindow(current, Window(key, tokens, nanos, ttl)))
         return found
