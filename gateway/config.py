@@ -104,6 +104,8 @@ class UpstreamConfig(_Frozen):
         return url.rstrip("/")
 
 
+MAX_TOKENS = 1_000_000_000  # more tokens than any request reads or writes
+
 # A price no model charges: a typo (a price per token written per million) is refused.
 MAX_PRICE_PER_MTOK = 10_000.0
 
@@ -123,6 +125,10 @@ class ModelConfig(_Frozen):
     upstream_model: str | None = None
     context_tokens: int | None = Field(default=None, gt=0)  # for truncation: "auto"
     price: ModelPrice | None = None  # unpriced: its rounds cost nothing in budgets
+    # The most the gateway asks the model to write in one answer when a budget bounds
+    # a round the client did not (``max_tokens``); unset: 4096, which every
+    # OpenAI-compatible chat model accepts.
+    max_output_tokens: int | None = Field(default=None, ge=16, le=MAX_TOKENS)
 
     @property
     def target(self) -> str:
@@ -139,7 +145,7 @@ class LimitsConfig(_Frozen):
     requests_per_minute: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)
     # The per-run envelope (DESIGN.md §13): every round of one request, hidden ones too.
-    max_tokens_per_request: int | None = Field(default=None, ge=1)
+    max_tokens_per_request: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     max_cost_usd_per_request: float | None = Field(default=None, gt=0)
 
 
@@ -147,12 +153,9 @@ class BudgetConfig(_Frozen):
     """A tenant's spend per window (UTC day, UTC month), shared by every replica:
     reserved before each round and each priced tool call, settled after."""
 
-    tokens_per_day: int | None = Field(default=None, ge=1)
+    tokens_per_day: int | None = Field(default=None, ge=1, le=1000 * MAX_TOKENS)
     cost_usd_per_day: float | None = Field(default=None, gt=0)
     cost_usd_per_month: float | None = Field(default=None, gt=0)
-    # What a round reserves for its answer when the client set no max_tokens: the
-    # gateway sets max_tokens to it, so no round can spend more than it reserved.
-    round_output_tokens: int = Field(default=8192, ge=16)
 
 
 class ToolRule(_Frozen):

@@ -43,6 +43,7 @@ logger = logging.getLogger("gateway.budget")
 
 MIN_ROUND_TOKENS = 16  # a round with less room for its answer is not made
 LAST_ROUND_TOKENS = 256  # on_limit final_answer: a round with less room offers no tools
+DEFAULT_ROUND_OUTPUT = 4096  # a round's answer, at most, for a model of unknown limits
 
 COST_HEADER = "x-toolgate-cost-usd"  # what the request cost
 REMAINING_HEADER = "x-toolgate-budget-remaining-usd"  # the tenant's tightest cost window
@@ -95,7 +96,7 @@ class RunBudget:
         windows: list[TenantWindow] | None = None,
         store: BudgetStore | None = None,
         *,
-        round_output_tokens: int = 8192,
+        round_output_tokens: int = DEFAULT_ROUND_OUTPUT,
         on_store_error: OnStoreError = "allow",
         metrics: Metrics | None = None,
     ) -> None:
@@ -164,10 +165,9 @@ class RunBudget:
                 raise self._envelope_error(kind, prompt)
             return Stop(kind)
         want = client_max if room is None or client_max is None else min(client_max, room)
-        if want is None:
-            want = room
-        if self._limited and client_max is None:
-            want = self._round_output if want is None else min(want, self._round_output)
+        if client_max is None and (room is not None or self._limited):
+            # Bounded for the budget, never past what the model writes in one answer.
+            want = self._round_output if room is None else min(room, self._round_output)
         closing = self.on_limit == "final_answer"
         last: CapKind | None = (
             kind if closing and room is not None and room < LAST_ROUND_TOKENS else None

@@ -10,7 +10,7 @@ from typing import Any
 from gateway.config import ModelPrice, OnStoreError
 from gateway.errors import StoreUnavailable
 from gateway.ops.metrics import Metrics
-from gateway.policy.budget import RunBudget, quota_error, window_limits
+from gateway.policy.budget import DEFAULT_ROUND_OUTPUT, RunBudget, quota_error, window_limits
 from gateway.policy.limits import LoopLimits
 from gateway.policy.models import Route
 from gateway.policy.prices import Rates, read_usage
@@ -50,7 +50,7 @@ class Budgets:
             tenant.id,
             windows,
             self.store,
-            round_output_tokens=tenant.budget.round_output_tokens if tenant.budget else 8192,
+            round_output_tokens=route.model.max_output_tokens or DEFAULT_ROUND_OUTPUT,
             on_store_error=self._on_store_error,
             metrics=self._metrics,
         )

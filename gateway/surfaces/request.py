@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.config import MAX_TOKENS
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from tool_registry import loads
@@ -35,6 +36,14 @@ def _header_int(headers: Mapping[str, str], name: str, minimum: int) -> int | No
 
 def _narrowest(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+def _tokens(value: Any, param: str) -> int:
+    """A run's token envelope: at least 1, and no more than any request spends."""
+    count = _positive_int(value, param, 1)
+    if count > MAX_TOKENS:
+        raise BadRequest(f"'{param}' must be at most {MAX_TOKENS}.", param=param)
+    return count
 
 
 def _usd(value: Any, param: str) -> float:
@@ -77,6 +86,8 @@ def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
     iterations = _header_int(headers, "x-toolgate-max-iterations", 1)
     calls = _header_int(headers, "x-toolgate-max-tool-calls", 0)
     tokens = _header_int(headers, "x-toolgate-max-tokens", 1)
+    if tokens is not None:
+        tokens = _tokens(tokens, "x-toolgate-max-tokens")
     cost = _header_usd(headers, "x-toolgate-max-cost-usd")
     header_tools = headers.get("x-toolgate-tools")
     if header_tools is not None:
@@ -97,7 +108,7 @@ def parse_narrowing(field: Any, headers: Mapping[str, str]) -> Narrowing:
             value = _positive_int(field["max_tool_calls"], "toolgate.max_tool_calls", 0)
             calls = _narrowest(calls, value)
         if "max_tokens" in field:
-            value = _positive_int(field["max_tokens"], "toolgate.max_tokens", 1)
+            value = _tokens(field["max_tokens"], "toolgate.max_tokens")
             tokens = _narrowest(tokens, value)
         if "max_cost_usd" in field:
             cost = _cheapest(cost, _usd(field["max_cost_usd"], "toolgate.max_cost_usd"))

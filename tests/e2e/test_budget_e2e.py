@@ -315,10 +315,8 @@ def test_two_replicas_and_32_concurrent_requests_never_spend_past_the_day(
     tools = FakeTools()
     servers = [ServerThread(upstream.app()).start(), ServerThread(tools.app()).start()]
     budget_usd = 0.01  # about fifteen requests of two rounds
-    data = priced(
-        gateway_config(servers[0].url, servers[1].url),
-        {"cost_usd_per_day": budget_usd, "round_output_tokens": 64},
-    )
+    data = priced(gateway_config(servers[0].url, servers[1].url), {"cost_usd_per_day": budget_usd})
+    data["models"][0]["max_output_tokens"] = 64  # what a round reserves for its answer
     prefix = f"{redis_prefix}{uuid.uuid4().hex[:8]}:"
     data["store"] = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
     replicas = [ServerThread(create_app(GatewayConfig.model_validate(data))).start() for _ in "ab"]

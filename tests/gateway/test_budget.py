@@ -272,3 +272,30 @@ def test_a_cost_header_is_an_amount_in_range_or_a_400(value: str) -> None:
         return
     assert narrowing.max_cost_usd is not None
     assert 0 < narrowing.max_cost_usd <= 1_000_000
+
+
+async def test_a_large_envelope_never_asks_a_model_for_more_than_it_writes() -> None:
+    roomy = RunBudget(_limits(tokens=10**9), Rates(), "acme")
+    grant = await roomy.before_round(1000, None, first=True)
+    assert isinstance(grant, RoundGrant)
+    assert grant.max_tokens == 4096  # the default bound: every chat model accepts it
+    model_says = RunBudget(_limits(tokens=10**9), Rates(), "acme", round_output_tokens=32768)
+    bounded = await model_says.before_round(1000, None, first=True)
+    assert isinstance(bounded, RoundGrant)
+    assert bounded.max_tokens == 32768
+    client = await model_says.before_round(1000, 100_000, first=True)
+    assert isinstance(client, RoundGrant)
+    assert client.max_tokens == 100_000  # the client's own bound is the client's affair
+    priced_only = RunBudget(_limits(), Rates.of(PRICE), "acme")
+    counted = await priced_only.before_round(1000, None, first=True)
+    assert isinstance(counted, RoundGrant)
+    assert counted.max_tokens is None  # nothing to bound: the round is sent as asked
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "1000000001", "10e3", "many"])
+def test_a_token_envelope_header_out_of_range_is_a_400(value: str) -> None:
+    with pytest.raises(BadRequest) as raised:
+        parse_narrowing(None, {"x-toolgate-max-tokens": value})
+    assert raised.value.param == "x-toolgate-max-tokens"
+    with pytest.raises(BadRequest):
+        parse_narrowing({"max_tokens": 10**12}, {})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 from gateway.store import GuardedStore, Keys
 from gateway.store.base import Spend, Window, spend_counters
 from gateway.store.budgets import BudgetStore, Limits, WindowName, period
-from gateway.store.memory import MemoryStore
 from gateway.store.redis import RedisStore, redis_client
 
 pytestmark = pytest.mark.anyio
@@ -121,20 +119,10 @@ def test_spend_arithmetic(
     assert list(granted.used) == after
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def budgets(request: pytest.FixtureRequest) -> AsyncIterator[BudgetStore]:
-    fresh = uuid.uuid4().hex[:8]
-    if request.param == "memory":
-        store = GuardedStore(MemoryStore(), timeout_s=2.0)
-        keys = Keys(f"mem-{fresh}:")
-    else:
-        store = GuardedStore(
-            RedisStore(redis_client(request.getfixturevalue("redis_url"), timeout_s=2.0)), 2.0
-        )
-        keys = Keys(f"{request.getfixturevalue('redis_prefix')}{fresh}:")
-    clock = Clock(datetime(2026, 11, 24, 23, 59, 0, tzinfo=UTC).timestamp())
-    yield BudgetStore(store, keys, clock)
-    await store.aclose()
+@pytest.fixture
+def budgets(backend: tuple[GuardedStore, Keys]) -> BudgetStore:
+    store, keys = backend
+    return BudgetStore(store, keys, Clock(datetime(2026, 11, 24, 23, 59, tzinfo=UTC).timestamp()))
 
 
 class Clock:
