@@ -264,11 +264,11 @@ class Metrics:
         )
 
     def prime(self, labels: Labels) -> None:
-        """Create every counter series the configuration allows, at zero, and the
-        histograms of one label (per upstream, tool, tenant), so dashboards and
-        alerts see a series before its first event. The tenant-by-model latency
-        histograms are left to come with traffic: primed, they would be tens of
-        series per pair."""
+        """Create every series the configuration allows, at zero, so dashboards and
+        alerts see a series before its first event: the counters, the histograms of
+        one label (per upstream, tool, tenant), and the request latency and time to
+        first byte per tenant and model (the dashboard's latency panels; about
+        seventeen series each per pair, bounded by the configuration)."""
         for upstream in labels.upstreams:
             self.upstream_seconds.labels(upstream)
             for status in UPSTREAM_STATUSES:
@@ -288,6 +288,8 @@ class Metrics:
                     self.requests.labels(tenant, model, status)
                 for kind in TOKEN_KINDS:
                     self.tokens.labels(tenant, model, kind)
+                self.request_seconds.labels(tenant, model)
+                self.first_byte_seconds.labels(tenant, model)
                 self.spend.labels(tenant, model)
             for kind in RATE_KINDS:
                 self.rate_limited.labels(tenant, kind)

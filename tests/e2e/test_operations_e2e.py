@@ -172,6 +172,14 @@ def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> No
     labels = {("tenant", "acme"), ("model", MODEL), ("status", "5xx")}
     assert ("toolgate_requests_total", frozenset(labels)) in m
     assert ("toolgate_cap_hits_total", frozenset({("tenant", "acme"), ("kind", "time")})) in m
+    # The dashboard's latency panels have a series (at zero) before the first request.
+    pair = frozenset({("tenant", "acme"), ("model", MODEL)})
+    for histogram in ("toolgate_request_duration_seconds", "toolgate_stream_first_byte_seconds"):
+        assert (f"{histogram}_count", pair) in m
+        assert value(m, f"{histogram}_count", tenant="acme", model=MODEL) == 0
+    for kind in ("prompt", "completion", "cached_prompt", "reasoning"):
+        assert value(m, "toolgate_tokens_total", tenant="acme", model=MODEL, kind=kind) == 0
+    assert value(m, "toolgate_spend_usd_total", tenant="acme", model=MODEL) == 0
     labels = {("tool", "add"), ("source", "http")}
     assert ("toolgate_tool_duration_seconds_count", frozenset(labels)) in m
     # Only what the configuration allows: beta may not use add.
