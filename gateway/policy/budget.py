@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.config import BudgetConfig, OnLimit, OnStoreError
+from gateway.config import MAX_TOKENS, BudgetConfig, OnLimit, OnStoreError
 from gateway.errors import BudgetExceeded, QuotaExceeded, StoreUnavailable
 from gateway.ops.metrics import Metrics
 from gateway.policy.limits import LoopLimits
@@ -159,6 +159,8 @@ class RunBudget:
     ) -> RoundGrant | Stop:
         """Reserve a round whose prompt is estimated at ``prompt`` tokens, or say why
         it cannot be made (``Stop``, or a 422/429 as the module says)."""
+        if client_max is not None:  # the client's number: no more than any round spends
+            client_max = min(client_max, MAX_TOKENS)
         room, kind = self._room(prompt)
         if room is not None and room < MIN_ROUND_TOKENS:
             if first or self.on_limit == "error":
@@ -333,8 +335,10 @@ def quota_error(windows: list[TenantWindow], granted: Granted, now: float) -> Qu
     index = max(granted.refused_by, 0)
     period, limit = windows[index].period, windows[index].window
     tokens, nanos = granted.used[index]
+    # The window that is more spent, as a share of its limit (multiplied out: a
+    # limit of a fraction of a nano-USD is 0).
     by_cost = limit.tokens is None or (
-        limit.nanos is not None and nanos / limit.nanos >= tokens / limit.tokens
+        limit.nanos is not None and nanos * limit.tokens >= tokens * limit.nanos
     )
     if by_cost and limit.nanos is not None:
         what = f"${usd(limit.nanos):g} (cost_usd_per_{period.window})"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import secrets
 import time
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import SecretStr
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Message
@@ -188,6 +191,24 @@ async def read_body(
         exchange.release = bodies.hold(size, server.large_bodies_held_bytes)
     watch.arm(request)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def bearer_digest(request: Request) -> bytes | None:
+    """The SHA-256 of the request's ``Authorization: Bearer`` key (None: it sent none),
+    to compare with configured keys in constant time (``is_key``)."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        return None
+    return hashlib.sha256(key.encode()).digest()
+
+
+def is_key(presented: bytes, secret: SecretStr | None) -> bool:
+    """Whether a presented key's digest is ``secret``'s, in constant time."""
+    if secret is None:
+        return False
+    expected = hashlib.sha256(secret.get_secret_value().encode()).digest()
+    return hmac.compare_digest(presented, expected)
 
 
 def json_response(

@@ -10,8 +10,6 @@ keys do not decide their own calls.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -20,7 +18,7 @@ from starlette.responses import Response
 from gateway.errors import AuthError, BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approvals import Decision
-from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.http import Exchange, bearer_digest, is_key, json_response
 from tool_registry import loads_object
 
 if TYPE_CHECKING:
@@ -30,32 +28,25 @@ MAX_BODY = 16 * 1024
 MAX_REASON = 2000
 
 
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
-
-
 class OperatorApprovals:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
     def _tenants(self, request: Request) -> tuple[list[Tenant], str]:
         """The tenants the bearer key may decide for, and who it is (for the trace)."""
-        scheme, _, key = request.headers.get("authorization", "").partition(" ")
-        key = key.strip()
-        if scheme.lower() != "bearer" or not key:
+        presented = bearer_digest(request)
+        if presented is None:
             raise AuthError(
                 "The approval routes need an approvals admin key as 'Authorization: Bearer'."
             )
         runtime = self._gateway.runtime
-        presented = _digest(key)
         tenants = runtime.tenants.all()
-        admin = runtime.config.server.admin_key
-        if admin is not None and hmac.compare_digest(_digest(admin.get_secret_value()), presented):
+        if is_key(presented, runtime.config.server.admin_key):
             return tenants, "operator:admin"
         allowed = []
         for tenant in tenants:
             keys = tenant.policy.approvals.admin_keys
-            if any(hmac.compare_digest(_digest(k.get_secret_value()), presented) for k in keys):
+            if any(is_key(presented, key) for key in keys):
                 allowed.append(tenant)
         if not allowed:
             raise AuthError("This key may not list or decide approvals.")

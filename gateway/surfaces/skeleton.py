@@ -278,6 +278,8 @@ class Skeleton(Generic[A]):
             [*registry.definitions(policy.server_tools), *plan.client_tools],
             policy.client_tools,
         )
+        if budget is not None and large:  # its first round's estimate encodes the history
+            await offload(True, model.prompt_bytes)
         context = CallContext(tenant.id, request.headers)
         runs = gateway.loop.runs(
             LoopJob(model, policy, context, plan.keep, plan.single_call_id, resumed=plan.resumed),

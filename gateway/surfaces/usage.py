@@ -8,8 +8,6 @@ priced model; reservations of requests still running are part of what it has spe
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,22 +19,10 @@ from gateway.policy.budget import window_limits
 from gateway.policy.prices import usd
 from gateway.policy.tenants import Tenant
 from gateway.store.budgets import WINDOWS, TenantWindow, WindowName
-from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.http import Exchange, bearer_digest, is_key, json_response
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
-
-
-def _is_admin(request: Request, gateway: Gateway) -> bool:
-    admin = gateway.runtime.config.server.admin_key
-    if admin is None:
-        return False
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    presented = hashlib.sha256(key.strip().encode()).digest()
-    expected = hashlib.sha256(admin.get_secret_value().encode()).digest()
-    return hmac.compare_digest(presented, expected)
 
 
 def _row(tenant: Tenant, window: TenantWindow, used: tuple[int, int]) -> dict[str, Any]:
@@ -65,7 +51,9 @@ class UsageReport:
 
     def _tenants(self, request: Request, exchange: Exchange, asked: str | None) -> list[Tenant]:
         directory = self._gateway.runtime.tenants
-        if _is_admin(request, self._gateway):
+        presented = bearer_digest(request)
+        admin = self._gateway.runtime.config.server.admin_key
+        if presented is not None and is_key(presented, admin):
             tenants = directory.all()
             if asked is None:
                 return tenants

@@ -44,6 +44,7 @@ class ChatModel:
         "_client",
         "_client_tools",
         "_params",
+        "_prompt_bytes",
         "_tools",
         "_visible",
         "client_max_tokens",
@@ -69,10 +70,15 @@ class ChatModel:
         self._tools = tools
         self._client_tools = client_tools
         self.client_max_tokens = _max_tokens(self._params)
+        self._prompt_bytes: int | None = None
 
     def prompt_bytes(self) -> int:
-        """The size of what every round sends before its hidden items (for budgets)."""
-        return len(dumps(self._visible)) + (len(dumps(self._tools)) if self._tools else 0)
+        """The size of what every round sends before its hidden items (for budgets),
+        encoded once (a surface does it off the event loop for a large body)."""
+        if self._prompt_bytes is None:
+            tools = len(dumps(self._tools)) if self._tools else 0
+            self._prompt_bytes = len(dumps(self._visible)) + tools
+        return self._prompt_bytes
 
     def body(self, ask: Ask, stream: bool) -> dict[str, Any]:
         """The request of one round."""

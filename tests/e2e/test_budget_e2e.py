@@ -111,7 +111,7 @@ def test_on_limit_error_is_422_budget_exceeded(stack: StackFactory) -> None:
         )
     assert raised.value.code == "budget_exceeded"
     assert "max_tokens_per_request (2040)" in raised.value.message
-    assert_valid_error(raised.value.body and {"error": raised.value.body})
+    assert_valid_error(raised.value.response.json())
     assert raised.value.response.headers["x-toolgate-cost-usd"] == "0"
 
 

@@ -13,6 +13,11 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.config import MAX_TOKENS
+from gateway.errors import QuotaExceeded
+from gateway.policy.budget import RoundGrant, RunBudget
+from gateway.policy.limits import LoopLimits
+from gateway.policy.prices import Rates
 from gateway.store import GuardedStore, Keys
 from gateway.store.base import Spend, Window, spend_counters
 from gateway.store.budgets import BudgetStore, Limits, WindowName, period
@@ -226,3 +231,36 @@ def test_the_lua_script_takes_the_same_steps_as_the_pure_arithmetic(
     finally:
         client.delete(*keys)
         client.close()
+
+
+async def test_a_clients_absurd_max_tokens_is_reserved_as_no_more_than_any_round_spends(
+    budgets: BudgetStore,
+) -> None:
+    """An unpriced model under a cost window leaves the client's own bound as the only
+    bound on a round: 10**30 must not reach the counters (on Redis it would overflow
+    HINCRBY, and the store would be taken for down)."""
+    limits: dict[WindowName, Limits] = {"day": (None, 1_000_000), "month": (None, None)}
+    windows = budgets.windows("acme", limits)
+    budget = RunBudget(
+        LoopLimits(8, 32, 4, 60.0, "final_answer"), Rates(), "acme", windows, budgets
+    )
+    grant = await budget.before_round(100, 10**30, first=True)
+    assert isinstance(grant, RoundGrant)
+    assert grant.max_tokens == MAX_TOKENS
+    budget.after_round(grant, {"prompt_tokens": 100, "completion_tokens": 7})
+    await budget.close()
+    assert await budgets.used(windows) == [(107, 0), (107, 0)]
+
+
+async def test_a_window_priced_below_a_nano_refuses_with_a_message(budgets: BudgetStore) -> None:
+    limits: dict[WindowName, Limits] = {"day": (1_000, 0), "month": (None, None)}
+    windows = budgets.windows("acme", limits)
+    budget = RunBudget(
+        LoopLimits(8, 32, 4, 60.0, "final_answer"),
+        Rates(1000, 1000, 1000),
+        "acme",
+        windows,
+        budgets,
+    )
+    with pytest.raises(QuotaExceeded, match="cost_usd_per_day"):
+        await budget.before_round(100, None, first=True)
