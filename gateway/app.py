@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from starlette.applications import Starlette
@@ -31,6 +32,9 @@ from gateway.surfaces.observe import Observer
 from gateway.surfaces.routes import build_routes
 from gateway.surfaces.skeleton import Admission
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 
 def create_app(
     config: GatewayConfig,
@@ -40,18 +44,23 @@ def create_app(
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     tool_transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.time,
+    environ: Mapping[str, str] = os.environ,
+    span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the ASGI app. With ``config_path`` a reload (``SIGHUP``, ``POST
     /admin/reload``) reads that file again. With ``announce`` (the URL it listens on)
     it probes its upstreams and tools once started and says what answered. Transports
     may be given to run without a network (tests), and a wall ``clock`` to move budget
-    windows across their boundaries."""
+    windows across their boundaries. Tracing reads ``OTEL_*`` from ``environ``; a
+    ``span_exporter`` takes the spans in place of OTLP (tests)."""
     gateway = Gateway(
         config,
         config_path=config_path,
         upstream_transport=upstream_transport,
         tool_transport=tool_transport,
         clock=clock,
+        environ=environ,
+        span_exporter=span_exporter,
     )
 
     observer = Observer(gateway.metrics)
@@ -62,6 +71,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway, mcp.running():
             observer.traces = gateway.traces
+            if gateway.telemetry is not None:
+                observer.spans = gateway.telemetry.spans
             with reload_on_sighup(gateway.runtimes):
                 probing = (
                     asyncio.create_task(probe.announce(gateway, announce)) if announce else None

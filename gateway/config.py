@@ -95,6 +95,8 @@ class UpstreamConfig(_Frozen):
     # The upstream serves POST /responses itself: requests with no server tools in
     # play pass through to it untouched; otherwise the gateway speaks chat to it.
     responses_api: bool = False
+    # With tracing on, each request to it carries the W3C ``traceparent`` of its span.
+    trace_context: bool = True
 
     @field_validator("base_url")
     @classmethod
@@ -256,6 +258,35 @@ class TracesConfig(_Frozen):
     result_chars: int = Field(default=2000, ge=0)  # of each tool result kept
 
 
+OtlpProtocol = Literal["http/protobuf", "grpc"]
+
+
+class OtelConfig(_Frozen):
+    """OpenTelemetry tracing (DESIGN.md §14). A field left unset takes the standard
+    ``OTEL_*`` environment variable, then the SDK's default; ``enabled`` unset means
+    on when an OTLP endpoint is configured either way."""
+
+    enabled: bool | None = None
+    endpoint: str | None = None  # the collector's OTLP base URL (/v1/traces is added)
+    protocol: OtlpProtocol | None = None  # grpc needs the ``toolgate[otlp-grpc]`` extra
+    headers: dict[str, str] = Field(default_factory=dict)  # sent to the collector: secrets
+    service_name: str | None = None
+    sample_ratio: float | None = Field(default=None, ge=0, le=1)  # of traces a client did not start
+    timeout_s: float | None = Field(default=None, gt=0, le=60)  # one export, at most
+    max_queue_size: int | None = Field(default=None, ge=1, le=1_000_000)  # spans awaiting export
+    # Message contents, tool arguments and results go on spans only when this is on
+    # (redacted, and each cut to ``content_chars``).
+    capture_content: bool = False
+    content_chars: int = Field(default=4096, ge=0, le=1_000_000)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url
+
+
 class ResponsesConfig(_Frozen):
     ttl_s: float = Field(default=7 * 24 * 3600, gt=0)  # stored responses live this long
 
@@ -273,6 +304,7 @@ class GatewayConfig(_Frozen):
     mcp: list[McpServerConfig] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    otel: OtelConfig = Field(default_factory=OtelConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tenants: list[TenantConfig] | None = None

@@ -103,6 +103,8 @@ class Round:
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     raw: dict[str, Any] | None = field(default=None, compare=False)
+    id: str | None = field(default=None, compare=False)  # the upstream's, for telemetry
+    model: str | None = field(default=None, compare=False)  # the model that answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,7 @@ class Ask:
     first: bool
     final: bool
     max_tokens: int | None = None  # the budget's bound on the round's answer, if any
+    trace: dict[str, str] | None = None  # W3C headers naming the round's span, if traced
 
 
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):

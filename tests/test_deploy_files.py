@@ -4,6 +4,7 @@ installed, validates the file too."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,9 +22,9 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load((ROOT / "docker-compose.yml").read_text()))
 
 
-def test_compose_runs_gateway_tools_redis_prometheus_and_grafana() -> None:
+def test_compose_runs_gateway_tools_redis_prometheus_jaeger_and_grafana() -> None:
     services = compose()["services"]
-    assert set(services) == {"gateway", "example-tools", "redis", "prometheus", "grafana"}
+    assert set(services) == {"gateway", "example-tools", "redis", "prometheus", "jaeger", "grafana"}
     gateway = services["gateway"]
     assert gateway["build"] == "."
     config_path = gateway["command"][gateway["command"].index("--config") + 1]
@@ -59,6 +60,10 @@ def test_grafana_provisions_the_datasource_and_dashboard() -> None:
     provisioning = ROOT / "config/grafana/provisioning"
     datasource = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())
     assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+    # Latency exemplars (a trace id) open the trace in the tracing backend.
+    (exemplars,) = datasource["datasources"][0]["jsonData"]["exemplarTraceIdDestinations"]
+    jaeger = yaml.safe_load((provisioning / "datasources/jaeger.yml").read_text())
+    assert exemplars == {"name": "trace_id", "datasourceUid": jaeger["datasources"][0]["uid"]}
     dashboards = yaml.safe_load((provisioning / "dashboards/toolgate.yml").read_text())
     path = dashboards["providers"][0]["options"]["path"]
     mounts = compose()["services"]["grafana"]["volumes"]
@@ -88,3 +93,25 @@ def test_a_compose_cli_accepts_the_file() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_gateway_traces_to_jaeger_and_the_dashboard_links_slow_requests() -> None:
+    services = compose()["services"]
+    environment = services["gateway"]["environment"]
+    jaeger = yaml.safe_load(
+        (ROOT / "config/grafana/provisioning/datasources/jaeger.yml").read_text()
+    )["datasources"][0]
+    assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
+    assert jaeger["url"] == "http://jaeger:16686"
+    assert "--enable-feature=exemplar-storage" in services["prometheus"]["command"]
+    dashboard = json.loads((ROOT / "config/grafana/toolgate.json").read_text())
+    panels = {p["title"]: p for p in dashboard["panels"]}
+    latency = panels["Request latency"]
+    assert all(t["exemplar"] for t in latency["targets"])
+    slow = panels["Slow requests and their traces"]
+    (query,) = slow["targets"]
+    assert slow["datasource"]["uid"] == jaeger["uid"]
+    assert (query["queryType"], query["service"]) == ("search", environment["OTEL_SERVICE_NAME"])
+    assert query["minDuration"]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))

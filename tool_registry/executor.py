@@ -151,6 +151,8 @@ class ToolExecutor:
             return error_result(str(exc), "invalid_args")
         except (httpx.InvalidURL, ValueError):
             return error_result("the arguments do not make a valid request URL", "invalid_args")
+        if call.trace and http.trace_context:
+            request.headers.update(call.trace)
         request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
         attempts = 1 + (http.retries if http.idempotent else 0)
         clock = asyncio.get_running_loop()

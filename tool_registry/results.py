@@ -28,7 +28,8 @@ class ToolResult:
 
     content: str
     outcome: Outcome
-    status: int | None = None
+    status: int | None = None  # the HTTP status the tool answered with
+    code: str | None = None  # the tool's own error code (an MCP server's JSON-RPC error)
 
     @property
     def ok(self) -> bool:

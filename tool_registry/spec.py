@@ -55,6 +55,9 @@ class HttpSpec(_Frozen):
     # The argument whose value is the whole JSON body (POST, PUT, PATCH); unset, the
     # arguments no template uses make the body's object.
     body: str | None = None
+    # Calls carry the W3C ``traceparent`` of their span when the gateway traces; off
+    # for a third party that should not see it.
+    trace_context: bool = True
 
     @field_validator("method", mode="before")
     @classmethod

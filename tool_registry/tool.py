@@ -56,6 +56,9 @@ class PreparedCall:
 
     tool: Tool
     arguments: dict[str, Any]
+    # W3C trace headers (``traceparent``) naming the caller's span for this call; sent
+    # unless the tool's source turns ``trace_context`` off. Not part of the call's key.
+    trace: Mapping[str, str] | None = None
 
     @property
     def key(self) -> str:

@@ -64,6 +64,8 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     elif remote:
         print(f"{len(remote)} remote tool sources not read (--offline)", file=out)
     runtime = gateway.runtime
+    otel = gateway.otel
+    print(f"tracing: {otel.describe() if otel is not None else 'off'}", file=out)
     for warning in runtime.warnings:
         print(f"warning: {warning}", file=out)
     if not (remote and args.offline):  # every tool is known: a rule that names none is a slip

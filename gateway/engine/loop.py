@@ -29,6 +29,7 @@ from gateway.engine.estimate import PromptSize
 from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
+from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.budget import RoundGrant, Stop
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
 from gateway.policy.point import PolicyPoint
@@ -55,7 +56,15 @@ class ModelServer(Protocol):
     name: str  # for errors and traces
     client_max_tokens: int | None  # the client's bound on each answer, if it set one
 
+    @property
+    def model(self) -> str: ...  # the model name it is asked for
+
+    @property
+    def base_url(self) -> str: ...  # where it is, for telemetry
+
     def prompt_bytes(self) -> int: ...  # what every round sends before its hidden items
+
+    def transcript(self, ask: Ask) -> list[dict[str, Any]]: ...  # for telemetry with content
 
     async def answer(self, ask: Ask) -> Round: ...
 
@@ -117,6 +126,7 @@ class LoopJob:
     single_call_id: str | None = None  # hand back one call only, under this id
     choice: int = 0  # which of the request's ``n`` choices this loop answers
     resumed: Resumed | None = None
+    trace: RequestSpan | None = None  # the request's span, when tracing is on
 
 
 class Run:
@@ -133,7 +143,7 @@ class Run:
         self.job = job
         self.policy = job.policy
         self.state = job.policy.state  # the request's, shared by its choices
-        self.runner = ToolRunner(job.policy, executor, job.context, cache, metrics)
+        self.runner = ToolRunner(job.policy, executor, job.context, cache, metrics, job.trace)
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
         self.hidden: list[Hidden] = []  # the rounds the client does not see
@@ -168,7 +178,10 @@ class Run:
                     return
                 grant = verdict
             iteration, final = state.begin_round(limits)
-            ask = Ask(self.hidden, first, final, grant.max_tokens if grant is not None else None)
+            max_tokens = grant.max_tokens if grant is not None else None
+            span = self._round_span(iteration, final, max_tokens)
+            trace = span.headers if span is not None else None
+            ask = Ask(self.hidden, first, final, max_tokens, trace)
             first = False
             try:
                 if stream:
@@ -181,10 +194,14 @@ class Run:
                     assert answer is not None  # a model server's stream ends with its round
                 else:
                     answer = await self._within_deadline(self.job.model.answer(ask))
-            except BaseException:
+            except BaseException as exc:
+                if span is not None:
+                    span.failed(exc)
                 if grant is not None and self.policy.budget is not None:
                     self.policy.budget.release(grant)
                 raise
+            if span is not None:
+                span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
             self._count(answer, iteration, final, started, grant)
             turn = answer.turn
             step = self.policy.round(turn.calls, final, self._deadline - self._clock.time())
@@ -233,6 +250,16 @@ class Run:
                 "The request took longer than request_timeout_s "
                 f"({self.policy.limits.request_timeout_s:g}s)."
             ) from exc
+
+    def _round_span(self, iteration: int, final: bool, max_tokens: int | None) -> RoundSpan | None:
+        trace = self.job.trace
+        if trace is None:
+            return None
+        model = self.job.model
+        bound = max_tokens if max_tokens is not None else model.client_max_tokens
+        return trace.round(
+            model.name, model.base_url, model.model, iteration, final, bound, self.job.choice
+        )
 
     @property
     def _client_max(self) -> int | None:

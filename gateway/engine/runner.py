@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 from gateway.ops.metrics import NONE, UNKNOWN, Metrics
+from gateway.ops.spans import RequestSpan, ToolSpan
 from gateway.policy.point import Hold, PolicyPoint, Refuse, Run, Why
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
@@ -20,9 +21,12 @@ from tool_registry import (
     PreparedCall,
     ToolArgumentsInvalid,
     ToolExecutor,
+    ToolRegistry,
     ToolResult,
     error_result,
 )
+
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,17 @@ class CallRecord:
     arguments: dict[str, Any] | None = None  # as sent, bound values included
     result: str | None = None  # what the model read
     policy: Why | None = None  # the policy point's verdict, where a rule made one
+    reused_from: str | None = None  # the id of the call whose result was reused
+
+    def redacted_arguments(self, registry: ToolRegistry) -> dict[str, Any] | None:
+        """The arguments with every value bound from a request header hidden."""
+        if self.arguments is None:
+            return None
+        tool = registry.get(self.name)
+        if tool is None:
+            return self.arguments
+        hidden = tool.header_bound
+        return {k: REDACTED if k in hidden else v for k, v in self.arguments.items()}
 
 
 _TIME_SPENT = error_result(
@@ -56,6 +71,7 @@ class ToolRunner:
         context: CallContext,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
+        trace: RequestSpan | None = None,
     ) -> None:
         self._policy = policy
         self._registry = policy.registry
@@ -70,6 +86,9 @@ class ToolRunner:
         self._waits: dict[str, Hold] = {}  # call key → held for an operator
         self.records: list[CallRecord] = []
         self.held: list[Hold] = []  # calls held for the client's approval, this round
+        self._trace = trace
+        # call id → its span while it runs; None once a failure ended it
+        self._spans: dict[str, ToolSpan | None] = {}
 
     async def run(
         self, calls: Sequence[ToolCall], runnable: int, deadline: float
@@ -81,7 +100,7 @@ class ToolRunner:
         for the client's approval has no output: it is in ``held``.
         """
         self.held = []
-        slots, to_run, first_ids = self._plan(calls, runnable)
+        slots, to_run, first_ids, arguments = self._plan(calls, runnable)
         if self._policy.budget is not None and to_run:
             for key, refused in (await self._policy.afford(to_run)).items():
                 self._done[key] = (first_ids[key], refused)
@@ -101,18 +120,33 @@ class ToolRunner:
             content = result.content
             if first_id != call.id:
                 content += f"\n[toolgate: same call as {first_id}; its result is reused]"
-                self._record(call.id, call.name or "", result, 0.0, reused=True)
+                self._state.reused_calls += 1
+                self._record(
+                    call.id,
+                    call.name or "",
+                    result,
+                    0.0,
+                    arguments=arguments.get(call.id),
+                    reused_from=first_id,
+                )
             outputs.append(ToolOutput(call.id, content))
         return outputs, timed_out
 
     def _plan(
         self, calls: Sequence[ToolCall], runnable: int
-    ) -> tuple[list[ToolResult | str | None], dict[str, PreparedCall], dict[str, str]]:
+    ) -> tuple[
+        list[ToolResult | str | None],
+        dict[str, PreparedCall],
+        dict[str, str],
+        dict[str, dict[str, Any]],
+    ]:
         """For each call, a result now, the key of the execution that answers it, or
-        None when it is held for the client's approval."""
+        None when it is held for the client's approval; and the arguments of each call
+        that has an execution's key (for the record of one whose result is reused)."""
         slots: list[ToolResult | str | None] = []
         to_run: dict[str, PreparedCall] = {}
         first_ids: dict[str, str] = {}
+        arguments: dict[str, dict[str, Any]] = {}
         policy = self._policy
         for call in calls:
             allowed = policy.call(call)
@@ -144,8 +178,9 @@ class ToolRunner:
                     continue
                 to_run[key] = prepared
                 first_ids[key] = call.id
+            arguments[call.id] = prepared.arguments
             slots.append(key)
-        return slots, to_run, first_ids
+        return slots, to_run, first_ids, arguments
 
     async def _execute(
         self, to_run: dict[str, PreparedCall], first_ids: dict[str, str], deadline: float
@@ -212,24 +247,52 @@ class ToolRunner:
         tenant = self._context.tenant_id
         async with self._semaphore:
             started = time.perf_counter()
-            if ttl is not None and self._cache is not None:
-                cached = await self._cache.get(tenant, prepared)
-                if cached is not None:
-                    elapsed = time.perf_counter() - started
-                    self._record(
-                        call_id,
-                        prepared.tool.name,
-                        cached,
-                        elapsed,
-                        cached=True,
-                        arguments=prepared.arguments,
-                    )
-                    return cached
-            result = await self._executor.execute(prepared, deadline)
-            elapsed = time.perf_counter() - started
-            self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
+            if self._trace is not None:
+                prepared = self._traced(call_id, prepared, self._trace)
+            try:
+                result = await self._answer(call_id, prepared, deadline, ttl, started)
+            except BaseException as exc:
+                span = self._spans.get(call_id)
+                if span is not None:  # its record (if any) is made without one
+                    span.failed(exc)
+                    self._spans[call_id] = None
+                raise
         if ttl is not None and self._cache is not None and result.ok:
             await self._cache.put(tenant, prepared, result, ttl)
+        return result
+
+    def _traced(self, call_id: str, prepared: PreparedCall, trace: RequestSpan) -> PreparedCall:
+        """The call's span opens; the call carries the headers naming it."""
+        tool = prepared.tool
+        span = trace.tool(tool.name, call_id, tool.label, tool.description)
+        self._spans[call_id] = span
+        return replace(prepared, trace=span.headers)
+
+    async def _answer(
+        self,
+        call_id: str,
+        prepared: PreparedCall,
+        deadline: float | None,
+        ttl: float | None,
+        started: float,
+    ) -> ToolResult:
+        """The result of the call: from the cache, else from the tool."""
+        if ttl is not None and self._cache is not None:
+            cached = await self._cache.get(self._context.tenant_id, prepared)
+            if cached is not None:
+                elapsed = time.perf_counter() - started
+                self._record(
+                    call_id,
+                    prepared.tool.name,
+                    cached,
+                    elapsed,
+                    cached=True,
+                    arguments=prepared.arguments,
+                )
+                return cached
+        result = await self._executor.execute(prepared, deadline)
+        elapsed = time.perf_counter() - started
+        self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
         return result
 
     def _record(
@@ -238,28 +301,53 @@ class ToolRunner:
         name: str,
         result: ToolResult,
         duration: float,
-        reused: bool = False,
         cached: bool = False,
         arguments: dict[str, Any] | None = None,
+        reused_from: str | None = None,
     ) -> None:
-        self.records.append(
-            CallRecord(
-                call_id,
-                name,
-                result.outcome,
-                result.status,
-                duration,
-                reused,
-                cached,
-                arguments,
-                result.content,
-                self._why.get(call_id),
-            )
+        record = CallRecord(
+            call_id,
+            name,
+            result.outcome,
+            result.status,
+            duration,
+            reused_from is not None,
+            cached,
+            arguments,
+            result.content,
+            self._why.get(call_id),
+            reused_from,
         )
-        if self._metrics is not None and not reused:
+        self.records.append(record)
+        if self._trace is not None:
+            self._trace_record(record, result, self._trace)
+        if self._metrics is not None and reused_from is None:
             known = self._registry.get(name)
             tool, source = (name, known.source) if known is not None else (UNKNOWN, NONE)
             tenant = self._context.tenant_id
             self._metrics.tool_calls.labels(tenant, tool, source, result.outcome).inc()
             if duration:
                 self._metrics.tool_seconds.labels(tool, source).observe(duration)
+
+    def _trace_record(self, record: CallRecord, result: ToolResult, trace: RequestSpan) -> None:
+        """The call's span ends with its record; a call that never ran (refused,
+        reused, out of time) has a span of no length. One whose run failed has had
+        its span ended already."""
+        if record.call_id in self._spans:
+            span = self._spans.pop(record.call_id)
+            if span is None:
+                return
+        else:
+            known = self._registry.get(record.name)
+            source = known.label if known is not None else NONE
+            span = trace.tool(record.name or UNKNOWN, record.call_id, source)
+        span.finished(
+            record.outcome,
+            record.status,
+            code=result.code,
+            reused=record.reused,
+            cached=record.cached,
+            why=record.policy,
+            arguments=record.redacted_arguments(self._registry) if trace.capture else None,
+            result=record.result,
+        )

@@ -13,9 +13,9 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    generate_latest,
     multiprocess,
 )
+from prometheus_client.exposition import choose_encoder
 
 # LLM requests take from tens of milliseconds to minutes.
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -35,6 +35,8 @@ BUDGET_WINDOWS = ("day", "month")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")
+# Why a span never reached the collector (DESIGN.md §14).
+SPAN_DROPS = ("queue_full", "export_failed")
 # What the policy point decided of a tool call (DESIGN.md §13): ``hold`` waits for a
 # person, whose answer is ``approved`` or ``denied`` (``expired``: no answer in time).
 VERDICTS = ("run", "refuse", "hold", "approved", "denied", "expired")
@@ -263,6 +265,16 @@ class Metrics:
             )
         )
 
+        self.otel_dropped_spans = Family(
+            Counter(
+                "toolgate_otel_dropped_spans",
+                "Spans not exported: the export queue was full, or the collector "
+                "refused them or could not be reached.",
+                ["reason"],
+                registry=registry,
+            )
+        )
+
     def prime(self, labels: Labels) -> None:
         """Create every series the configuration allows, at zero, so dashboards and
         alerts see a series before its first event: the counters, the histograms of
@@ -279,6 +291,8 @@ class Metrics:
             self.cache_lookups.labels(result)
         for result in RELOAD_RESULTS:
             self.config_reloads.labels(result)
+        for reason in SPAN_DROPS:
+            self.otel_dropped_spans.labels(reason)
         for approver in ("client", "operator"):
             self.approval_seconds.labels(approver)
         self.requests.labels(NONE, NONE, "4xx")  # refused before a tenant is known
@@ -302,11 +316,15 @@ class Metrics:
                 for outcome in labels.outcomes:
                     self.tool_calls.labels(tenant, tool, source, outcome)
 
-    def exposition(self) -> bytes:
-        """The text format, merged over every worker in multiprocess mode."""
+    def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The exposition and its content type: the text format, or OpenMetrics when
+        ``accept`` asks for it (as Prometheus does), which carries the latency
+        histograms' exemplars (a traced request's trace id). Merged over every worker
+        in multiprocess mode, where there are no exemplars."""
+        encoder, content_type = choose_encoder(accept or "")
         directory = multiprocess_dir()
         if directory is None:
-            return generate_latest(self.registry)
+            return encoder(self.registry), content_type
         merged = CollectorRegistry()
         multiprocess.MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
-        return generate_latest(merged)
+        return encoder(merged), content_type

@@ -2,11 +2,12 @@
 
 ``secrets_of`` lists what the configuration holds that is a credential: upstream keys
 and headers, tenant keys, the metrics token, the store's password, the tools' headers,
-URL passwords and fixed query values. ``RedactionMiddleware`` replaces them in every
-response body the gateway sends — answers, errors, event streams, pass-through bytes,
-traces — so no path (an upstream quoting its key in an error, a tool echoing its
-headers) can carry one out. Tool results are redacted before the model reads them (the
-executor), and log lines before they are written (``JsonFormatter``).
+URL passwords and fixed query values, the trace collector's headers.
+``RedactionMiddleware`` replaces them in every response body the gateway sends —
+answers, errors, event streams, pass-through bytes, traces — so no path (an upstream
+quoting its key in an error, a tool echoing its headers) can carry one out. Tool
+results are redacted before the model reads them (the executor), and log lines before
+they are written (``JsonFormatter``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def secrets_of(config: GatewayConfig) -> list[str]:
         if token is not None:
             found.append(token.get_secret_value())
     found += _password(config.store.url)
+    found += config.otel.headers.values()
     for tool in config.tools:
         found += tool.http.secrets()
     for source in config.openapi:

@@ -68,6 +68,7 @@ class LoopState:
 
     iterations: int = 0  # upstream calls made (or under way)
     tool_calls: int = 0  # tool executions made
+    reused_calls: int = 0  # calls answered with the result of the same call made earlier
     reserved: int = 0  # executions allowed by a decision and not yet started
     side_effects: bool = False  # a tool other than GET/HEAD has been called
     usage: Usage = field(default_factory=Usage)

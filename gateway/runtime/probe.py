@@ -2,7 +2,8 @@
 
 At start (``toolgate serve``) and on demand (``toolgate check --probe``) the gateway
 asks each upstream for ``GET /models`` and each tool origin for ``GET /`` — any HTTP
-answer counts as answering — and reads the state of its remote sources. The result
+answer counts as answering, but a model server's 503 that says it is loading (as
+llama.cpp's does) is reported as loading — and reads the state of its remote sources. The result
 is one block a person can read: a warning when something does not answer, never a
 refusal to start (a model server may come up after the gateway).
 """
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gateway.startup")
 
 PROBE_TIMEOUT_S = 3.0
+LOADING_HINT = "it is still loading its model; its requests get 502 until it has"
 NO_MODEL_SERVER_HINT = (
     "start one (`ollama serve`, then `ollama pull qwen2.5:7b`), or point UPSTREAM_BASE_URL "
     "at any OpenAI-compatible server, or set OPENAI_API_KEY to use OpenAI"
@@ -41,6 +43,7 @@ class Probe:
     ok: bool
     detail: str
     hint: str = ""
+    loading: bool = False  # a model server that answers, still loading its model
 
 
 async def probe_all(gateway: Gateway) -> list[Probe]:
@@ -52,7 +55,7 @@ async def probe_all(gateway: Gateway) -> list[Probe]:
 async def probe_upstreams(gateway: Gateway) -> list[Probe]:
     async def one(upstream: UpstreamConfig) -> Probe:
         try:
-            status = await gateway.upstream.probe(upstream, PROBE_TIMEOUT_S)
+            status, message = await gateway.upstream.probe(upstream, PROBE_TIMEOUT_S)
         except TimeoutError:
             return Probe(
                 "model server",
@@ -71,18 +74,27 @@ async def probe_upstreams(gateway: Gateway) -> list[Probe]:
                 f"not reachable ({type(exc).__name__})",
                 NO_MODEL_SERVER_HINT,
             )
+        said = f"answered HTTP {status}" + (f" ({message[:80]})" if message else "")
+        if gateway.upstream.trouble.get(upstream.name) == "loading":
+            return Probe(
+                "model server",
+                upstream.name,
+                upstream.base_url,
+                False,
+                f"loading: {said}",
+                LOADING_HINT,
+                loading=True,
+            )
         if status in (401, 403):
             return Probe(
                 "model server",
                 upstream.name,
                 upstream.base_url,
                 False,
-                f"answered HTTP {status}",
+                said,
                 "check its api_key (UPSTREAM_API_KEY)",
             )
-        return Probe(
-            "model server", upstream.name, upstream.base_url, True, f"answered HTTP {status}"
-        )
+        return Probe("model server", upstream.name, upstream.base_url, True, said)
 
     return list(await asyncio.gather(*(one(u) for u in gateway.runtime.config.upstreams)))
 
@@ -143,7 +155,7 @@ def render(probes: list[Probe], listening: str | None = None) -> str:
         lines.append(f"Toolgate is listening on {listening}")
     width = max((len(p.kind) for p in probes), default=0)
     for probe in probes:
-        mark = "ok  " if probe.ok else "FAIL"
+        mark = "ok  " if probe.ok else "LOAD" if probe.loading else "FAIL"
         lines.append(
             f"  {mark} {probe.kind:<{width}}  {probe.name}  {probe.target}  {probe.detail}"
         )

@@ -8,7 +8,7 @@ a log line, ``toolgate_config_reloads_total{result="error"}`` and the admin answ
 
 What a reload applies: upstreams (rotated keys included), models, tools of every
 source, tenants and their limits. What it does not: ``server``, ``store``, ``egress``,
-``traces`` and ``responses``, which the process set up at start (a reload that
+``traces``, ``otel`` and ``responses``, which the process set up at start (a reload that
 changes them says so and applies the rest).
 """
 
@@ -40,7 +40,7 @@ logger = logging.getLogger("gateway.runtime")
 
 START_WAIT_S = 10.0  # how long start-up and a reload wait for remote sources
 REBUILD_DEBOUNCE_S = 0.05  # source changes this close together are one rebuild
-_RESTART_SECTIONS = ("server", "store", "egress", "traces", "responses")
+_RESTART_SECTIONS = ("server", "store", "egress", "traces", "otel", "responses")
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,20 @@ closed by its lifespan, and handed to the surfaces."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import anyio
 import httpx
 
 from gateway.config import ApprovalsConfig, GatewayConfig
 from gateway.engine.loop import ToolLoop
 from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
+from gateway.ops.telemetry import otel_settings, start_telemetry
 from gateway.ops.webhook import Webhooks
 from gateway.policy.approvals import Notify
 from gateway.policy.budgets import Budgets
@@ -34,6 +38,11 @@ from gateway.store.turns import TurnStore
 from gateway.upstream.client import UpstreamClient, create_upstream_transport
 from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from gateway.ops.export import Telemetry
+
 
 class Gateway:
     """The services one app uses. Clients are opened and closed by the app's lifespan."""
@@ -46,6 +55,8 @@ class Gateway:
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         tool_transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.time,
+        environ: Mapping[str, str] = os.environ,
+        span_exporter: SpanExporter | None = None,
     ) -> None:
         self.metrics = Metrics()
         self.clock = clock  # wall time, for budget windows (tests move it)
@@ -61,6 +72,10 @@ class Gateway:
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
         self.large_bodies = LargeBodies(self.metrics)  # of this process, across reloads
+        # Read now: a bad OTEL_* variable or a missing gRPC extra stops the start.
+        self.otel = otel_settings(config.otel, environ)
+        self._span_exporter = span_exporter
+        self.telemetry: Telemetry | None = None
 
     @property
     def runtime(self) -> Runtime:
@@ -120,6 +135,8 @@ class Gateway:
             cache=self.cache,
             metrics=metrics,
         )
+        if self.otel is not None:
+            self.telemetry = start_telemetry(self.otel, metrics, self.redactor, self._span_exporter)
         await self.runtimes.start(tools, self.egress)
         return self
 
@@ -140,3 +157,5 @@ class Gateway:
         for transport in self._transports:
             await transport.aclose()
         await self.store.aclose()
+        if self.telemetry is not None:
+            await anyio.to_thread.run_sync(self.telemetry.close)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -93,6 +93,7 @@ async def forward_json(
     meter: Meter | None = None,
     on_usage: Callable[[Any], None] | None = None,
     forwarded: bool = False,
+    trace: Mapping[str, str] | None = None,
 ) -> Response:
     """Send a JSON request to the model's upstream and pass its answer back.
 
@@ -101,6 +102,7 @@ async def forward_json(
     back a renamed model's name or to read the usage (``on_usage``; of a stream only when
     it is parsed anyway), charged to a metered tenant (``meter``). On a ``forwarded``
     route, an upstream 404 means the upstream lacks the route: a 404 for the client.
+    ``trace`` (W3C headers naming the request's span) goes to the upstream.
     """
     renamed = route.model.target != client_model
     hide_usage = False
@@ -114,7 +116,7 @@ async def forward_json(
         body["model"] = route.model.target
         raw = dumps(body)
     response = await client.send(
-        route.upstream, path, raw, accept="text/event-stream" if stream else None
+        route.upstream, path, raw, accept="text/event-stream" if stream else None, trace=trace
     )
     if response.status_code >= 300:
         data = await read_all(route.upstream, response)

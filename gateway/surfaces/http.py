@@ -27,6 +27,7 @@ from tool_registry import dumps
 
 if TYPE_CHECKING:
     from gateway.engine.loop import Run
+    from gateway.ops.spans import RequestSpan
 
 logger = logging.getLogger("gateway")
 
@@ -137,15 +138,16 @@ class Exchange:
     error: str | None = None
     disconnect: DisconnectWatch = field(default_factory=DisconnectWatch)
     release: Callable[[], None] | None = None  # gives back a large body's share, once answered
+    span: RequestSpan | None = None  # the request's span, when tracing is on
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]
 
 
 class Observing(Protocol):
-    def begin(self) -> None: ...
+    def begin(self, request: Request, exchange: Exchange, route: str) -> None: ...
 
-    def abandon(self) -> None: ...
+    def abandon(self, exchange: Exchange) -> None: ...
 
     async def finish(self, exchange: Exchange, status: int) -> None: ...
 
@@ -264,9 +266,10 @@ async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Re
 
 
 def endpoint(
-    handler: Handler, observer: Observing | None = None
+    handler: Handler, observer: Observing | None = None, route: str = ""
 ) -> Callable[[Request], Awaitable[Response]]:
     """Give a handler a request id, and render what it raises as OpenAI's error envelope.
+    An ``observer`` sees the request begin and end (``route``: its path template).
 
     This is the boundary: an unexpected exception is logged with its traceback and the
     client gets a 500 that carries the request id, never the traceback.
@@ -275,14 +278,14 @@ def endpoint(
     async def wrapped(request: Request) -> Response:
         exchange = Exchange(new_request_id())
         if observer is not None:
-            observer.begin()
+            observer.begin(request, exchange, route)
         try:
             response = await _respond(handler, request, exchange)
         except BaseException:  # cancelled from outside: no answer, but the request is over
             if exchange.release is not None:
                 exchange.release()
             if observer is not None:
-                observer.abandon()
+                observer.abandon(exchange)
             raise
         headers = response.headers
         for name, value in exchange.headers.items():

@@ -1,4 +1,5 @@
-"""What happens when a request ends: its metrics, its JSON log line, its trace."""
+"""What happens when a request begins and ends: its metrics, its JSON log line, its
+trace in the store, and its span (DESIGN.md §9, §14)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import logging
 import time
 from typing import Any
 
+from starlette.requests import Request
+
 from gateway.engine.loop import Run
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import Metrics, status_class
+from gateway.ops.spans import Spans
 from gateway.policy.prices import read_usage, usd
 from gateway.store.traces import TraceStore
 from gateway.surfaces.http import Exchange
@@ -17,18 +21,7 @@ from tool_registry import ToolRegistry
 
 access = logging.getLogger("gateway.access")
 
-REDACTED = "[redacted]"
-
-
-def redacted_arguments(registry: ToolRegistry, record: CallRecord) -> dict[str, Any] | None:
-    """The call's arguments with every value bound from a request header hidden."""
-    if record.arguments is None:
-        return None
-    tool = registry.get(record.name)
-    if tool is None:
-        return record.arguments
-    hidden = tool.header_bound
-    return {k: REDACTED if k in hidden else v for k, v in record.arguments.items()}
+TRACE_ID_HEADER = "x-toolgate-trace-id"
 
 
 def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) -> dict[str, Any]:
@@ -39,11 +32,12 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
     return {
         "id": record.call_id,
         "name": record.name,
-        "arguments": redacted_arguments(registry, record),
+        "arguments": record.redacted_arguments(registry),
         "outcome": record.outcome,
         "status": record.status,
         "duration_ms": round(record.duration_s * 1000, 3),
         "reused": record.reused,
+        **({"reused_from": record.reused_from} if record.reused_from is not None else {}),
         "cached": record.cached,
         "result": result,
         **({"policy": record.policy} if record.policy is not None else {}),
@@ -51,16 +45,33 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
 
 
 class Observer:
-    def __init__(self, metrics: Metrics, traces: TraceStore | None = None) -> None:
+    def __init__(
+        self, metrics: Metrics, traces: TraceStore | None = None, spans: Spans | None = None
+    ) -> None:
         self.metrics = metrics
         self.traces = traces
+        self.spans = spans  # set when tracing is on
 
-    def begin(self) -> None:
+    def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
+        spans = self.spans
+        if spans is not None:
+            client = request.client
+            span = exchange.span = spans.request(
+                request.method,
+                route,
+                request.scope.get("scheme", "http"),
+                request.headers,
+                client.host if client is not None else None,
+                exchange.request_id,
+            )
+            exchange.headers[TRACE_ID_HEADER] = span.trace_id
 
-    def abandon(self) -> None:
+    def abandon(self, exchange: Exchange) -> None:
         """A request cancelled before it had an answer."""
         self.metrics.in_flight.dec()
+        if exchange.span is not None:
+            exchange.span.finish(499, exchange.tenant, exchange.model, error="cancelled")
 
     async def finish(self, exchange: Exchange, status: int) -> None:
         m = self.metrics
@@ -68,10 +79,12 @@ class Observer:
         elapsed = time.perf_counter() - exchange.started
         tenant, model = exchange.tenant, exchange.model
         m.requests.labels(tenant, model, status_class(status)).inc()
-        m.request_seconds.labels(tenant, model).observe(elapsed)
+        span = exchange.span  # a traced request is the latency's exemplar: its trace id
+        exemplar = {"trace_id": span.trace_id} if span is not None and span.sampled else None
+        m.request_seconds.labels(tenant, model).observe(elapsed, exemplar)
         if exchange.first_byte is not None:
             m.first_byte_seconds.labels(tenant, model).observe(
-                exchange.first_byte - exchange.started
+                exchange.first_byte - exchange.started, exemplar
             )
         session = exchange.session
         usage = session.state.usage.totals if session is not None else exchange.usage
@@ -104,6 +117,8 @@ class Observer:
             for kind in state.caps:
                 m.cap_hits.labels(tenant, kind).inc()
             line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
+            if state.reused_calls:
+                line["tool_calls_reused"] = state.reused_calls
             if state.caps:
                 line["caps"] = state.caps
             if session.stopped is not None:
@@ -115,6 +130,8 @@ class Observer:
         if exchange.error is not None:
             line["error"] = exchange.error
         access.info("request", extra={FIELDS: line})
+        if exchange.span is not None:
+            self._end_span(exchange, status, usage, cost)
         if session is not None and self.traces is not None:
             trace = self._trace(self.traces, session, exchange, line)
             await self.traces.save(tenant, exchange.request_id, trace)
@@ -143,6 +160,30 @@ class Observer:
         if traces is not None:
             calls = [call_entry(registry, r, traces.result_chars) for r in runner.records]
             await traces.save(tenant, request_id, {**line, "tool_calls": calls})
+
+    @staticmethod
+    def _end_span(exchange: Exchange, status: int, usage: Any, cost: int | None) -> None:
+        assert exchange.span is not None
+        session = exchange.session
+        state = session.state if session is not None else None
+        caps: list[str] = []
+        if state is not None:  # the caps reached, the one that forced the last round among them
+            caps = list(state.caps)
+            if state.stopped is not None and state.stopped not in caps:
+                caps.append(state.stopped)
+        exchange.span.finish(
+            status,
+            exchange.tenant,
+            exchange.model,
+            error=exchange.error,
+            usage=usage,
+            iterations=state.iterations if state is not None else None,
+            tool_calls=state.tool_calls if state is not None else None,
+            reused_calls=state.reused_calls if state is not None else None,
+            cost_usd=usd(cost) if cost is not None else None,
+            caps=caps,
+            stopped=session.stopped if session is not None else None,
+        )
 
     def _trace(
         self, traces: TraceStore, session: Run, exchange: Exchange, line: dict[str, Any]

@@ -6,7 +6,6 @@ import hmac
 from functools import partial
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -17,7 +16,7 @@ from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
 from gateway.surfaces.forward import forward_json
-from gateway.surfaces.http import Exchange, endpoint, json_response, read_body
+from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
 from gateway.surfaces.mcp import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
@@ -92,6 +91,7 @@ class Handlers:
             meter=meter,
             on_usage=on_usage,
             forwarded=True,
+            trace=exchange.span.headers if exchange.span is not None else None,
         )
 
     async def trace(self, request: Request, exchange: Exchange) -> Response:
@@ -111,40 +111,46 @@ class Handlers:
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return json_response(AuthError("/metrics needs its bearer token.").envelope(), 401)
-        return Response(self._gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        body, content_type = self._gateway.metrics.exposition(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when the configuration is loaded and the store answers."""
+        """Ready when the configuration is loaded and the store answers. An upstream in
+        trouble (loading its model, 503, unreachable at its last exchange) is named, and
+        does not make the gateway unready: every replica shares it, and a client is
+        better told by a 502 than by no gateway at all."""
         try:
             await self._gateway.store.ping()
         except StoreUnavailable:
             return json_response({"status": "unavailable", "store": "unavailable"}, 503)
-        return json_response({"status": "ready", "store": "ok"})
+        body: dict[str, object] = {"status": "ready", "store": "ok"}
+        trouble = self._gateway.upstream.trouble
+        if trouble:
+            body["upstreams"] = dict(trouble)
+        return json_response(body)
 
 
 def build_routes(
     gateway: Gateway, admit: Admission, mcp: McpEndpoint, observed: Observer
 ) -> list[BaseRoute]:
     handlers = Handlers(gateway, admit)
+
+    def observed_route(path: str, handler: Handler, method: str) -> Route:
+        """A route whose requests are measured, logged, kept as traces and traced."""
+        template = path.replace(":path}", "}")  # as the route is named on spans
+        return Route(path, endpoint(handler, observed, template), methods=[method])
+
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
     usage = UsageReport(gateway)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
     return [
-        Route(
-            "/v1/chat/completions",
-            endpoint(Skeleton(gateway, admit, ChatCompletions()), observed),
-            methods=["POST"],
-        ),
-        Route(
-            "/v1/responses",
-            endpoint(Skeleton(gateway, admit, responses), observed),
-            methods=["POST"],
-        ),
+        observed_route("/v1/chat/completions", Skeleton(gateway, admit, ChatCompletions()), "POST"),
+        observed_route("/v1/responses", Skeleton(gateway, admit, responses), "POST"),
         Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
         Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),
         Route(
@@ -165,16 +171,14 @@ def build_routes(
                 ("/items/{item_id}", "DELETE", conversations.delete_item),
             )
         ),
-        Route("/v1/models", endpoint(handlers.list_models, observed), methods=["GET"]),
-        Route("/v1/models/{model:path}", endpoint(handlers.get_model, observed), methods=["GET"]),
+        observed_route("/v1/models", handlers.list_models, "GET"),
+        observed_route("/v1/models/{model:path}", handlers.get_model, "GET"),
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
-            Route(
-                f"/v1{path}", endpoint(partial(handlers.forward, path), observed), methods=["POST"]
-            )
+            observed_route(f"/v1{path}", partial(handlers.forward, path), "POST")
             for path in FORWARDED_ROUTES
         ),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),

@@ -267,6 +267,7 @@ class Skeleton(Generic[A]):
                 stream=asked.stream,
                 meter=meter,
                 on_usage=on_usage,
+                trace=exchange.span.headers if exchange.span is not None else None,
             )
         budget = policy.budget = gateway.budgets.run(tenant, route, policy.limits)
         registry = runtime.registry
@@ -282,7 +283,15 @@ class Skeleton(Generic[A]):
             await offload(True, model.prompt_bytes)
         context = CallContext(tenant.id, request.headers)
         runs = gateway.loop.runs(
-            LoopJob(model, policy, context, plan.keep, plan.single_call_id, resumed=plan.resumed),
+            LoopJob(
+                model,
+                policy,
+                context,
+                plan.keep,
+                plan.single_call_id,
+                resumed=plan.resumed,
+                trace=exchange.span,
+            ),
             plan.n,
         )
         for usage in plan.usage:
@@ -355,11 +364,13 @@ def completion_id(exchange: Exchange) -> str:
 
 def loop_headers(run: Run) -> dict[str, str]:
     """What a loop's answer says of the request's rounds: how many, how many tool
-    calls, and the cap that forced the last round, if one did."""
+    calls ran and how many were answered with an earlier call's result, and the cap
+    that forced the last round, if one did."""
     state = run.state
     headers = {
         "x-toolgate-iterations": str(state.iterations),
         "x-toolgate-tool-calls": str(state.tool_calls),
+        "x-toolgate-tool-calls-reused": str(state.reused_calls),
     }
     stopped = run.stopped
     if stopped is not None:

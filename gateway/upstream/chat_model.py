@@ -5,13 +5,14 @@ streamed). The dialect's dicts go no further than this module and ``dialect``.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.dialect import (
     RoundAssembler,
+    genai_messages,
     messages,
     parse_completion,
     round_body,
@@ -20,14 +21,18 @@ from gateway.upstream.dialect import (
 from gateway.values import Ask, Piece, Round
 from tool_registry import dumps
 
+Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
+
 
 class ChatClient(Protocol):
     """What a chat model is sent through: ``UpstreamClient``, or a scripted fake."""
 
-    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def chat(
+        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
+    ) -> dict[str, Any]: ...
 
     def chat_stream(
-        self, upstream: UpstreamConfig, body: dict[str, Any]
+        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
     ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
@@ -80,9 +85,25 @@ class ChatModel:
             self._prompt_bytes = len(dumps(self._visible)) + tools
         return self._prompt_bytes
 
+    @property
+    def model(self) -> str:
+        """The model name sent upstream."""
+        return str(self._params["model"])
+
+    @property
+    def base_url(self) -> str:
+        return self.upstream.base_url
+
+    def _history(self, ask: Ask) -> list[dict[str, Any]]:
+        return [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
+
+    def transcript(self, ask: Ask) -> list[dict[str, Any]]:
+        """What a round sends, as telemetry that records content writes it."""
+        return genai_messages(self._history(ask))
+
     def body(self, ask: Ask, stream: bool) -> dict[str, Any]:
         """The request of one round."""
-        history = [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
+        history = self._history(ask)
         params = self._params
         if ask.max_tokens is not None:  # the budget's bound, in the field the client used
             field = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
@@ -94,12 +115,13 @@ class ChatModel:
         return round_body(params, params["model"], history, self._tools, stream, choice)
 
     async def answer(self, ask: Ask) -> Round:
-        return parse_completion(await self._client.chat(self.upstream, self.body(ask, False)))
+        body = self.body(ask, False)
+        return parse_completion(await self._client.chat(self.upstream, body, ask.trace))
 
     async def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]:
         """The round's pieces as they come, then the round they made up."""
-        assembler = RoundAssembler()
-        chunks = self._client.chat_stream(self.upstream, self.body(ask, True))
+        assembler = RoundAssembler(self.name)
+        chunks = self._client.chat_stream(self.upstream, self.body(ask, True), ask.trace)
         try:
             async for chunk in chunks:
                 for piece in assembler.add(chunk):

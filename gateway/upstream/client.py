@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
@@ -38,6 +38,8 @@ logger = logging.getLogger("gateway.upstream")
 
 _PASSED_STATUSES = frozenset({400, 413, 422, 429})  # the client's own doing: passed on
 _MESSAGE_CHARS = 1000
+_FAILURE_CHARS = 300  # of a failed upstream's own message, passed on
+_PROBE_BYTES = 4096  # of a probe's answer, read for its message
 _URLS_KEPT = 64
 RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itself
 CHAT_PATH = "/chat/completions"
@@ -72,7 +74,11 @@ def _mapped(name: str, stage: Stage, exc: httpx.TransportError) -> UpstreamError
         # timeout, like a refusal, means it could not be reached (and is retried).
         if isinstance(exc, httpx.ReadTimeout):
             return UpstreamTimeout(f"{server} did not answer in time.")
-        return UpstreamError(f"{server} could not be reached.", code="upstream_unavailable")
+        return UpstreamError(
+            f"{server} could not be reached. Check that it runs at the base_url configured "
+            "for it; `toolgate check --probe` tries every upstream.",
+            code="upstream_unavailable",
+        )
     if isinstance(exc, httpx.TimeoutException):
         if stage == "read":
             return UpstreamTimeout(f"{server} did not answer in time.")
@@ -117,8 +123,9 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
     """The error a client gets for an upstream's error status.
 
     What the client caused (400, 413, 422) or may retry (429) keeps its status and the
-    upstream's message; the upstream refusing the gateway itself (401, 403, 404) or
-    failing (5xx) is a 502 that does not pass the upstream's words on.
+    upstream's message; the upstream refusing the gateway itself (401, 403, 404) is a
+    502 that does not pass the upstream's words on; its failing (5xx) is the 502 of
+    ``server_failed``.
     """
     status = response.status_code
     if status in _PASSED_STATUSES:
@@ -138,9 +145,30 @@ def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> Up
         status,
         extra={FIELDS: {"upstream": upstream, "status": status}},
     )
+    if status >= 500:
+        return server_failed(upstream, f"HTTP {status}", upstream_error_message(body))
     return UpstreamStatusError(
         f"The upstream model server {upstream!r} answered HTTP {status}.", status=502
     )
+
+
+def server_failed(upstream: str, how: str, message: str | None) -> UpstreamError:
+    """The one error of an upstream that failed — an HTTP 5xx, or an error event in
+    its stream, before or after its first byte: a 502 in the same words, with the
+    server's own message, its first line only and bounded (no stack trace follows it;
+    configured secrets are redacted from every response). ``how`` it failed is said
+    only when the server said nothing."""
+    text = f"The upstream model server {upstream!r} failed"
+    said = _first_line(message)
+    return UpstreamStatusError(f"{text}: {said}" if said else f"{text} ({how}).", status=502)
+
+
+def _first_line(message: str | None) -> str:
+    if not message:
+        return ""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    line = "".join(c for c in line if c.isprintable())
+    return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
 
 
 async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
@@ -186,6 +214,9 @@ class UpstreamClient:
             str, tuple[UpstreamConfig, dict[str, str], dict[str, float | None]]
         ] = {}
         self._urls: dict[tuple[str, str], tuple[UpstreamConfig, httpx.URL]] = {}
+        # By upstream name, how its last exchange went, when that was not an answer:
+        # ``loading`` (its probe said so), ``unavailable`` (HTTP 503), ``unreachable``.
+        self.trouble: dict[str, str] = {}
 
     def _prepare(self, upstream: UpstreamConfig) -> tuple[dict[str, str], dict[str, float | None]]:
         """Headers and timeouts of an upstream, worked out once."""
@@ -208,9 +239,10 @@ class UpstreamClient:
         self._urls[(upstream.name, path)] = (upstream, url)
         return url
 
-    async def probe(self, upstream: UpstreamConfig, timeout_s: float = 3.0) -> int:
+    async def probe(self, upstream: UpstreamConfig, timeout_s: float = 3.0) -> tuple[int, str]:
         """``GET {base_url}/models`` once (no retries, no metrics): the status it
-        answered. Raises ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
+        answered and the start of its error message, if any. Raises
+        ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
         headers, _ = self._prepare(upstream)
         request = httpx.Request(
             "GET",
@@ -220,8 +252,21 @@ class UpstreamClient:
         )
         async with asyncio.timeout(timeout_s):
             response = await send(self._transport, request)
-            await response.aclose()
-        return response.status_code
+            try:
+                body = await anext(aiter(body_chunks(response)), b"")
+            except httpx.HTTPError:
+                body = b""
+            finally:
+                await response.aclose()
+        status = response.status_code
+        message = upstream_error_message(body[:_PROBE_BYTES]) if status >= 400 else None
+        if status == 503 and "loading" in (message or "").lower():
+            self.trouble[upstream.name] = "loading"
+        elif status == 503:
+            self.trouble[upstream.name] = "unavailable"
+        else:
+            self.trouble.pop(upstream.name, None)
+        return status, message or ""
 
     async def send(
         self,
@@ -231,6 +276,7 @@ class UpstreamClient:
         *,
         method: str = "POST",
         accept: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """Send a request and return the open response once its status is final.
 
@@ -238,11 +284,14 @@ class UpstreamClient:
         ``Retry-After`` when the wait it asks for fits ``RETRY_WAIT_BUDGET_S``; a longer
         wait, and other statuses, are returned as they are (a 429 reaches the client
         with the upstream's ``Retry-After``). The caller reads or
-        streams the body and closes the response.
+        streams the body and closes the response. ``trace`` (W3C ``traceparent``) goes
+        along unless the upstream's ``trace_context`` is off.
         """
         headers, timeout = self._prepare(upstream)
         if accept is not None:
             headers = {**headers, "accept": accept}
+        if trace and upstream.trace_context:
+            headers = {**headers, **trace}
         url = self._url(upstream, path)
         for attempt in range(upstream.max_retries + 1):
             last = attempt == upstream.max_retries
@@ -258,17 +307,30 @@ class UpstreamClient:
                 raise
             except UpstreamError as exc:
                 self._observe(upstream, "error", started)
+                self.trouble[upstream.name] = "unreachable"
                 if last:
                     logger.warning(
-                        "upstream %s unreachable: %s",
+                        "upstream %s unreachable at %s: %s (`toolgate check --probe` tries it)",
                         upstream.name,
+                        upstream.base_url,
                         type(exc.__cause__).__name__,
-                        extra={FIELDS: {"upstream": upstream.name, "status": "unreachable"}},
+                        extra={
+                            FIELDS: {
+                                "upstream": upstream.name,
+                                "base_url": upstream.base_url,
+                                "status": "unreachable",
+                            }
+                        },
                     )
                     raise
                 await asyncio.sleep(backoff_delay(attempt, {}, self._backoff_base_s))
                 continue
             self._observe(upstream, status_class(response.status_code), started)
+            if response.status_code == 503:
+                if self.trouble.get(upstream.name) != "loading":
+                    self.trouble[upstream.name] = "unavailable"
+            elif self.trouble:
+                self.trouble.pop(upstream.name, None)
             if last or not should_retry(response.status_code, response.headers):
                 return response
             asked = retry_after_s(response.headers)
@@ -284,9 +346,14 @@ class UpstreamClient:
             elapsed = time.perf_counter() - started
             self._metrics.upstream_seconds.labels(upstream.name).observe(elapsed)
 
-    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        trace: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
-        response = await self.send(upstream, CHAT_PATH, dumps(body))
+        response = await self.send(upstream, CHAT_PATH, dumps(body), trace=trace)
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
@@ -303,10 +370,15 @@ class UpstreamClient:
         return parsed
 
     async def chat_stream(
-        self, upstream: UpstreamConfig, body: dict[str, Any]
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        trace: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """One streamed chat completion: its chunks, parsed, until ``[DONE]`` or the end."""
-        response = await self.send(upstream, CHAT_PATH, dumps(body), accept="text/event-stream")
+        response = await self.send(
+            upstream, CHAT_PATH, dumps(body), accept="text/event-stream", trace=trace
+        )
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, await read_all(upstream, response))
         events = sse_data(upstream, response)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
+from gateway.upstream.client import server_failed
 from gateway.values import APPROVAL_TOOL, Hidden, Piece, Round, ToolCall, ToolOutput, Turn
 from tool_registry import dumps_text, parse_arguments
 
@@ -114,6 +115,48 @@ def messages(items: Iterable[Hidden]) -> list[dict[str, Any]]:
     return [turn_message(i) if isinstance(i, Turn) else output_message(i) for i in items]
 
 
+def genai_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as the GenAI conventions write input messages (for telemetry that
+    records content): a role and parts (text, tool calls, tool call responses). What is
+    not text (images, audio, files) is named by its type, never copied."""
+    found: list[dict[str, Any]] = []
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        parts: list[dict[str, Any]] = []
+        content = message.get("content")
+        kind = "tool_call_response" if role == "tool" else "text"
+        if isinstance(content, str):
+            parts.append(_content_part(kind, content, message))
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str):
+                    parts.append(_content_part(kind, text, message))
+                elif isinstance(part, dict):
+                    parts.append({"type": str(part.get("type", "unknown"))})
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "id": call.get("id"),
+                        "name": function.get("name"),
+                        "arguments": function.get("arguments"),
+                    }
+                )
+        found.append({"role": role if isinstance(role, str) else "user", "parts": parts})
+    return found
+
+
+def _content_part(kind: str, text: str, message: dict[str, Any]) -> dict[str, Any]:
+    if kind == "tool_call_response":
+        return {"type": kind, "id": message.get("tool_call_id"), "response": text}
+    return {"type": kind, "content": text}
+
+
 # ---------------------------------------------------------------- answers
 
 
@@ -179,6 +222,10 @@ def parse_turn(message: dict[str, Any]) -> Turn:
     )
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def parse_completion(response: dict[str, Any]) -> Round:
     """A whole chat completion as a round: its first choice's message."""
     choices = response.get("choices")
@@ -188,7 +235,14 @@ def parse_completion(response: dict[str, Any]) -> Round:
         if isinstance(message, dict):
             finish = choice.get("finish_reason")
             finish = finish if isinstance(finish, str) else None
-            return Round(parse_turn(message), response.get("usage"), finish, response)
+            return Round(
+                parse_turn(message),
+                response.get("usage"),
+                finish,
+                response,
+                _text(response.get("id")),
+                _text(response.get("model")),
+            )
     raise UpstreamError("The upstream model server answered without a message.")
 
 
@@ -203,13 +257,16 @@ class RoundAssembler:
     the id and name come in the first delta of a call, the arguments in pieces.
     """
 
-    __slots__ = ("_calls", "_text", "finish_reason", "usage")
+    __slots__ = ("_calls", "_text", "finish_reason", "id", "model", "upstream", "usage")
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: str = "") -> None:
+        self.upstream = upstream  # its name, for errors
         self._text: dict[str, list[str]] = {key: [] for key in _FORWARDED}
         self._calls: dict[int, list[Any]] = {}  # index → [id, name, argument pieces]
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.id: str | None = None
+        self.model: str | None = None
 
     def add(self, chunk: dict[str, Any]) -> list[Piece]:
         """The deltas of one chunk to forward; a chunk of the wrong shape is the
@@ -217,10 +274,13 @@ class RoundAssembler:
         error = chunk.get("error")
         if error is not None:
             message = error.get("message") if isinstance(error, dict) else error
-            raise UpstreamError(f"The upstream model server failed mid-stream: {message!s:.1000}")
+            said = message if isinstance(message, str) else None
+            raise server_failed(self.upstream, "an error event in its stream", said)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+        if self.id is None:
+            self.id, self.model = _text(chunk.get("id")), _text(chunk.get("model"))
         choices = _typed(chunk.get("choices"), list, "stream chunk's choices")
         forward: list[Piece] = []
         for choice in choices or ():
@@ -273,4 +333,4 @@ class RoundAssembler:
         )
         refusal = "".join(self._text["refusal"]) or None
         turn = Turn("".join(self._text["content"]) or None, calls, refusal)
-        return Round(turn, self.usage, self.finish_reason)
+        return Round(turn, self.usage, self.finish_reason, None, self.id, self.model)

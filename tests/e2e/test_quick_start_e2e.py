@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from gateway.cli.main import main
+from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import Harness, Model, asks, call, says
 from tests.support.servers import ServeProcess, free_port, wait_for, wait_healthy
 
@@ -122,3 +123,67 @@ def _answers(url: str) -> bool:
     except httpx.TransportError:
         return False
     return True
+
+
+class LoadingModel:
+    """A model server as llama.cpp's is while it loads its model: every request is a
+    503 ``Loading model`` until ``loaded``."""
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self.model = Model(says("Ready now."))
+
+    def answer(self, hit: Received) -> Answer:
+        if not self.loaded:
+            body = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+            return Answer(503, json.dumps(body).encode())
+        if hit.method == "GET":
+            return Answer(body=b'{"object": "list", "data": []}')
+        return self.model.recorder.respond(hit)
+
+
+def test_a_model_server_still_loading_is_reported_as_loading(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loading = LoadingModel()
+    upstream = harness.serve(Recorder(loading.answer)).url
+    data = {
+        "upstreams": [{"name": "local", "base_url": f"{upstream}/v1", "max_retries": 0}],
+        "models": [{"name": "default", "upstream": "local"}],
+    }
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(data))
+
+    assert main(["check", "--config", str(config), "--probe"]) == 1
+    out = capsys.readouterr().out
+    assert f"LOAD model server  local  {upstream}/v1  loading: answered HTTP 503" in out
+    assert "(Loading model)" in out
+    assert "-> it is still loading its model" in out
+
+    served = ServeProcess(config, tmp_path / "serve.log")
+    try:
+
+        def ready() -> dict[str, Any]:
+            return dict(httpx.get(f"{served.url}/readyz").json())
+
+        assert wait_for(lambda: ready().get("upstreams") == {"local": "loading"}, 10)
+        assert ready()["status"] == "ready"  # the gateway itself is
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="x", max_retries=0)
+        with pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(
+                model="default", messages=[{"role": "user", "content": "hi"}]
+            )
+        said = failed.value.response.json()["error"]["message"]
+        assert said == "The upstream model server 'local' failed: Loading model"
+        loading.loaded = True
+        answer = client.chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert answer.choices[0].message.content == "Ready now."
+        assert "upstreams" not in ready()
+        client.close()
+    finally:
+        served.stop()
+    lines = _startup(tmp_path / "serve.log")
+    (model,) = [line for line in lines if line["message"].startswith("model server")]
+    assert "loading" in model["message"]

@@ -267,6 +267,7 @@ def test_a_stream_ends_with_what_the_headers_would_say(stack: StackFactory) -> N
     assert comments == [
         ": x-toolgate-iterations: 2",
         ": x-toolgate-tool-calls: 1",
+        ": x-toolgate-tool-calls-reused: 0",
         ": x-toolgate-stopped: max_iterations",
     ]
     assert lines.index(comments[-1]) < lines.index("data: [DONE]")

@@ -155,10 +155,10 @@ class Counting:
     def __init__(self) -> None:
         self.begun = self.finished = self.abandoned = 0
 
-    def begin(self) -> None:
+    def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.begun += 1
 
-    def abandon(self) -> None:
+    def abandon(self, exchange: Exchange) -> None:
         self.abandoned += 1
 
     async def finish(self, exchange: Exchange, status: int) -> None:

@@ -16,7 +16,7 @@ from gateway.engine.loop import Delta, Event, Final, HandBack, LoopJob, Run, Too
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
-from gateway.upstream.chat_model import ChatModel
+from gateway.upstream.chat_model import ChatModel, Trace
 from gateway.values import Hidden, ToolCall, ToolOutput, Turn
 from tool_registry import CallContext, HttpTool, ToolExecutor, ToolRegistry, ToolSpec
 
@@ -54,7 +54,9 @@ class Model:
         self.requests: list[dict[str, Any]] = []
         self._stall = stall  # streams end without a finish_reason
 
-    async def chat(self, upstream: UpstreamConfig, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
+    ) -> dict[str, Any]:
         self.requests.append(json.loads(json.dumps(body)))
         answer = self._answers.pop(0)
         finish = "tool_calls" if answer.get("tool_calls") else "stop"
@@ -66,7 +68,7 @@ class Model:
         }
 
     async def chat_stream(
-        self, upstream: UpstreamConfig, body: dict[str, Any]
+        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
     ) -> AsyncGenerator[dict[str, Any], None]:
         completion = await self.chat(upstream, body)
         answer = completion["choices"][0]["message"]

@@ -53,6 +53,6 @@ async def test_a_bad_file_keeps_the_old_snapshot(tmp_path: Path) -> None:
     assert (await made.runtimes.reload()).ok
     assert made.runtime is not before
     assert "t1" not in made.runtime.registry
-    exposed = made.metrics.exposition().decode()
+    exposed = made.metrics.exposition()[0].decode()
     assert 'toolgate_config_reloads_total{result="error"} 1.0' in exposed
     assert 'toolgate_config_reloads_total{result="ok"} 1.0' in exposed

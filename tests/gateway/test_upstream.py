@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import httpx
 import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.client import UpstreamClient, map_status_error
+from gateway.upstream.dialect import RoundAssembler
 
 pytestmark = pytest.mark.anyio
 
@@ -70,11 +72,19 @@ async def test_gives_up_after_max_retries() -> None:
     assert len(seen) == 3
 
 
-async def test_unreachable_is_502_naming_no_address() -> None:
-    result, _ = await chat(*(httpx.ConnectError("refused 10.0.0.7") for _ in range(3)))
+async def test_unreachable_is_502_naming_what_to_check_and_no_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, "gateway.upstream"):
+        result, _ = await chat(*(httpx.ConnectError("refused 10.0.0.7") for _ in range(3)))
     assert isinstance(result, UpstreamError)
     assert (result.status, result.code) == (502, "upstream_unavailable")
     assert "10.0.0.7" not in result.message
+    assert "'up'" in result.message  # the upstream's name
+    assert "toolgate check --probe" in result.message
+    assert "base_url" in result.message
+    (line,) = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert UPSTREAM.base_url in line.getMessage()  # the operator's log has the address
 
 
 async def test_read_timeouts_are_504_and_not_retried() -> None:
@@ -91,7 +101,8 @@ async def test_read_timeouts_are_504_and_not_retried() -> None:
         (422, {"error": "unprocessable"}, 422, "unprocessable"),
         (401, {"error": {"message": "Incorrect API key sk-up"}}, 502, "answered HTTP 401"),
         (404, {"error": {"message": "no model"}}, 502, "answered HTTP 404"),
-        (500, {"error": {"message": "oops"}}, 502, "answered HTTP 500"),
+        (500, {"error": {"message": "oops"}}, 502, "'up' failed: oops"),
+        (500, {"detail": "loading"}, 502, "'up' failed (HTTP 500)."),
     ],
 )
 async def test_error_statuses(status: int, body: object, client_status: int, message: str) -> None:
@@ -128,3 +139,20 @@ async def test_the_url_cache_stays_bounded_whatever_paths_are_sent() -> None:
             await response.aclose()
             assert len(client._urls) <= 64
         assert str(response.request.url).startswith("http://up.example/v1/p999/")
+
+
+def test_a_failure_reads_the_same_answered_or_streamed() -> None:
+    """llama.cpp answers a failure with HTTP 500 when not streaming, and with an error
+    event in a 200 stream when streaming: the client reads the same words."""
+    said = "model crashed\nTraceback (most recent call last):\n  File x.py"
+    body = json.dumps({"error": {"code": 500, "message": said}}).encode()
+    answered = map_status_error("up", httpx.Response(500), body)
+    with pytest.raises(UpstreamError) as streamed:
+        RoundAssembler("up").add({"error": {"code": 500, "message": said}})
+    assert answered.message == streamed.value.message
+    assert answered.message == "The upstream model server 'up' failed: model crashed"
+    assert (answered.status, streamed.value.status) == (502, 502)
+    long = map_status_error("up", httpx.Response(500), json.dumps({"error": "x" * 5000}).encode())
+    assert len(long.message) < 400
+    control = map_status_error("up", httpx.Response(502), rb'{"error": "a\u001b[31mb"}')
+    assert "\x1b" not in control.message

@@ -23,7 +23,7 @@ from mcp_types import (
     ToolAnnotations,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PAGE_SIZE = 2  # tools per tools/list page: listing needs several pages
 
@@ -84,19 +84,45 @@ def tools_server(name: str = "demo") -> PagedServer:
 
 
 class HeaderLog:
-    """ASGI middleware keeping every request's headers (lower-case names)."""
+    """ASGI middleware keeping every request's headers (lower-case names) and the
+    JSON-RPC messages its bodies carried (``messages``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.seen: list[dict[str, str]] = []
+        self.messages: list[Any] = []
         self._lock = threading.Lock()
 
+    def calls(self) -> list[dict[str, Any]]:
+        """The ``tools/call`` requests received."""
+        with self._lock:
+            return [
+                m for m in self.messages if isinstance(m, dict) and m.get("method") == "tools/call"
+            ]
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            with self._lock:
-                self.seen.append(headers)
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        with self._lock:
+            self.seen.append(headers)
+        body = bytearray()
+
+        async def reading() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+                if not message.get("more_body", False) and body:
+                    try:
+                        decoded = json.loads(bytes(body))
+                    except ValueError:
+                        decoded = None
+                    with self._lock:
+                        self.messages.append(decoded)
+            return message
+
+        await self.app(scope, reading, send)
 
 
 class LegacyOnly:

@@ -24,7 +24,8 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -73,6 +74,9 @@ class McpServerConfig(BaseModel):
     max_tools: int = Field(default=256, gt=0, le=10000)
     # However often the server says its list changed, it is listed at most this often.
     min_relist_s: float = Field(default=1.0, ge=0, le=3600)
+    # Calls carry the W3C traceparent of their span in ``params._meta`` (as MCP's
+    # SEP-414 has it) when the gateway traces.
+    trace_context: bool = True
 
     @field_validator("url")
     @classmethod
@@ -128,7 +132,9 @@ class McpTool(Tool):
         return "untrusted" if self._open_world else "trusted"
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
-        return await self._server.call(self.remote_name, call.arguments, deadline, http.redactor)
+        return await self._server.call(
+            self.remote_name, call.arguments, deadline, http.redactor, call.trace
+        )
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
@@ -316,9 +322,11 @@ class McpServer:
         arguments: dict[str, Any],
         deadline: float | None,
         redactor: Redactor | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> ToolResult:
         """Call a tool. Trouble is an error result; the caller's ``deadline`` (loop time)
-        passing raises ``TimeoutError``."""
+        passing raises ``TimeoutError``. ``trace`` (W3C headers) goes in the request's
+        ``_meta`` unless the server's ``trace_context`` is off."""
         client = self._client
         if client is None:
             message = f"the MCP server {self.name!r} is not reachable now (the gateway retries)"
@@ -328,7 +336,8 @@ class McpServer:
         callers = deadline is not None and deadline <= ends
         try:
             async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
-                result = await client.call_tool(remote_name, arguments)
+                meta = dict(trace) if trace and self.config.trace_context else None
+                result = await client.call_tool(remote_name, arguments, meta=meta)  # type: ignore[arg-type]
         except TimeoutError:
             if callers:
                 raise
@@ -337,7 +346,7 @@ class McpServer:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 return self._lost(exc)
             message = f"the MCP server refused the call: {exc.error.message}"
-            return error_result(message, "tool_error")
+            return replace(error_result(message, "tool_error"), code=str(exc.code))
         except ValidationError:
             return error_result("the MCP server answered with an invalid result", "tool_error")
         except Exception as exc:

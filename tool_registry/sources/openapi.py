@@ -81,6 +81,7 @@ class OpenApiSource(BaseModel):
     # At most this many operations become tools: a document is not ours to trust, and
     # every tool is a metric series and part of every model request.
     max_tools: int = Field(default=256, gt=0, le=10000)
+    trace_context: bool = True  # calls carry the W3C traceparent of their span
 
     @property
     def is_url(self) -> bool:
@@ -309,6 +310,7 @@ def _operation_spec(
                     "timeout_s": source.timeout_s,
                     "retries": source.retries,
                     "body": body_argument,
+                    "trace_context": source.trace_context,
                 },
                 "result": source.result,
             }

@@ -1,0 +1,424 @@
+"""A request as OpenTelemetry GenAI spans (DESIGN.md §14).
+
+One SERVER span per request (``POST /v1/chat/completions``), whose parent is the
+client's W3C ``traceparent`` when it sent a valid one; under it a CLIENT span
+``chat {model}`` per upstream round and an INTERNAL span ``execute_tool {name}`` per
+tool call, each the parent named by the ``traceparent`` its far side receives. Names
+and attributes follow the OpenTelemetry GenAI semantic conventions (status
+Development; the names of semconv 1.37 to 1.44, since moved to semantic-conventions-genai)
+and the stable HTTP ones; what is Toolgate's own is under ``toolgate.``.
+
+Message contents, tool arguments and results are recorded only with
+``otel.capture_content`` on, then redacted (configured secrets, header-bound
+arguments) and cut. Spans are made from explicit parents, never from the ambient
+context: nothing here touches a context variable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway.errors import GatewayError
+from gateway.values import Round, ToolCall, Turn
+from tool_registry import Redactor, dumps_text
+
+# GenAI semantic conventions.
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+# General and HTTP semantic conventions.
+ERROR_TYPE = "error.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+HTTP_METHOD = "http.request.method"
+HTTP_ROUTE = "http.route"
+HTTP_STATUS = "http.response.status_code"
+URL_PATH = "url.path"
+URL_SCHEME = "url.scheme"
+USER_AGENT = "user_agent.original"
+CLIENT_ADDRESS = "client.address"
+REQUEST_ID_HEADER = "http.request.header.x-request-id"
+RESPONSE_ID_HEADER = "http.response.header.x-request-id"
+RPC_STATUS = "rpc.response.status_code"  # an MCP server's JSON-RPC error code
+# Toolgate's own.
+TENANT = "toolgate.tenant"
+REQUEST_ID = "toolgate.request_id"
+ROUND = "toolgate.round"
+CHOICE = "toolgate.choice"
+FORCED_FINAL = "toolgate.round.final"
+TOOL_SOURCE = "toolgate.tool.source"
+TOOL_OUTCOME = "toolgate.tool.outcome"
+TOOL_REUSED = "toolgate.tool.reused"
+TOOL_CACHED = "toolgate.tool.cached"
+ITERATIONS = "toolgate.iterations"
+TOOL_CALLS = "toolgate.tool_calls"
+TOOL_CALLS_REUSED = "toolgate.tool_calls.reused"
+COST_USD = "toolgate.cost_usd"
+STOPPED = "toolgate.stopped"
+POLICY_EVENT = "toolgate.policy"
+CAP_EVENT = "toolgate.cap"
+
+TOOL_KIND = "extension"  # run by the agent side (the gateway) against an external API
+_DESCRIPTION_CHARS = 256
+_HEADER_CHARS = 128
+_W3C = TraceContextTextMapPropagator()
+
+
+def carrier(span: Span) -> dict[str, str]:
+    """The W3C headers that name ``span`` as the parent on the far side."""
+    context = span.get_span_context()
+    headers = {
+        "traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+        f"{int(context.trace_flags):02x}"
+    }
+    if context.trace_state:
+        headers["tracestate"] = context.trace_state.to_header()
+    return headers
+
+
+def error_type(exc: BaseException) -> str:
+    """``error.type`` of what ended an operation: the gateway's error code, else the
+    exception's class (a client that left: ``cancelled``)."""
+    if isinstance(exc, GatewayError):
+        return exc.code or exc.type
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return "cancelled"
+    return type(exc).__qualname__
+
+
+def _count(usage: Mapping[str, Any], *path: str) -> int | None:
+    value: Any = usage
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if type(value) is int and value >= 0 else None
+
+
+def usage_attributes(usage: Any) -> dict[str, int]:
+    """The token counts of a usage object (chat or Responses shape), as attributes;
+    whatever is not a count is left out."""
+    if not isinstance(usage, dict):
+        return {}
+    found = {
+        INPUT_TOKENS: _count(usage, "prompt_tokens") or _count(usage, "input_tokens"),
+        OUTPUT_TOKENS: _count(usage, "completion_tokens") or _count(usage, "output_tokens"),
+        CACHED_INPUT_TOKENS: _count(usage, "prompt_tokens_details", "cached_tokens")
+        or _count(usage, "input_tokens_details", "cached_tokens"),
+        REASONING_TOKENS: _count(usage, "completion_tokens_details", "reasoning_tokens")
+        or _count(usage, "output_tokens_details", "reasoning_tokens"),
+    }
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def output_messages(turn: Turn, finish_reason: str | None) -> list[dict[str, Any]]:
+    """An assistant turn as the GenAI conventions write an output message."""
+    parts: list[dict[str, Any]] = []
+    if turn.content:
+        parts.append({"type": "text", "content": turn.content})
+    if turn.refusal:
+        parts.append({"type": "refusal", "content": turn.refusal})
+    parts += [_call_part(call) for call in turn.calls]
+    return [{"role": "assistant", "parts": parts, "finish_reason": finish_reason or ""}]
+
+
+def _call_part(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+class Spans:
+    """The app's GenAI spans: its tracer, and what may be recorded of content."""
+
+    def __init__(
+        self, tracer: Tracer, redactor: Redactor, capture_content: bool, content_chars: int
+    ) -> None:
+        self._tracer = tracer
+        self._redactor = redactor
+        self.capture = capture_content
+        self._chars = content_chars
+
+    def content(self, value: Any) -> str:
+        """Content as a span may carry it: JSON text, configured secrets redacted, cut."""
+        text = value if isinstance(value, str) else dumps_text(value)
+        return self._redactor.cut(text, self._chars)
+
+    def start(
+        self, name: str, kind: SpanKind, parent: Span | None, attributes: dict[str, Any]
+    ) -> Span:
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        return self._tracer.start_span(name, context, kind, attributes)
+
+    def request(
+        self,
+        method: str,
+        route: str,
+        scheme: str,
+        headers: Mapping[str, str],
+        client: str | None,
+        request_id: str,
+    ) -> RequestSpan:
+        """A request's span, its parent the client's ``traceparent`` when it is valid
+        (an invalid one is ignored: the request starts a trace of its own)."""
+        attributes: dict[str, Any] = {
+            HTTP_METHOD: method,
+            HTTP_ROUTE: route,
+            URL_PATH: route,
+            URL_SCHEME: scheme,
+            REQUEST_ID: request_id,
+            RESPONSE_ID_HEADER: (request_id,),
+        }
+        agent = headers.get("user-agent")
+        if agent:
+            attributes[USER_AGENT] = agent[:_HEADER_CHARS]
+        given = headers.get("x-request-id")
+        if given:
+            attributes[REQUEST_ID_HEADER] = (given[:_HEADER_CHARS],)
+        if client:
+            attributes[CLIENT_ADDRESS] = client
+        parent = _W3C.extract(headers)
+        span = self._tracer.start_span(f"{method} {route}", parent, SpanKind.SERVER, attributes)
+        return RequestSpan(self, span)
+
+
+class RequestSpan:
+    """One request's span, and the spans of its rounds and tool calls under it."""
+
+    __slots__ = ("_spans", "span", "trace_id")
+
+    def __init__(self, spans: Spans, span: Span) -> None:
+        self._spans = spans
+        self.span = span
+        self.trace_id = format(span.get_span_context().trace_id, "032x")
+
+    @property
+    def capture(self) -> bool:
+        return self._spans.capture
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the request's trace is recorded (and exported)."""
+        return self.span.is_recording()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What names this request's span as the parent (a request passed through)."""
+        return carrier(self.span)
+
+    def round(
+        self,
+        provider: str,
+        base_url: str,
+        model: str,
+        iteration: int,
+        final: bool,
+        max_tokens: int | None,
+        choice: int = 0,
+    ) -> RoundSpan:
+        """A ``chat`` span for one upstream round."""
+        attributes: dict[str, Any] = {
+            OPERATION: "chat",
+            PROVIDER: provider,
+            REQUEST_MODEL: model,
+            ROUND: iteration,
+            FORCED_FINAL: final,
+        }
+        parts = urlsplit(base_url)
+        if parts.hostname:
+            attributes[SERVER_ADDRESS] = parts.hostname
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            attributes[SERVER_PORT] = port
+        if max_tokens is not None:
+            attributes[REQUEST_MAX_TOKENS] = max_tokens
+        if choice:
+            attributes[CHOICE] = choice
+        span = self._spans.start(f"chat {model}", SpanKind.CLIENT, self.span, attributes)
+        return RoundSpan(self._spans, span)
+
+    def tool(self, name: str, call_id: str, source: str, description: str = "") -> ToolSpan:
+        """An ``execute_tool`` span for one tool call."""
+        attributes: dict[str, Any] = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: name,
+            TOOL_CALL_ID: call_id,
+            TOOL_TYPE: TOOL_KIND,
+            TOOL_SOURCE: source,
+        }
+        if description:
+            attributes[TOOL_DESCRIPTION] = description[:_DESCRIPTION_CHARS]
+        span = self._spans.start(f"execute_tool {name}", SpanKind.INTERNAL, self.span, attributes)
+        return ToolSpan(self._spans, span)
+
+    def finish(
+        self,
+        status: int,
+        tenant: str,
+        model: str,
+        *,
+        error: str | None = None,
+        usage: Any = None,
+        iterations: int | None = None,
+        tool_calls: int | None = None,
+        reused_calls: int | None = None,
+        cost_usd: float | None = None,
+        caps: Sequence[str] = (),
+        stopped: str | None = None,
+    ) -> None:
+        """The request is over: what it came to, then the span ends."""
+        span = self.span
+        if span.is_recording():
+            attributes: dict[str, Any] = {HTTP_STATUS: status, TENANT: tenant}
+            if model:
+                attributes[REQUEST_MODEL] = model
+            attributes |= usage_attributes(usage)
+            for name, value in (
+                (ITERATIONS, iterations),
+                (TOOL_CALLS, tool_calls),
+                (TOOL_CALLS_REUSED, reused_calls),
+                (COST_USD, cost_usd),
+                (STOPPED, stopped),
+            ):
+                if value is not None:
+                    attributes[name] = value
+            if error is not None and status >= 400:
+                attributes[ERROR_TYPE] = error
+            span.set_attributes(attributes)
+            for kind in caps:
+                span.add_event(CAP_EVENT, {"toolgate.cap.kind": kind})
+            if status >= 500:  # a server span's error is the server's (HTTP conventions)
+                span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+
+class RoundSpan:
+    """One upstream round's ``chat`` span; ``headers`` go with its request."""
+
+    __slots__ = ("_spans", "headers", "span")
+
+    def __init__(self, spans: Spans, span: Span) -> None:
+        self._spans = spans
+        self.span = span
+        self.headers = carrier(span)
+
+    @property
+    def capture(self) -> bool:
+        """Whether the round's messages are recorded (``otel.capture_content``)."""
+        return self._spans.capture and self.span.is_recording()
+
+    def answered(self, answer: Round, transcript: list[dict[str, Any]] | None = None) -> None:
+        """The round's answer came: what the model server said of it."""
+        span = self.span
+        if span.is_recording():
+            attributes: dict[str, Any] = usage_attributes(answer.usage)
+            if answer.finish_reason:
+                attributes[FINISH_REASONS] = (answer.finish_reason,)
+            if answer.id:
+                attributes[RESPONSE_ID] = answer.id[:_HEADER_CHARS]
+            if answer.model:
+                attributes[RESPONSE_MODEL] = answer.model[:_HEADER_CHARS]
+            spans = self._spans
+            if spans.capture:
+                if transcript is not None:
+                    attributes[INPUT_MESSAGES] = spans.content(transcript)
+                output = output_messages(answer.turn, answer.finish_reason)
+                attributes[OUTPUT_MESSAGES] = spans.content(output)
+            span.set_attributes(attributes)
+        span.end()
+
+    def failed(self, exc: BaseException) -> None:
+        _failed(self.span, exc)
+
+
+class ToolSpan:
+    """One tool call's ``execute_tool`` span; ``headers`` go with the call."""
+
+    __slots__ = ("_spans", "headers", "span")
+
+    def __init__(self, spans: Spans, span: Span) -> None:
+        self._spans = spans
+        self.span = span
+        self.headers = carrier(span)
+
+    def finished(
+        self,
+        outcome: str,
+        status: int | None,
+        *,
+        code: str | None = None,
+        reused: bool = False,
+        cached: bool = False,
+        why: Mapping[str, Any] | None = None,
+        arguments: Any = None,
+        result: str | None = None,
+    ) -> None:
+        """How the call went: its outcome, the HTTP status or MCP error code, whether
+        an earlier call's result was reused, the policy point's verdict."""
+        span = self.span
+        if span.is_recording():
+            attributes: dict[str, Any] = {TOOL_OUTCOME: outcome}
+            if status is not None:
+                attributes[HTTP_STATUS] = status
+            if code is not None:
+                attributes[RPC_STATUS] = code
+            if reused:
+                attributes[TOOL_REUSED] = True
+            if cached:
+                attributes[TOOL_CACHED] = True
+            if outcome != "ok":
+                attributes[ERROR_TYPE] = outcome
+                span.set_status(Status(StatusCode.ERROR))
+            spans = self._spans
+            if spans.capture:
+                if arguments is not None:
+                    attributes[TOOL_ARGUMENTS] = spans.content(arguments)
+                if result is not None:
+                    attributes[TOOL_RESULT] = spans.content(result)
+            span.set_attributes(attributes)
+            if why:
+                span.add_event(POLICY_EVENT, _flat("toolgate.policy", why))
+        span.end()
+
+    def failed(self, exc: BaseException) -> None:
+        _failed(self.span, exc)
+
+
+def _failed(span: Span, exc: BaseException) -> None:
+    """An operation ended by an error: its type, and a status (no message: it may
+    carry what a far side wrote)."""
+    if span.is_recording():
+        span.set_attribute(ERROR_TYPE, error_type(exc))
+        span.set_status(Status(StatusCode.ERROR))
+    span.end()
+
+
+def _flat(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A verdict's reasons as event attributes: scalars as they are, the rest as JSON."""
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, str | bool | int | float):
+            flat[f"{prefix}.{key}"] = value
+        else:
+            flat[f"{prefix}.{key}"] = dumps_text(value)
+    return flat
