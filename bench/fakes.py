@@ -3,12 +3,14 @@
     python -m bench.fakes upstream --port 9001 [--latency-ms 0] [--ttft-ms 20]
                                    [--tokens 20] [--token-interval-ms 5]
     python -m bench.fakes tools --port 9002
+    python -m bench.fakes collector --port 9003
 
 The upstream answers by model name: ``bench-tool1`` asks for one ``bench_fast`` call,
 ``bench-tools4`` for four ``bench_slow`` calls, anything else answers at once; once the
 history holds tool results it answers. ``stream: true`` is answered as SSE: the first
 token after ``ttft-ms``, then one token every ``token-interval-ms``. The tool server
-answers ``/tool?ms=N`` after N milliseconds.
+answers ``/tool?ms=N`` after N milliseconds. The collector takes OTLP/HTTP exports
+and answers each with an empty success, as a collector that keeps up does.
 """
 
 from __future__ import annotations
@@ -124,9 +126,13 @@ async def tools(request: Request, response: Responder) -> None:
     response.send(200, b'{"ok":true,"value":42}')
 
 
+async def collector(request: Request, response: Responder) -> None:
+    response.send(200, b"", b"application/x-protobuf")  # an empty ExportTraceServiceResponse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.fakes")
-    parser.add_argument("kind", choices=["upstream", "tools"])
+    parser.add_argument("kind", choices=["upstream", "tools", "collector"])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency-ms", type=float, default=0)
@@ -136,6 +142,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.kind == "tools":
         run(tools, args.host, args.port)
+    elif args.kind == "collector":
+        run(collector, args.host, args.port)
     else:
         upstream = Upstream(
             args.latency_ms / 1000, args.ttft_ms / 1000, args.tokens, args.token_interval_ms / 1000

@@ -77,7 +77,8 @@ class Bench:
     def __init__(self, work: Path) -> None:
         self.work = work
         self.procs = Processes(work)
-        self.ports = {name: free_port() for name in ("upstream", "slow", "tools", "base", "gw")}
+        names = ("upstream", "slow", "tools", "base", "gw", "collector", "gw_traced")
+        self.ports = {name: free_port() for name in names}
 
     def start(self) -> None:
         p = self.ports
@@ -90,6 +91,8 @@ class Bench:
             p["slow"],
         )
         self.procs.python("tools", ["bench.fakes", "tools", "--port", str(p["tools"])], p["tools"])
+        collector = ["bench.fakes", "collector", "--port", str(p["collector"])]
+        self.procs.python("collector", collector, p["collector"])
         self.procs.python(
             "baseline",
             [
@@ -117,15 +120,28 @@ class Bench:
             p["gw"],
         )
         self.pids["toolgate"] = self.gateway.pid
+        # The same gateway with tracing on: every request sampled, exported over OTLP/HTTP.
+        traced = self.procs.start(
+            "toolgate-traced",
+            [toolgate, "serve", "--config", str(config), "--port", str(p["gw_traced"])],
+            p["gw_traced"],
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}"},
+        )
+        self.pids["toolgate_traced"] = traced.pid
 
     def url(self, target: str, api: str = "chat") -> str:
-        port = {"direct": "upstream", "baseline": "base", "toolgate": "gw"}[target]
+        port = {
+            "direct": "upstream",
+            "baseline": "base",
+            "toolgate": "gw",
+            "toolgate_traced": "gw_traced",
+        }[target]
         path = {"chat": CHAT, "responses": RESPONSES, "floor": FLOOR}[api]
         return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
         """``api="responses"``: the same request through ``POST /v1/responses``."""
-        headers = {"authorization": f"Bearer {key}"} if target == "toolgate" else {}
+        headers = {"authorization": f"Bearer {key}"} if target.startswith("toolgate") else {}
         stream = options.pop("stream", False)
         api = options.pop("api", "chat")
         return Load(
@@ -191,6 +207,12 @@ def _scenarios(
             ),
             "d_tool_round_budget": L(
                 "toolgate", "bench-tool1-priced", BUDGET_KEY, concurrency=32, seconds=seconds
+            ),
+            "c_passthrough_traced": L(
+                "toolgate_traced", "bench-plain", concurrency=32, seconds=seconds
+            ),
+            "d_tool_round_traced": L(
+                "toolgate_traced", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
             ),
             "b_baseline_tool_round": L(
                 "baseline", "bench-tool1", concurrency=32, seconds=seconds, api="floor"
@@ -314,6 +336,18 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "(d) with a priced model and a day budget, rps ≥ 90% of (d)'s",
             r["d_tool_round_budget"]["rps"] / r["d_tool_round"]["rps"],
             0.90,
+            "ratio",
+        ),
+        (
+            "(c) with tracing on (every request sampled and exported), rps ≥ 85% of (c)'s",
+            r["c_passthrough_traced"]["rps"] / r["c_passthrough"]["rps"],
+            0.85,
+            "ratio",
+        ),
+        (
+            "(d) with tracing on, rps ≥ 85% of (d)'s",
+            r["d_tool_round_traced"]["rps"] / r["d_tool_round"]["rps"],
+            0.85,
             "ratio",
         ),
         (

@@ -56,12 +56,10 @@ SERVER_PORT = "server.port"
 HTTP_METHOD = "http.request.method"
 HTTP_ROUTE = "http.route"
 HTTP_STATUS = "http.response.status_code"
-URL_PATH = "url.path"
 URL_SCHEME = "url.scheme"
 USER_AGENT = "user_agent.original"
 CLIENT_ADDRESS = "client.address"
-REQUEST_ID_HEADER = "http.request.header.x-request-id"
-RESPONSE_ID_HEADER = "http.response.header.x-request-id"
+REQUEST_ID_HEADER = "http.request.header.x-request-id"  # the client's own, if it sent one
 RPC_STATUS = "rpc.response.status_code"  # an MCP server's JSON-RPC error code
 # Toolgate's own.
 TENANT = "toolgate.tenant"
@@ -183,10 +181,8 @@ class Spans:
         attributes: dict[str, Any] = {
             HTTP_METHOD: method,
             HTTP_ROUTE: route,
-            URL_PATH: route,
             URL_SCHEME: scheme,
-            REQUEST_ID: request_id,
-            RESPONSE_ID_HEADER: (request_id,),
+            REQUEST_ID: request_id,  # the x-request-id it answers with
         }
         agent = headers.get("user-agent")
         if agent:

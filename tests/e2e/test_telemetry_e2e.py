@@ -152,7 +152,11 @@ def test_a_request_is_one_span_tree_under_the_clients_trace(harness: Harness) ->
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL,
         messages=[{"role": "user", "content": CONTENT}],
-        extra_headers={"traceparent": header, "tracestate": "vendor=opaque"},
+        extra_headers={
+            "traceparent": header,
+            "tracestate": "vendor=opaque",
+            "x-request-id": "client-side-id-7",
+        },
     )
     assert raw.parse().choices[0].message.content == "Done."
     assert raw.headers["x-toolgate-trace-id"] == trace_id
@@ -188,7 +192,7 @@ def test_a_request_is_one_span_tree_under_the_clients_trace(harness: Harness) ->
     assert request.attributes["http.response.status_code"] == 200
     assert request.attributes["toolgate.tenant"] == "acme"
     assert request.attributes["toolgate.request_id"] == raw.headers["x-request-id"]
-    assert request.attributes["http.response.header.x-request-id"] == [raw.headers["x-request-id"]]
+    assert request.attributes["http.request.header.x-request-id"] == ["client-side-id-7"]
     assert request.attributes["toolgate.iterations"] == 3
     assert request.attributes["toolgate.tool_calls"] == 3
     assert request.attributes["gen_ai.usage.input_tokens"] == 3 * 3
