@@ -23,6 +23,7 @@ from gateway.errors import ConfigError
 from gateway.ops.gc_tuning import tune_gc
 from gateway.ops.logs import configure_logging
 from gateway.ops.redaction import redactor_of
+from gateway.ops.telemetry import otel_settings
 from gateway.runtime.loader import load_config
 
 DEFAULT_CONFIG = "config/gateway.yaml"
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return _example_tools(args)
     try:
         config = load_config(args.config)
+        otel_settings(config.otel, os.environ)  # a bad OTEL_* variable stops us here too
     except ConfigError as exc:
         print(f"toolgate: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -82,6 +82,7 @@ CAP_EVENT = "toolgate.cap"
 TOOL_KIND = "extension"  # run by the agent side (the gateway) against an external API
 _DESCRIPTION_CHARS = 256
 _HEADER_CHARS = 128
+_SERVERS_KEPT = 64
 _W3C = TraceContextTextMapPropagator()
 
 
@@ -155,6 +156,21 @@ class Spans:
         self._redactor = redactor
         self.capture = capture_content
         self._chars = content_chars
+        self._servers: dict[str, dict[str, Any]] = {}  # base URL → its server.* attributes
+
+    def server(self, base_url: str) -> dict[str, Any]:
+        """``server.address`` and ``server.port`` of a model server, worked out once."""
+        found = self._servers.get(base_url)
+        if found is None:
+            if len(self._servers) >= _SERVERS_KEPT:
+                self._servers.clear()
+            parts = urlsplit(base_url)
+            found = {}
+            if parts.hostname:
+                found[SERVER_ADDRESS] = parts.hostname
+                found[SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
+            self._servers[base_url] = found
+        return found
 
     def content(self, value: Any) -> str:
         """Content as a span may carry it: JSON text, configured secrets redacted, cut."""
@@ -198,28 +214,29 @@ class Spans:
 
 
 class RequestSpan:
-    """One request's span, and the spans of its rounds and tool calls under it."""
+    """One request's span, and the spans of its rounds and tool calls under it. When
+    the request is not sampled, neither is anything under it: its rounds and tool calls
+    cost no span at all, and pass the request's own (unsampled) context on."""
 
-    __slots__ = ("_spans", "span", "trace_id")
+    __slots__ = ("_headers", "_spans", "sampled", "span", "trace_id")
 
     def __init__(self, spans: Spans, span: Span) -> None:
         self._spans = spans
         self.span = span
         self.trace_id = format(span.get_span_context().trace_id, "032x")
+        self.sampled = span.is_recording()  # recorded, and exported
+        self._headers: dict[str, str] | None = None
 
     @property
     def capture(self) -> bool:
-        return self._spans.capture
-
-    @property
-    def sampled(self) -> bool:
-        """Whether the request's trace is recorded (and exported)."""
-        return self.span.is_recording()
+        return self._spans.capture and self.sampled
 
     @property
     def headers(self) -> dict[str, str]:
         """What names this request's span as the parent (a request passed through)."""
-        return carrier(self.span)
+        if self._headers is None:
+            self._headers = carrier(self.span)
+        return self._headers
 
     def round(
         self,
@@ -232,27 +249,27 @@ class RequestSpan:
         choice: int = 0,
     ) -> RoundSpan:
         """A ``chat`` span for one upstream round."""
+        if not self.sampled:
+            return RoundSpan(self._spans, None, self.headers)
         attributes: dict[str, Any] = {
             OPERATION: "chat",
             PROVIDER: provider,
             REQUEST_MODEL: model,
             ROUND: iteration,
             FORCED_FINAL: final,
+            **self._spans.server(base_url),
         }
-        parts = urlsplit(base_url)
-        if parts.hostname:
-            attributes[SERVER_ADDRESS] = parts.hostname
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            attributes[SERVER_PORT] = port
         if max_tokens is not None:
             attributes[REQUEST_MAX_TOKENS] = max_tokens
         if choice:
             attributes[CHOICE] = choice
         span = self._spans.start(f"chat {model}", SpanKind.CLIENT, self.span, attributes)
-        return RoundSpan(self._spans, span)
+        return RoundSpan(self._spans, span, carrier(span))
 
     def tool(self, name: str, call_id: str, source: str, description: str = "") -> ToolSpan:
         """An ``execute_tool`` span for one tool call."""
+        if not self.sampled:
+            return ToolSpan(self._spans, None, self.headers)
         attributes: dict[str, Any] = {
             OPERATION: "execute_tool",
             TOOL_NAME: name,
@@ -263,7 +280,7 @@ class RequestSpan:
         if description:
             attributes[TOOL_DESCRIPTION] = description[:_DESCRIPTION_CHARS]
         span = self._spans.start(f"execute_tool {name}", SpanKind.INTERNAL, self.span, attributes)
-        return ToolSpan(self._spans, span)
+        return ToolSpan(self._spans, span, carrier(span))
 
     def finish(
         self,
@@ -282,7 +299,7 @@ class RequestSpan:
     ) -> None:
         """The request is over: what it came to, then the span ends."""
         span = self.span
-        if span.is_recording():
+        if self.sampled:
             attributes: dict[str, Any] = {HTTP_STATUS: status, TENANT: tenant}
             if model:
                 attributes[REQUEST_MODEL] = model
@@ -307,23 +324,26 @@ class RequestSpan:
 
 
 class RoundSpan:
-    """One upstream round's ``chat`` span; ``headers`` go with its request."""
+    """One upstream round's ``chat`` span (None: not sampled); ``headers`` go with its
+    request."""
 
     __slots__ = ("_spans", "headers", "span")
 
-    def __init__(self, spans: Spans, span: Span) -> None:
+    def __init__(self, spans: Spans, span: Span | None, headers: dict[str, str]) -> None:
         self._spans = spans
         self.span = span
-        self.headers = carrier(span)
+        self.headers = headers
 
     @property
     def capture(self) -> bool:
         """Whether the round's messages are recorded (``otel.capture_content``)."""
-        return self._spans.capture and self.span.is_recording()
+        return self._spans.capture and self.span is not None
 
     def answered(self, answer: Round, transcript: list[dict[str, Any]] | None = None) -> None:
         """The round's answer came: what the model server said of it."""
         span = self.span
+        if span is None:
+            return
         if span.is_recording():
             attributes: dict[str, Any] = usage_attributes(answer.usage)
             if answer.finish_reason:
@@ -342,18 +362,20 @@ class RoundSpan:
         span.end()
 
     def failed(self, exc: BaseException) -> None:
-        _failed(self.span, exc)
+        if self.span is not None:
+            _failed(self.span, exc)
 
 
 class ToolSpan:
-    """One tool call's ``execute_tool`` span; ``headers`` go with the call."""
+    """One tool call's ``execute_tool`` span (None: not sampled); ``headers`` go with
+    the call."""
 
     __slots__ = ("_spans", "headers", "span")
 
-    def __init__(self, spans: Spans, span: Span) -> None:
+    def __init__(self, spans: Spans, span: Span | None, headers: dict[str, str]) -> None:
         self._spans = spans
         self.span = span
-        self.headers = carrier(span)
+        self.headers = headers
 
     def finished(
         self,
@@ -370,6 +392,8 @@ class ToolSpan:
         """How the call went: its outcome, the HTTP status or MCP error code, whether
         an earlier call's result was reused, the policy point's verdict."""
         span = self.span
+        if span is None:
+            return
         if span.is_recording():
             attributes: dict[str, Any] = {TOOL_OUTCOME: outcome}
             if status is not None:
@@ -395,7 +419,8 @@ class ToolSpan:
         span.end()
 
     def failed(self, exc: BaseException) -> None:
-        _failed(self.span, exc)
+        if self.span is not None:
+            _failed(self.span, exc)
 
 
 def _failed(span: Span, exc: BaseException) -> None:

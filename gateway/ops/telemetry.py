@@ -161,12 +161,16 @@ def _sampler(config: OtelConfig, environ: Mapping[str, str]) -> tuple[str, float
     return name, ratio
 
 
-def otel_settings(config: OtelConfig, environ: Mapping[str, str]) -> OtelSettings | None:
-    """Tracing as the file and the environment say, or None when it is off."""
+def otel_settings(
+    config: OtelConfig, environ: Mapping[str, str], *, grpc_exporter: str = GRPC_EXPORTER
+) -> OtelSettings | None:
+    """Tracing as the file and the environment say, or None when it is off. gRPC needs
+    the module ``grpc_exporter`` (the extra's), looked for now: its absence stops the
+    start rather than the first export."""
     if not _enabled(config, environ):
         return None
     protocol = _protocol(config, environ)
-    if protocol == "grpc" and importlib.util.find_spec(GRPC_EXPORTER) is None:
+    if protocol == "grpc" and importlib.util.find_spec(grpc_exporter) is None:
         raise ConfigError(
             "otel.protocol grpc needs the gRPC exporter: pip install 'toolgate[otlp-grpc]'"
         )

@@ -7,7 +7,10 @@ span, driven by the real ``openai`` SDK."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,15 @@ import pytest
 
 from gateway import GatewayConfig, create_app
 from tests.support.mcp_servers import HeaderLog, tools_server
-from tests.support.otlp import CLIENT, INTERNAL, SERVER, STATUS_ERROR, OtlpReceiver, ReceivedSpan
+from tests.support.otlp import (
+    CLIENT,
+    INTERNAL,
+    SERVER,
+    STATUS_ERROR,
+    GrpcCollector,
+    OtlpReceiver,
+    ReceivedSpan,
+)
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import (
     MODEL,
@@ -28,9 +39,10 @@ from tests.support.scripted import (
     Model,
     asks,
     call,
+    chat,
     says,
 )
-from tests.support.servers import ServerThread, free_port, wait_for
+from tests.support.servers import TOOLGATE, ServerThread, free_port, wait_for, wait_healthy
 
 PETS = Path(__file__).parent.parent / "fixtures" / "openapi" / "pets-3.0.json"
 PETS_KEY = "pets-query-key-CANARY-0024"
@@ -296,6 +308,21 @@ def test_streamed_and_responses_requests_are_traced_alike(harness: Harness) -> N
     assert request.name == "POST /v1/responses"
     assert request.parent_id == client_span
     assert len([s for s in spans if s.parent_id == request.span_id]) == 3
+
+    header, trace_id, client_span = traceparent()
+    with client.responses.stream(
+        model=MODEL, input="go", extra_headers={"traceparent": header}
+    ) as stream:
+        assert stream.get_final_response().output_text == "Done."
+    spans = spans_of(collector, trace_id, 4)
+    (request,) = [s for s in spans if s.kind == SERVER]
+    assert request.name == "POST /v1/responses"
+    assert request.parent_id == client_span
+    assert sorted(s.name for s in spans if s.parent_id == request.span_id) == [
+        f"chat {MODEL}",
+        f"chat {MODEL}",
+        "execute_tool string_length",
+    ]
 
 
 def test_content_is_recorded_only_when_asked_and_then_redacted(harness: Harness) -> None:
@@ -607,3 +634,86 @@ def test_the_latency_histogram_links_a_traced_request_to_its_trace(harness: Harn
     plain = httpx.get(f"{server.url}/metrics")  # the text format, as before
     assert plain.headers["content-type"].startswith("text/plain")
     assert "trace_id" not in plain.text
+
+
+def test_every_worker_process_exports_its_spans(harness: Harness, tmp_path: Path) -> None:
+    """``toolgate serve --workers 2``: each worker builds its own tracer provider after
+    it starts, and the operator's ``OTEL_*`` variables reach them all."""
+    collector = OtlpReceiver()
+    otlp = harness.serve(collector).url
+    model = Model(says("Plain."))
+    upstream = harness.serve(model.recorder).url
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "upstreams": [{"name": "up", "base_url": f"{upstream}/v1"}],
+                "models": [{"name": MODEL, "upstream": "up"}],
+            }
+        )
+    )
+    port = free_port()
+    environ = {**os.environ, **FAST_EXPORT, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp}
+    command = [TOOLGATE, "serve", "--config", str(config), "--port", str(port), "--workers", "2"]
+    url = f"http://127.0.0.1:{port}"
+    trace_ids = set()
+    with subprocess.Popen(command, env=environ, stderr=subprocess.PIPE) as process:
+        try:
+            wait_healthy(url, process)
+            with httpx.Client(timeout=10) as client:
+                for _ in range(8):
+                    answer = client.post(f"{url}/v1/chat/completions", json=chat("hi"))
+                    trace_ids.add(answer.headers["x-toolgate-trace-id"])
+            assert wait_for(lambda: trace_ids <= {s.trace_id for s in collector.spans}, 10)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+    assert len(trace_ids) == 8
+    assert {s.name for s in collector.spans} == {"POST /v1/chat/completions"}
+    assert all(s.resource["service.instance.id"] for s in collector.spans)
+
+
+def test_check_says_where_spans_go_and_refuses_a_bad_variable(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
+    environ = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.internal:4318"}
+    command = [TOOLGATE, "check", "--config", str(example), "--offline"]
+    result = subprocess.run(command, env=environ, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "tracing: OTLP http/protobuf to http://collector.internal:4318/v1/traces "
+        "(sampler parentbased_always_on)" in result.stdout
+    )
+    environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/json"
+    result = subprocess.run(command, env=environ, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' is not supported" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_spans_go_over_grpc_with_the_extra(harness: Harness) -> None:
+    collector = GrpcCollector()
+    harness.on_close(collector.stop)
+    server, model, _ = one_tool_stack(
+        harness,
+        None,
+        endpoint=f"http://127.0.0.1:{collector.port}",
+        protocol="grpc",
+        headers={"x-collector-key": "grpc-CANARY-24"},
+    )
+    header, trace_id, client_span = traceparent()
+    sdk(harness, server).chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "go"}],
+        extra_headers={"traceparent": header},
+    )
+    assert wait_for(lambda: len(collector.of_trace(trace_id)) >= 4, 10)
+    spans = collector.of_trace(trace_id)
+    (request,) = [s for s in spans if s.kind == SERVER]
+    assert request.parent_id == client_span
+    assert sorted(s.name for s in spans if s.parent_id == request.span_id) == [
+        f"chat {MODEL}",
+        f"chat {MODEL}",
+        "execute_tool string_length",
+    ]
+    assert collector.metadata[0]["x-collector-key"] == "grpc-CANARY-24"
+    assert len(model.requests) == 2

@@ -1,9 +1,11 @@
-"""An OpenTelemetry collector for the tests: OTLP/HTTP on loopback, the protobuf wire
-format decoded with opentelemetry-proto, every span kept as it arrived."""
+"""OpenTelemetry collectors for the tests, on loopback: OTLP/HTTP (``OtlpReceiver``, an
+ASGI app) and OTLP/gRPC (``GrpcCollector``, a grpcio server), the protobuf wire format
+decoded with opentelemetry-proto, every span kept as it arrived."""
 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +53,31 @@ class ReceivedSpan:
     end_ns: int
 
 
+def decode(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
+    """The spans of one export, as they came."""
+    received = []
+    for resource_spans in request.resource_spans:
+        resource = attributes_of(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                received.append(
+                    ReceivedSpan(
+                        span.name,
+                        span.kind,
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        attributes_of(span.attributes),
+                        [(e.name, attributes_of(e.attributes)) for e in span.events],
+                        span.status.code,
+                        resource,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                    )
+                )
+    return received
+
+
 class OtlpReceiver:
     """Serves ``POST /v1/traces``; ``spans`` holds what came, ``fail`` makes it refuse."""
 
@@ -77,27 +104,7 @@ class OtlpReceiver:
             await send({"type": "http.response.start", "status": 503, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
-        request = ExportTraceServiceRequest.FromString(body)
-        received = []
-        for resource_spans in request.resource_spans:
-            resource = attributes_of(resource_spans.resource.attributes)
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    received.append(
-                        ReceivedSpan(
-                            span.name,
-                            span.kind,
-                            span.trace_id.hex(),
-                            span.span_id.hex(),
-                            span.parent_span_id.hex(),
-                            attributes_of(span.attributes),
-                            [(e.name, attributes_of(e.attributes)) for e in span.events],
-                            span.status.code,
-                            resource,
-                            span.start_time_unix_nano,
-                            span.end_time_unix_nano,
-                        )
-                    )
+        received = decode(ExportTraceServiceRequest.FromString(body))
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         with self._lock:
             self.spans += received
@@ -110,3 +117,38 @@ class OtlpReceiver:
         }
         await send(start)
         await send({"type": "http.response.body", "body": answer})
+
+
+class GrpcCollector:
+    """OTLP/gRPC: the ``TraceService`` on a free loopback port, until ``stop``."""
+
+    def __init__(self) -> None:
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        self.spans: list[ReceivedSpan] = []
+        self.metadata: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        collector = self
+
+        class Service(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(
+                self, request: ExportTraceServiceRequest, context: Any
+            ) -> ExportTraceServiceResponse:
+                with collector._lock:
+                    collector.spans += decode(request)
+                    collector.metadata.append(dict(context.invocation_metadata()))
+                return ExportTraceServiceResponse()
+
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        add = trace_service_pb2_grpc.add_TraceServiceServicer_to_server
+        add(Service(), self._server)  # type: ignore[no-untyped-call]
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    def of_trace(self, trace_id: str) -> list[ReceivedSpan]:
+        with self._lock:
+            return [s for s in self.spans if s.trace_id == trace_id]
+
+    def stop(self) -> None:
+        self._server.stop(grace=None)
