@@ -61,6 +61,7 @@ USER_AGENT = "user_agent.original"
 CLIENT_ADDRESS = "client.address"
 REQUEST_ID_HEADER = "http.request.header.x-request-id"  # the client's own, if it sent one
 RPC_STATUS = "rpc.response.status_code"  # an MCP server's JSON-RPC error code
+MCP_METHOD = "mcp.method.name"
 # Toolgate's own.
 TENANT = "toolgate.tenant"
 REQUEST_ID = "toolgate.request_id"
@@ -212,6 +213,28 @@ class Spans:
         span = self._tracer.start_span(f"{method} {route}", parent, SpanKind.SERVER, attributes)
         return RequestSpan(self, span)
 
+    def mcp_call(
+        self, tool: str, meta: Mapping[str, Any] | None, headers: Mapping[str, str], request_id: str
+    ) -> RequestSpan:
+        """An MCP client's ``tools/call`` (``POST /mcp``) as a SERVER span
+        ``tools/call {name}``, its parent the ``traceparent`` of the call's ``_meta``
+        (MCP's SEP-414), else of the HTTP request."""
+        carried = {
+            key: value
+            for key in ("traceparent", "tracestate")
+            if isinstance(value := (meta or {}).get(key), str)
+        }
+        attributes: dict[str, Any] = {
+            MCP_METHOD: "tools/call",
+            OPERATION: "execute_tool",
+            TOOL_NAME: tool,
+            REQUEST_ID: request_id,
+        }
+        parent = _W3C.extract(carried if "traceparent" in carried else headers)
+        name = f"tools/call {tool}"
+        span = self._tracer.start_span(name, parent, SpanKind.SERVER, attributes)
+        return RequestSpan(self, span)
+
 
 class RequestSpan:
     """One request's span, and the spans of its rounds and tool calls under it. When
@@ -319,6 +342,16 @@ class RequestSpan:
             for kind in caps:
                 span.add_event(CAP_EVENT, {"toolgate.cap.kind": kind})
             if status >= 500:  # a server span's error is the server's (HTTP conventions)
+                span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+    def finish_call(self, tenant: str, outcome: str) -> None:
+        """An MCP client's call is over (``mcp_call``): its outcome, then the span ends."""
+        span = self.span
+        if self.sampled:
+            span.set_attributes({TENANT: tenant, TOOL_OUTCOME: outcome})
+            if outcome != "ok":
+                span.set_attribute(ERROR_TYPE, outcome)
                 span.set_status(Status(StatusCode.ERROR))
         span.end()
 

@@ -6,7 +6,8 @@ with the same governance as the chat loop: the tenant's key, its allowlist, its
 HTTP request counts as one request), the tool-result cache, metrics and a trace per
 call (``GET /v1/toolgate/traces/{x-request-id}``). A tenant can neither list nor call
 another tenant's tools: a name outside its allowlist is an error result naming only
-its own tools.
+its own tools. With tracing on, a call is a span ``tools/call {name}`` whose parent is
+the ``traceparent`` of its ``_meta`` (MCP's SEP-414), over the tool call's own span.
 
 The protocol is the official ``mcp`` SDK's, stateless: the current revision and the
 earlier session-based one both work, on any replica, with nothing kept between
@@ -198,24 +199,35 @@ class McpEndpoint:
             tenant=tenant.id,
             metrics=gateway.metrics,
         )
+        spans = self._observer.spans
+        meta = params.meta if isinstance(params.meta, dict) else None
+        trace = (
+            spans.mcp_call(params.name, meta, caller.headers, caller.request_id)
+            if spans is not None
+            else None
+        )
         runner = ToolRunner(
             policy,
             gateway.executor,
             CallContext(tenant.id, caller.headers),
             gateway.cache,
             gateway.metrics,
+            trace,
         )
         call = ToolCall(caller.request_id, params.name, dumps_text(params.arguments or {}))
         deadline = asyncio.get_running_loop().time() + tenant.limits.request_timeout_s
         runnable = min(1, tenant.limits.max_tool_calls)
         budget = policy.budget = gateway.budgets.for_tools(tenant, limits)
+        outcome = "cancelled"
         try:
             outputs, _ = await runner.run([call], runnable, deadline)
+            record = runner.records[-1] if runner.records else None
+            outcome = record.outcome if record is not None else "denied"
         finally:
             if budget is not None:
                 await budget.close()
-        record = runner.records[-1] if runner.records else None
-        outcome = record.outcome if record is not None else "denied"
+            if trace is not None:
+                trace.finish_call(tenant.id, outcome)
         await self._observer.tool_call(
             caller.request_id, tenant.id, params.name, outcome, started, policy.registry, runner
         )

@@ -6,6 +6,7 @@ span, driven by the real ``openai`` SDK."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -13,11 +14,15 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
+import httpx2
 import openai
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import RequestParamsMeta
 
 from gateway import GatewayConfig, create_app
 from tests.support.mcp_servers import HeaderLog, tools_server
@@ -717,3 +722,32 @@ def test_spans_go_over_grpc_with_the_extra(harness: Harness) -> None:
     ]
     assert collector.metadata[0]["x-collector-key"] == "grpc-CANARY-24"
     assert len(model.requests) == 2
+
+
+def test_a_call_through_the_gateways_mcp_server_is_traced(harness: Harness) -> None:
+    """An MCP client's ``tools/call`` on ``POST /mcp``: its ``_meta.traceparent`` is the
+    parent, the tool receives its own span's."""
+    collector = OtlpReceiver()
+    server, _, sources = one_tool_stack(harness, collector)
+    header, trace_id, client_span = traceparent()
+
+    async def call() -> None:
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TENANT_KEY}"})
+        client = Client(streamable_http_client(f"{server.url}/mcp", http_client=http))
+        async with http, client:
+            result = await client.call_tool(
+                "string_length", {"s": "abc"}, meta=cast(RequestParamsMeta, {"traceparent": header})
+            )
+            assert not result.is_error
+
+    asyncio.run(call())
+    spans = spans_of(collector, trace_id, 2)
+    (request,) = [s for s in spans if s.kind == SERVER]
+    (tool,) = [s for s in spans if s.kind == INTERNAL]
+    assert request.name == "tools/call string_length"
+    assert request.parent_id == client_span
+    assert request.attributes["mcp.method.name"] == "tools/call"
+    assert request.attributes["toolgate.tool.outcome"] == "ok"
+    assert tool.parent_id == request.span_id
+    (hit,) = sources.tools.hits
+    assert parent_of(hit.headers.get("traceparent")) == tool.span_id

@@ -26,7 +26,7 @@ import fnmatch
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp_types
@@ -336,8 +336,12 @@ class McpServer:
         callers = deadline is not None and deadline <= ends
         try:
             async with asyncio.timeout_at(ends if deadline is None else min(ends, deadline)):
-                meta = dict(trace) if trace and self.config.trace_context else None
-                result = await client.call_tool(remote_name, arguments, meta=meta)  # type: ignore[arg-type]
+                meta = (
+                    cast(mcp_types.RequestParamsMeta, dict(trace))
+                    if trace and self.config.trace_context
+                    else None
+                )
+                result = await client.call_tool(remote_name, arguments, meta=meta)
         except TimeoutError:
             if callers:
                 raise
