@@ -356,9 +356,9 @@ class RequestSpan:
         span.end()
 
 
-class RoundSpan:
-    """One upstream round's ``chat`` span (None: not sampled); ``headers`` go with its
-    request."""
+class ChildSpan:
+    """A span under a request's (None: the request is not sampled); ``headers`` (W3C)
+    go with what it stands for, naming it as the far side's parent."""
 
     __slots__ = ("_spans", "headers", "span")
 
@@ -366,6 +366,23 @@ class RoundSpan:
         self._spans = spans
         self.span = span
         self.headers = headers
+
+    def failed(self, exc: BaseException) -> None:
+        """An error ended it: its type, and an error status (no message: it may carry
+        what a far side wrote)."""
+        span = self.span
+        if span is None:
+            return
+        if span.is_recording():
+            span.set_attribute(ERROR_TYPE, error_type(exc))
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+
+class RoundSpan(ChildSpan):
+    """One upstream round's ``chat`` span."""
+
+    __slots__ = ()
 
     @property
     def capture(self) -> bool:
@@ -394,21 +411,11 @@ class RoundSpan:
             span.set_attributes(attributes)
         span.end()
 
-    def failed(self, exc: BaseException) -> None:
-        if self.span is not None:
-            _failed(self.span, exc)
 
+class ToolSpan(ChildSpan):
+    """One tool call's ``execute_tool`` span."""
 
-class ToolSpan:
-    """One tool call's ``execute_tool`` span (None: not sampled); ``headers`` go with
-    the call."""
-
-    __slots__ = ("_spans", "headers", "span")
-
-    def __init__(self, spans: Spans, span: Span | None, headers: dict[str, str]) -> None:
-        self._spans = spans
-        self.span = span
-        self.headers = headers
+    __slots__ = ()
 
     def finished(
         self,
@@ -450,19 +457,6 @@ class ToolSpan:
             if why:
                 span.add_event(POLICY_EVENT, _flat("toolgate.policy", why))
         span.end()
-
-    def failed(self, exc: BaseException) -> None:
-        if self.span is not None:
-            _failed(self.span, exc)
-
-
-def _failed(span: Span, exc: BaseException) -> None:
-    """An operation ended by an error: its type, and a status (no message: it may
-    carry what a far side wrote)."""
-    if span.is_recording():
-        span.set_attribute(ERROR_TYPE, error_type(exc))
-        span.set_status(Status(StatusCode.ERROR))
-    span.end()
 
 
 def _flat(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:

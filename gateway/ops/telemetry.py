@@ -2,8 +2,8 @@
 
 ``otel_settings`` reads the ``otel:`` section and the standard ``OTEL_*`` environment
 variables (a field set in the file wins) and says whether tracing is on at all. Off,
-nothing of the SDK is imported and no request pays for it; on, ``start_telemetry``
-opens the app's tracer provider and its export (``ops.export``).
+nothing of the SDK is imported and no request pays for it; on, ``ops.export`` (imported
+then) opens the app's tracer provider and its export.
 """
 
 from __future__ import annotations
@@ -13,18 +13,10 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from gateway.config import OtelConfig, OtlpProtocol
 from gateway.errors import ConfigError
-from gateway.ops.metrics import Metrics
-from tool_registry import Redactor
-
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace.export import SpanExporter
-
-    from gateway.ops.export import Telemetry
 
 VERSION = "0.1.0"
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
@@ -204,15 +196,3 @@ def otel_settings(
         content_chars=config.content_chars,
         secrets=[value for value in headers.values() if value],
     )
-
-
-def start_telemetry(
-    settings: OtelSettings,
-    metrics: Metrics,
-    redactor: Redactor,
-    exporter: SpanExporter | None = None,
-) -> Telemetry:
-    """The app's tracer provider, exporting over OTLP (or to ``exporter``)."""
-    from gateway.ops.export import Telemetry
-
-    return Telemetry(settings, metrics, redactor, exporter)

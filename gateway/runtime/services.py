@@ -17,7 +17,7 @@ from gateway.config import ApprovalsConfig, GatewayConfig
 from gateway.engine.loop import ToolLoop
 from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
-from gateway.ops.telemetry import otel_settings, start_telemetry
+from gateway.ops.telemetry import otel_settings
 from gateway.ops.webhook import Webhooks
 from gateway.policy.approvals import Notify
 from gateway.policy.budgets import Budgets
@@ -136,7 +136,9 @@ class Gateway:
             metrics=metrics,
         )
         if self.otel is not None:
-            self.telemetry = start_telemetry(self.otel, metrics, self.redactor, self._span_exporter)
+            from gateway.ops.export import Telemetry  # the SDK: imported only when tracing
+
+            self.telemetry = Telemetry(self.otel, metrics, self.redactor, self._span_exporter)
         await self.runtimes.start(tools, self.egress)
         return self
 

@@ -3,6 +3,8 @@ The wire and the span tree are proven end to end (tests/e2e/test_telemetry_e2e.p
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -282,3 +284,34 @@ def test_captured_content_is_redacted_and_cut() -> None:
     text = made.content({"words": "sk-SECRET " + "x" * 200})
     assert "sk-SECRET" not in text
     assert len(text) < 120
+
+
+def test_off_the_sdk_is_not_even_imported() -> None:
+    """A gateway without tracing, served a request in a fresh interpreter, never
+    imports the OpenTelemetry SDK or an exporter."""
+    script = """
+import sys
+import httpx
+from starlette.testclient import TestClient
+from gateway import GatewayConfig, create_app
+
+def upstream(request):
+    message = {"role": "assistant", "content": "hi"}
+    return httpx.Response(200, json={"choices": [{"index": 0, "message": message}]})
+
+config = GatewayConfig.model_validate({
+    "upstreams": [{"name": "u", "base_url": "http://u.test/v1"}],
+    "models": [{"name": "m", "upstream": "u"}],
+})
+app = create_app(config, environ={}, upstream_transport=httpx.MockTransport(upstream))
+with TestClient(app) as client:
+    asked = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    answer = client.post("/v1/chat/completions", json=asked)
+    assert answer.status_code == 200, answer.text
+    assert "x-toolgate-trace-id" not in answer.headers
+loaded = [m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter"))]
+print(",".join(loaded) or "none")
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "none"

@@ -16,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from starlette.types import Receive, Scope, Send
 
+from tests.support.recorder import read_all
+
 # Span kinds as OTLP numbers them.
 INTERNAL, SERVER, CLIENT = 1, 2, 3
 STATUS_ERROR = 2
@@ -94,12 +96,7 @@ class OtlpReceiver:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await read_all(receive)
         if scope["path"] != "/v1/traces" or self.fail:
             await send({"type": "http.response.start", "status": 503, "headers": []})
             await send({"type": "http.response.body", "body": b""})

@@ -50,6 +50,17 @@ class Answer:
 Respond = Callable[[Received], Answer]
 
 
+async def read_all(receive: Receive) -> bytes:
+    """A request's whole body."""
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
 class Recorder:
     def __init__(self, respond: Respond | None = None) -> None:
         self.hits: list[Received] = []
@@ -71,12 +82,7 @@ class Recorder:
                     await send({"type": "lifespan.startup.complete"})
                 await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await read_all(receive)
         raw_path = scope["raw_path"].decode("latin-1")
         if scope.get("query_string"):
             raw_path += "?" + scope["query_string"].decode("latin-1")
