@@ -129,6 +129,8 @@ class Observer:
             line["cost_usd"] = usd(cost)
         if exchange.error is not None:
             line["error"] = exchange.error
+        if span is not None:  # the log line and the stored trace name the request's trace
+            line["trace_id"] = span.trace_id
         access.info("request", extra={FIELDS: line})
         if exchange.span is not None:
             self._end_span(exchange, status, usage, cost)

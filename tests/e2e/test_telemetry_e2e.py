@@ -524,6 +524,7 @@ def test_policy_verdicts_caps_and_reused_calls_are_on_the_spans(harness: Harness
     assert request.attributes["toolgate.tool_calls.reused"] == 1
 
     trace = harness.client(server).get(f"/v1/toolgate/traces/{raw.headers['x-request-id']}")
+    assert trace.json()["trace_id"] == trace_id  # the stored trace names the OTel one
     calls = {c["id"]: c for c in trace.json()["tool_calls"]}
     assert calls["c2"]["reused"] is True
     assert calls["c2"]["reused_from"] == "c1"
