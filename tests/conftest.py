@@ -8,6 +8,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
+from tests.support.redis_servers import MISSING, Cluster, SentinelSet, redis_tools
 from tests.support.scripted import Harness
 
 # Fuzz tests run a bounded, repeatable set of examples in `make test`; set
@@ -62,6 +63,30 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    """A 3-node Redis Cluster on loopback, for this test run."""
+    if not redis_tools():
+        pytest.skip(MISSING)
+    cluster = Cluster()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel_url() -> Iterator[str]:
+    """A master, a replica and a sentinel on loopback, for this test run."""
+    if not redis_tools():
+        pytest.skip(MISSING)
+    sentinels = SentinelSet()
+    try:
+        yield sentinels.url
+    finally:
+        sentinels.stop()
 
 
 @pytest.fixture

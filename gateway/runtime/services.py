@@ -108,6 +108,7 @@ class Gateway:
             on_error=metrics.store_errors.inc,
             memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
         )
+        await self.store.connect()
         self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
         self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
         self.cache = ResultCache(self.store, self.keys, metrics)

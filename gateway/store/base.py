@@ -158,4 +158,6 @@ class Store(Protocol):
 
     async def ping(self) -> None: ...
 
+    async def connect(self) -> None: ...  # once, before serving (a cluster's topology)
+
     async def aclose(self) -> None: ...

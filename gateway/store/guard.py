@@ -17,6 +17,9 @@ logger = logging.getLogger("gateway.store")
 T = TypeVar("T")
 
 
+CONNECT_TIMEOUT_S = 5.0
+
+
 class GuardedStore:
     """Every call within ``timeout_s``; after a failure the store is skipped (calls fail
     at once) for ``cooldown_s``, then tried again, so service resumes by itself.
@@ -60,6 +63,18 @@ class GuardedStore:
         self.errors += 1
         if self._on_error is not None:
             self._on_error()
+
+    async def connect(self, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        """Reach the store once before serving (``Store.connect``), waiting longer than a
+        call may; a store that cannot be reached is marked down as a call's failure is,
+        and the gateway starts anyway."""
+        try:
+            async with asyncio.timeout(max(timeout_s, self._timeout_s or 0.0)):
+                await self.inner.connect()
+        except (TimeoutError, StoreUnavailable, OSError) as exc:
+            self._failed()
+            logger.warning("store unavailable at start (%s)", type(exc).__name__)
+            self._down_until = time.monotonic() + self._cooldown_s
 
     @property
     def available(self) -> bool:

@@ -121,6 +121,9 @@ class MemoryStore:
     async def ping(self) -> None:
         return None
 
+    async def connect(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         self._values.clear()
         self._rates.clear()

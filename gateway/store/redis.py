@@ -10,9 +10,9 @@ from urllib.parse import unquote, urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.errors import StoreUnavailable
 from gateway.store.base import Granted, RateDecision, RateMode, Spend, Window
@@ -114,7 +114,12 @@ def redis_client(
     scheme = urlsplit(url).scheme
     if scheme in ("redis+cluster", "rediss+cluster"):
         plain = url.replace("+cluster", "", 1)
-        return RedisCluster.from_url(plain, **options)
+        # A connection error makes redis-py's async cluster client read the topology
+        # again, closing connections other calls are using (seen with 64 concurrent
+        # calls on a fresh 3-node cluster: a few "Connection closed by server"). Those
+        # calls are retried on the new connections; ``store.timeout_s`` still bounds
+        # each call as a whole (the guard).
+        return RedisCluster.from_url(plain, **{**options, "retry": Retry(NoBackoff(), 3)})
     if scheme in ("redis+sentinel", "rediss+sentinel"):
         hosts, service, db, password = parse_sentinel_url(url)
         sentinel = Sentinel(hosts, sentinel_kwargs=dict(timeouts), **options)  # type: ignore[no-untyped-call]
@@ -155,13 +160,14 @@ class _RedisErrors:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if isinstance(exc, RedisError):
+        if isinstance(exc, RedisError | RedisClusterException):
             raise StoreUnavailable(self._message) from exc
 
 
 def redis_errors(message: str = "The shared store failed.") -> _RedisErrors:
-    """Re-raise redis-py's errors as ``StoreUnavailable``: the one place the store's
-    I/O errors join the gateway's tree (``GuardedStore`` adds the timeouts)."""
+    """Re-raise redis-py's errors (a cluster's, which are not ``RedisError``s, too) as
+    ``StoreUnavailable``: the one place the store's I/O errors join the gateway's tree
+    (``GuardedStore`` adds the timeouts)."""
     return _RedisErrors(message)
 
 
@@ -273,5 +279,17 @@ class RedisStore:
         with redis_errors("The shared store does not answer."):
             await self._client.ping()
 
+    async def connect(self) -> None:
+        """A cluster client learns the topology now: left to the first requests, their
+        concurrency races redis-py's own start (calls sent before the slots are known
+        are redirected, and the client's rebuild closes connections others are using)."""
+        if isinstance(self._client, RedisCluster):
+            with redis_errors("The shared store does not answer."):
+                await self._client.initialize()
+
     async def aclose(self) -> None:
+        pool = getattr(self._client, "connection_pool", None)
         await self._client.aclose()
+        if isinstance(pool, SentinelConnectionPool):  # its sentinels' connections too
+            for sentinel in pool.sentinel_manager.sentinels:
+                await sentinel.aclose()

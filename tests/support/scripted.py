@@ -162,6 +162,7 @@ class Harness:
         self._servers: list[ServerThread] = []
         self._clients: list[httpx.Client] = []
         self._closers: list[Callable[[], object]] = []
+        self.store: dict[str, Any] | None = None  # in place of every gateway's ``store:``
 
     def on_close(self, close: Callable[[], object]) -> None:
         """Run ``close`` (an SDK client's, say) when the test ends, before the servers stop."""
@@ -173,6 +174,8 @@ class Harness:
         return server
 
     def gateway(self, data: dict[str, Any]) -> ServerThread:
+        if self.store is not None:
+            data = {**data, "store": self.store}
         return self.serve(create_app(GatewayConfig.model_validate(data)))
 
     def client(self, gateway: ServerThread, key: str = TENANT_KEY, **options: Any) -> httpx.Client:
