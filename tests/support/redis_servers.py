@@ -10,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -26,11 +27,11 @@ def redis_tools() -> bool:
     return shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None
 
 
-def _wait(check: object, what: str, seconds: float = 20.0) -> None:
+def _wait(check: Callable[[], object], what: str, seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            if check():  # type: ignore[operator]
+            if check():
                 return
         except (redis.RedisError, OSError):
             pass
@@ -137,11 +138,12 @@ class Cluster(Deployment):
         )
         for port in self.ports:
             client = redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=0.5)
+
+            def ready(client: redis.Redis = client) -> bool:
+                return bool(client.cluster("info")["cluster_state"] == "ok")
+
             try:
-                _wait(
-                    lambda c=client: c.cluster("info")["cluster_state"] == "ok",  # type: ignore[misc]
-                    f"the cluster node on port {port}",
-                )
+                _wait(ready, f"the cluster node on port {port}")
             finally:
                 client.close()
 
@@ -176,9 +178,7 @@ class SentinelSet(Deployment):
         sentinel = redis.Redis(port=self.sentinel, socket_connect_timeout=0.5, socket_timeout=0.5)
         try:
             _wait(
-                lambda: sentinel.execute_command(
-                    "SENTINEL", "get-master-addr-by-name", self.SERVICE
-                ),
+                lambda: sentinel.sentinel_get_master_addr_by_name(self.SERVICE),
                 "the sentinel",
             )
         finally:
