@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -26,6 +27,7 @@ from gateway.runtime import probe
 from gateway.runtime.loader import load_config
 from gateway.runtime.runtimes import reload_on_sighup
 from gateway.runtime.services import Gateway
+from gateway.runtime.watch import watching
 from gateway.surfaces.http import error_response, new_request_id
 from gateway.surfaces.mcp import McpEndpoint
 from gateway.surfaces.observe import Observer
@@ -69,17 +71,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway, mcp.running():
+        async with gateway, mcp.running(), contextlib.AsyncExitStack() as stack:
             observer.traces = gateway.traces
             if gateway.telemetry is not None:
                 observer.spans = gateway.telemetry.spans
-            with reload_on_sighup(gateway.runtimes):
-                probing = (
-                    asyncio.create_task(probe.announce(gateway, announce)) if announce else None
-                )
-                yield
-                if probing is not None and not probing.done():
-                    probing.cancel()
+            stack.enter_context(reload_on_sighup(gateway.runtimes))
+            server = gateway.config.server
+            if server.watch_config:
+                await stack.enter_async_context(watching(gateway.runtimes, server.watch_interval_s))
+            probing = asyncio.create_task(probe.announce(gateway, announce)) if announce else None
+            yield
+            if probing is not None and not probing.done():
+                probing.cancel()
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

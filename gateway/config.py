@@ -45,6 +45,10 @@ class ServerConfig(_Frozen):
     body_timeout_s: float = Field(default=30.0, gt=0)  # the whole request body, at most
     allow_open: bool = False
     stream_keepalive_s: float = Field(default=10.0, gt=0)  # SSE comments while tools run
+    # Reload when the configuration file (or a file it takes in) changes, as a mounted
+    # ConfigMap does: polled every watch_interval_s, applied as SIGHUP applies it.
+    watch_config: bool = False
+    watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
     admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
 

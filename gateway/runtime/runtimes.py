@@ -144,11 +144,12 @@ class Runtimes:
                 if warning not in before:  # a tool a source now brings that is left out
                     logger.warning("tools: %s", warning)
 
-    async def reload(self) -> Reloaded:
+    async def reload(self, every_worker: bool = False) -> Reloaded:
         """Read the configuration file again and swap in what it builds, or keep the
-        old snapshot and say why."""
+        old snapshot and say why. ``every_worker``: each worker process reloads itself
+        (a watched file changed, and every worker sees it)."""
         async with self._reloading:
-            result = await self._reload()
+            result = await self._reload(every_worker)
         self._metrics.config_reloads.labels("ok" if result.ok else "error").inc()
         if result.ok:
             logger.info("configuration reloaded: %s", result.message)
@@ -158,10 +159,10 @@ class Runtimes:
             logger.error("configuration not reloaded, the old one stays: %s", result.message)
         return result
 
-    async def _reload(self) -> Reloaded:
+    async def _reload(self, every_worker: bool) -> Reloaded:
         if self.config_path is None:
             return Reloaded(False, "this gateway was not started from a configuration file")
-        if self.one_of_workers:
+        if self.one_of_workers and not every_worker:
             return Reloaded(
                 False,
                 "this gateway runs several worker processes, and this request reached one: "
