@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from .procs import Processes, cpu_seconds, free_port, memory_kib
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
+SHARED_KEY = "bench-shared-key"  # a tenant with a request rate limit: Redis on every request
 BUDGET_KEY = "bench-budget-key"  # a tenant with a day budget, on a priced model
 CHAT = "/v1/chat/completions"
 
@@ -55,6 +57,8 @@ tenants:
   - {{id: tools, keys: [{TOOLS_KEY}], tools: ["bench_*"], limits: {{max_parallel_tools: 8}}}}
   - {{id: budget, keys: [{BUDGET_KEY}], tools: ["bench_*"],
       budget: {{cost_usd_per_day: 1000000, tokens_per_day: 1000000000000}}}}
+  - {{id: shared, keys: [{SHARED_KEY}], tools: ["bench_*"],
+      limits: {{requests_per_minute: 1000000000}}}}
 """
 
 
@@ -77,7 +81,10 @@ class Bench:
     def __init__(self, work: Path) -> None:
         self.work = work
         self.procs = Processes(work)
-        names = ("upstream", "slow", "tools", "base", "gw", "collector", "gw_traced")
+        names = [
+            *("upstream", "slow", "tools", "base", "gw", "collector", "gw_traced"),
+            *("redis", "replica_a", "replica_b"),
+        ]
         self.ports = {name: free_port() for name in names}
 
     def start(self) -> None:
@@ -128,6 +135,27 @@ class Bench:
             env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}"},
         )
         self.pids["toolgate_traced"] = traced.pid
+        self.replicas = self._replicas(toolgate, config)
+
+    def _replicas(self, toolgate: str, config: Path) -> bool:
+        """Two more gateways sharing one Redis (a redis-server of the bench's own), for
+        the scale-out rows; False when there is no redis-server here."""
+        p = self.ports
+        if shutil.which("redis-server") is None:
+            return False
+        redis = ["redis-server", "--port", str(p["redis"]), "--bind", "127.0.0.1"]
+        self.procs.start("redis", [*redis, "--save", "", "--appendonly", "no"], p["redis"])
+        shared = self.work / "shared.yaml"
+        store = f"store: {{url: 'redis://127.0.0.1:{p['redis']}/0', timeout_s: 0.5}}\n"
+        shared.write_text(config.read_text() + store)
+        for name in ("replica_a", "replica_b"):
+            started = self.procs.start(
+                name.replace("_", "-"),
+                [toolgate, "serve", "--config", str(shared), "--port", str(p[name])],
+                p[name],
+            )
+            self.pids[name] = started.pid
+        return True
 
     def url(self, target: str, api: str = "chat") -> str:
         port = {
@@ -135,13 +163,16 @@ class Bench:
             "baseline": "base",
             "toolgate": "gw",
             "toolgate_traced": "gw_traced",
+            "replica_a": "replica_a",
+            "replica_b": "replica_b",
         }[target]
         path = {"chat": CHAT, "responses": RESPONSES, "floor": FLOOR}[api]
         return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
         """``api="responses"``: the same request through ``POST /v1/responses``."""
-        headers = {"authorization": f"Bearer {key}"} if target.startswith("toolgate") else {}
+        served = target.startswith(("toolgate", "replica"))
+        headers = {"authorization": f"Bearer {key}"} if served else {}
         stream = options.pop("stream", False)
         api = options.pop("api", "chat")
         return Load(
@@ -271,8 +302,46 @@ def _scenarios(
         },
         1,
     )
+    if bench.replicas:
+        results |= _scale_out(bench, seconds, rounds)
     results["h_long_run"] = _long_run(bench, *long_run)
     return results
+
+
+def _scale_out(bench: Bench, seconds: float, rounds: int) -> dict[str, Any]:
+    """(j) The same total load (a tool round, concurrency 32, a tenant whose rate limit
+    is checked in Redis on every request) on one gateway process, then split over two
+    processes sharing that Redis; interleaved, the median kept."""
+    one = bench.load("replica_a", "bench-tool1", SHARED_KEY, concurrency=32, seconds=seconds)
+    halves = [
+        bench.load(name, "bench-tool1", SHARED_KEY, concurrency=16, seconds=seconds)
+        for name in ("replica_a", "replica_b")
+    ]
+    runs: dict[str, list[dict[str, Any]]] = {"j_one_replica_redis": [], "j_two_replicas_redis": []}
+    for _ in range(rounds):
+        runs["j_one_replica_redis"].append(measured(one))
+        with ThreadPoolExecutor(2) as pool:
+            both = list(pool.map(measure, halves))
+        runs["j_two_replicas_redis"].append(
+            {
+                "generator": both[0]["generator"],
+                "requests": sum(r["requests"] for r in both),
+                "errors": sum(r["errors"] for r in both),
+                "rps": round(sum(r["rps"] for r in both), 1),
+                "latency_ms": {
+                    q: max(r["latency_ms"].get(q, 0.0) for r in both) for q in both[0]["latency_ms"]
+                },
+            }
+        )
+    chosen = {}
+    for name, results in runs.items():
+        ordered = sorted(results, key=lambda r: r["rps"])
+        chosen[name] = {
+            **ordered[len(ordered) // 2],
+            "concurrency": 32,
+            "rounds_rps": [r["rps"] for r in results],
+        }
+    return chosen
 
 
 def _long_run(bench: Bench, first: int, total: int) -> dict[str, Any]:
@@ -390,6 +459,15 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         ("(h) RSS after the long run within 10% of the early RSS", rss[1] / rss[0], 1.10, "max"),
     ]
+    if "j_two_replicas_redis" in r:
+        checks.append(
+            (
+                "(j) two replicas on one Redis serve ≥ 1.2 times one's req/s (same load)",
+                r["j_two_replicas_redis"]["rps"] / r["j_one_replica_redis"]["rps"],
+                1.2,
+                "ratio",
+            )
+        )
     out = []
     for name, value, bound, kind in checks:
         passed = value >= bound if kind == "ratio" else value <= bound
