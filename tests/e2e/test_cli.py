@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -118,3 +119,49 @@ def test_check_exits_non_zero_on_an_invalid_file(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
     result = subprocess.run([TOOLGATE, "check", "--config", str(example)], capture_output=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
+    """What the Kubernetes manifests rely on (``deploy/kubernetes``): on SIGTERM the
+    gateway stops taking new connections and finishes the streams it is serving
+    before it exits."""
+    words = " ".join(f"w{i}" for i in range(12))
+    fake = FakeUpstream(lambda body: say(words), word_delay_s=0.1)
+    with ServerThread(fake.app()) as server:
+        port = free_port()
+        process = subprocess.Popen(
+            [
+                TOOLGATE,
+                "serve",
+                "--config",
+                str(write_config(tmp_path, server.url)),
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        with process:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, process)
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            with httpx.stream(
+                "POST", f"{url}/v1/chat/completions", json=body, timeout=20
+            ) as answer:
+                lines = answer.iter_lines()
+                first = next(line for line in lines if line.startswith("data: "))
+                process.send_signal(signal.SIGTERM)  # mid-stream
+                rest = list(lines)
+            process.wait(timeout=20)
+            # uvicorn exits by the signal it was stopped with, once it has drained
+            assert process.returncode in (0, -signal.SIGTERM)
+    assert first.startswith("data: {")
+    assert "data: [DONE]" in rest
+    text = "".join(
+        json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+        for line in [first, *rest]
+        if line.startswith("data: {") and json.loads(line[6:]).get("choices")
+    )
+    assert text.split() == words.split()  # every word, none cut off
