@@ -65,7 +65,7 @@ def create_app(
         span_exporter=span_exporter,
     )
 
-    observer = Observer(gateway.metrics)
+    observer = Observer(gateway.metrics, redactor=gateway.redactor, recordings=config.recordings)
     admit = Admission(gateway)
     mcp = McpEndpoint(gateway, admit, observer)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -233,6 +233,7 @@ class TenantConfig(_Frozen):
     hosted_tools: HostedTools = "drop"
     policy: TenantPolicyConfig = Field(default_factory=TenantPolicyConfig)
     budget: BudgetConfig | None = None
+    record: Record | None = None  # in place of recordings.record
 
     @field_validator("keys")
     @classmethod
@@ -254,6 +255,19 @@ class TenantConfig(_Frozen):
 class EgressConfig(_Frozen):
     deny_private: bool = False
     allow_hosts: list[str] = Field(default_factory=list)
+
+
+# Which requests are recorded for replay (DESIGN.md §14; issue 26): none, those that
+# failed or hit a cap, every one, or a share of them (0.0 to 1.0).
+Record = Literal["off", "errors", "all"] | Annotated[float, Field(ge=0, le=1)]
+
+
+class RecordingsConfig(_Frozen):
+    """Recordings of requests' trajectories, kept with their traces for replay."""
+
+    record: Record = "off"  # every tenant's, unless it says otherwise
+    ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
+    max_bytes: int = Field(default=1024 * 1024, gt=0)  # a larger recording is not kept
 
 
 class TracesConfig(_Frozen):
@@ -308,6 +322,7 @@ class GatewayConfig(_Frozen):
     mcp: list[McpServerConfig] = Field(default_factory=list)
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    recordings: RecordingsConfig = Field(default_factory=RecordingsConfig)
     otel: OtelConfig = Field(default_factory=OtelConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

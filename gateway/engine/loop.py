@@ -127,6 +127,7 @@ class LoopJob:
     choice: int = 0  # which of the request's ``n`` choices this loop answers
     resumed: Resumed | None = None
     trace: RequestSpan | None = None  # the request's span, when tracing is on
+    record: bool = False  # keep each round's answer, for a recording (issue 26)
 
 
 class Run:
@@ -289,6 +290,8 @@ class Run:
         }
         if self.job.choice:
             record["choice"] = self.job.choice
+        if self.job.record:
+            self.state.answers.append(_answer(answer, iteration, self.job.choice))
         if grant is not None and self.policy.budget is not None:
             record["budget"] = self.policy.budget.after_round(grant, answer.usage)
             if grant.max_tokens is not None:
@@ -348,6 +351,25 @@ class Run:
         self.error = exc
         if self.state.side_effects:
             exc.headers["x-should-retry"] = "false"
+
+
+def _answer(answer: Round, iteration: int, choice: int) -> dict[str, Any]:
+    """A round's answer as a recording keeps it."""
+    turn = answer.turn
+    calls = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments, "kind": c.kind} for c in turn.calls
+    ]
+    kept: dict[str, Any] = {
+        "round": iteration,
+        "content": turn.content,
+        "refusal": turn.refusal,
+        "calls": calls,
+        "finish_reason": answer.finish_reason,
+        "usage": answer.usage,
+    }
+    if choice:
+        kept["choice"] = choice
+    return kept
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

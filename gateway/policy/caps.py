@@ -76,6 +76,7 @@ class LoopState:
     stopped: CapKind | None = None  # the cap that made a round the last, once one has
     caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
     rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
+    answers: list[dict[str, Any]] = field(default_factory=list)  # each round's, if recorded
 
     def begin_round(self, limits: LoopLimits) -> tuple[int, bool]:
         """A round starts: its number, and whether it is the last (no tools then).

@@ -14,6 +14,7 @@ from gateway.config import (
     HostedTools,
     LimitsConfig,
     PolicyConfig,
+    Record,
     TenantConfig,
 )
 from gateway.errors import AuthError
@@ -38,6 +39,7 @@ class Tenant:
     hosted_tools: HostedTools = "drop"  # a client's hosted tool types (DESIGN.md §11)
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # effects, taint, approvals
     budget: BudgetConfig | None = None  # spend per day and month (DESIGN.md §13)
+    record: Record = "off"  # which of its requests are recorded for replay
 
     @classmethod
     def resolve(
@@ -46,6 +48,7 @@ class Tenant:
         models: Sequence[str],
         tools: Sequence[str],
         policy: PolicyConfig | None = None,
+        record: Record = "off",
     ) -> Tenant:
         return cls(
             id=config.id,
@@ -55,6 +58,7 @@ class Tenant:
             hosted_tools=config.hosted_tools,
             policy=TenantPolicy.resolve(policy or PolicyConfig(), config.policy),
             budget=config.budget,
+            record=config.record if config.record is not None else record,
         )
 
 
@@ -80,10 +84,17 @@ class TenantDirectory:
         if config.tenants is None:
             policy = TenantPolicy.resolve(config.policy, None)
             self._open = Tenant(
-                DEFAULT_TENANT_ID, frozenset(models), tuple(tools), LimitsConfig(), policy=policy
+                DEFAULT_TENANT_ID,
+                frozenset(models),
+                tuple(tools),
+                LimitsConfig(),
+                policy=policy,
+                record=config.recordings.record,
             )
         for tenant_config in config.tenants or []:
-            tenant = Tenant.resolve(tenant_config, models, tools, config.policy)
+            tenant = Tenant.resolve(
+                tenant_config, models, tools, config.policy, config.recordings.record
+            )
             digests = [key_digest(k.get_secret_value()) for k in tenant_config.keys]
             for digest in [*digests, *tenant_config.key_sha256]:
                 self._keys.append((bytes.fromhex(digest), tenant))

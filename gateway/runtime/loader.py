@@ -135,4 +135,7 @@ def check_references(config: GatewayConfig, tool_names: Sequence[str] | None = N
     problems += [
         f"tenants: duplicate id {n!r}" for n in _duplicates([t.id for t in config.tenants or []])
     ]
+    recording = [config.recordings.record] + [t.record for t in config.tenants or []]
+    if not config.traces.enabled and any(r not in (None, "off", 0) for r in recording):
+        problems.append("recordings are kept with traces: traces.enabled must be true")
     return problems

@@ -20,9 +20,17 @@ class TraceStore:
         self._ttl_s = ttl_s
         self.result_chars = result_chars
 
-    async def save(self, tenant: str, request_id: str, trace: dict[str, Any]) -> None:
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_s
+
+    async def save(
+        self, tenant: str, request_id: str, trace: dict[str, Any], ttl_s: float | None = None
+    ) -> None:
+        """Keep a trace for ``traces.ttl_s``, or ``ttl_s`` (one carrying a recording)."""
+        key = self._keys.trace(tenant, request_id)
         try:
-            await self._store.put(self._keys.trace(tenant, request_id), dumps(trace), self._ttl_s)
+            await self._store.put(key, dumps(trace), ttl_s or self._ttl_s)
         except StoreUnavailable:
             logger.warning("trace of %s not saved: store unavailable", request_id)
 

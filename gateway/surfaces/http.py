@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Message
 
-from gateway.config import ServerConfig
+from gateway.config import Record, ServerConfig
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
 from gateway.policy.large_bodies import LargeBodies
@@ -139,6 +139,9 @@ class Exchange:
     disconnect: DisconnectWatch = field(default_factory=DisconnectWatch)
     release: Callable[[], None] | None = None  # gives back a large body's share, once answered
     span: RequestSpan | None = None  # the request's span, when tracing is on
+    route: str = ""  # the route's path template
+    record: Record = "off"  # its tenant's recording mode, once admitted
+    body: dict[str, Any] | None = None  # as the client sent it, kept when it may be recorded
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]

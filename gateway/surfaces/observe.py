@@ -9,6 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gateway.config import RecordingsConfig
 from gateway.engine.loop import Run
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.ops.logs import FIELDS
@@ -17,9 +18,17 @@ from gateway.ops.spans import Spans
 from gateway.policy.prices import read_usage, usd
 from gateway.store.traces import TraceStore
 from gateway.surfaces.http import Exchange
-from tool_registry import ToolRegistry
+from gateway.surfaces.recording import keeps, recording
+from tool_registry import Redactor, ToolRegistry, dumps, loads_object
 
 access = logging.getLogger("gateway.access")
+logger = logging.getLogger("gateway.recordings")
+
+
+def loads_object_or_empty(data: bytes) -> dict[str, Any]:
+    found = loads_object(data)
+    return found if found is not None else {}
+
 
 TRACE_ID_HEADER = "x-toolgate-trace-id"
 
@@ -46,14 +55,22 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
 
 class Observer:
     def __init__(
-        self, metrics: Metrics, traces: TraceStore | None = None, spans: Spans | None = None
+        self,
+        metrics: Metrics,
+        traces: TraceStore | None = None,
+        spans: Spans | None = None,
+        redactor: Redactor | None = None,
+        recordings: RecordingsConfig | None = None,
     ) -> None:
         self.metrics = metrics
         self.traces = traces
         self.spans = spans  # set when tracing is on
+        self.redactor = redactor or Redactor(())  # recordings are redacted before kept
+        self.recordings = recordings or RecordingsConfig()
 
     def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
+        exchange.route = route
         spans = self.spans
         if spans is not None:
             client = request.client
@@ -136,7 +153,28 @@ class Observer:
             self._end_span(exchange, status, usage, cost)
         if session is not None and self.traces is not None:
             trace = self._trace(self.traces, session, exchange, line)
-            await self.traces.save(tenant, exchange.request_id, trace)
+            ttl_s = None
+            if keeps(exchange.record, status, session):
+                trace["recording"] = self._recording(session, exchange, status)
+                ttl_s = max(self.traces.ttl_s, self.recordings.ttl_s)
+            await self.traces.save(tenant, exchange.request_id, trace, ttl_s)
+
+    def _recording(self, session: Run, exchange: Exchange, status: int) -> dict[str, Any]:
+        """The request's recording, redacted, or why it is not kept."""
+        found = recording(
+            session, exchange.body, exchange.route, exchange.model, status, exchange.error
+        )
+        encoded = self.redactor.data(dumps(found))
+        limit = self.recordings.max_bytes
+        if len(encoded) > limit:
+            logger.warning(
+                "recording of %s not kept: %d bytes, more than recordings.max_bytes (%d)",
+                exchange.request_id,
+                len(encoded),
+                limit,
+            )
+            return {"kept": False, "bytes": len(encoded), "max_bytes": limit}
+        return {"kept": True, **loads_object_or_empty(encoded)}
 
     async def tool_call(
         self,

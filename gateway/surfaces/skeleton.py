@@ -234,6 +234,8 @@ class Skeleton(Generic[A]):
         asked = await offload(large, surface.parse, raw, request.headers)
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
+        if tenant.record != "off":  # it may be recorded (issue 26)
+            exchange.record, exchange.body = tenant.record, asked.body
         asked = surface.adapt(asked, tenant)
         policy, shadowed = PolicyPoint.of_request(
             tenant.tools,
@@ -291,6 +293,7 @@ class Skeleton(Generic[A]):
                 plan.single_call_id,
                 resumed=plan.resumed,
                 trace=exchange.span,
+                record=exchange.record != "off",
             ),
             plan.n,
         )
