@@ -33,7 +33,7 @@ from .sources.mcp import McpServer, McpServerConfig
 from .sources.openapi import OpenApiSource, openapi_tools
 from .sources.yaml import describe_validation_error, load_tool_file, read_yaml
 from .spec import PUBLIC_HEADERS, HttpSpec, ResultSpec, ToolSpec
-from .tool import CallContext, Effects, HttpTool, PreparedCall, Tool, Trust
+from .tool import CallContext, Effects, HttpRunner, HttpTool, PreparedCall, Tool, Trust
 from .transport import GatewayTransport
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "EgressPolicy",
     "ExpansionError",
     "GatewayTransport",
+    "HttpRunner",
     "HttpSpec",
     "HttpTool",
     "McpServer",

@@ -15,6 +15,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.cli import check as check_cli
+from gateway.cli import replay as replay_cli
 from gateway.cli import tools as tools_cli
 from gateway.cli.example_tools import create_example_tools_app
 from gateway.cli.protocol import EnvelopeHttpToolsProtocol
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="worker processes (overrides server.workers)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     check_cli.add_command(commands, default)
+    replay_cli.add_command(commands, default)
     example = commands.add_parser(
         "example-tools", help="serve the example configuration's tools (make run starts it)"
     )
@@ -141,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_cli.run(config, args)
     if args.command == "tools":
         return tools_cli.run(config, args)
+    if args.command == "replay":
+        return replay_cli.run(config, args)
     return _serve(config, args.config, args)
 
 

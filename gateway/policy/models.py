@@ -21,13 +21,18 @@ class ModelRouter:
         upstreams = {u.name: u for u in config.upstreams}
         self._routes = {m.name: Route(m, upstreams[m.upstream]) for m in config.models}
 
-    def resolve(self, name: str, tenant: Tenant) -> Route:
-        """The route of a model; 404 if unknown, 403 if the tenant may not use it."""
+    def route(self, name: str) -> Route:
+        """The route of a model, whoever asks; 404 if unknown."""
         route = self._routes.get(name)
         if route is None:
             raise NotFound(
                 f"The model {name!r} does not exist.", param="model", code="model_not_found"
             )
+        return route
+
+    def resolve(self, name: str, tenant: Tenant) -> Route:
+        """The route of a model; 404 if unknown, 403 if the tenant may not use it."""
+        route = self.route(name)
         if name not in tenant.models:
             raise PolicyDenied(
                 f"The model {name!r} is not available to this API key.",

@@ -17,7 +17,7 @@ from gateway.config import (
     Record,
     TenantConfig,
 )
-from gateway.errors import AuthError
+from gateway.errors import AuthError, NotFound
 from gateway.policy.rules import TenantPolicy
 
 DEFAULT_TENANT_ID = "default"
@@ -98,6 +98,13 @@ class TenantDirectory:
             digests = [key_digest(k.get_secret_value()) for k in tenant_config.keys]
             for digest in [*digests, *tenant_config.key_sha256]:
                 self._keys.append((bytes.fromhex(digest), tenant))
+
+    def by_id(self, tenant_id: str) -> Tenant:
+        """A tenant by its id (404 for none)."""
+        for tenant in self.all():
+            if tenant.id == tenant_id:
+                return tenant
+        raise NotFound(f"No tenant {tenant_id!r} is configured.")
 
     def all(self) -> list[Tenant]:
         """Every tenant, once each."""

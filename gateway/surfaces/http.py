@@ -142,6 +142,7 @@ class Exchange:
     route: str = ""  # the route's path template
     record: Record = "off"  # its tenant's recording mode, once admitted
     body: dict[str, Any] | None = None  # as the client sent it, kept when it may be recorded
+    loop_start: dict[str, Any] | None = None  # the loop's first request, likewise
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]

@@ -162,7 +162,13 @@ class Observer:
     def _recording(self, session: Run, exchange: Exchange, status: int) -> dict[str, Any]:
         """The request's recording, redacted, or why it is not kept."""
         found = recording(
-            session, exchange.body, exchange.route, exchange.model, status, exchange.error
+            session,
+            exchange.body,
+            exchange.loop_start,
+            exchange.route,
+            exchange.model,
+            status,
+            exchange.error,
         )
         encoded = self.redactor.data(dumps(found))
         limit = self.recordings.max_bytes

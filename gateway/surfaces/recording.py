@@ -3,7 +3,8 @@
 A tenant's ``record`` (or ``recordings.record``) says which of its requests that ran
 the tool loop are recorded: ``off``, ``errors`` (an error status, a failed tool call, a
 cap reached), ``all``, or a share between 0.0 and 1.0. A recording holds what a replay
-needs: the request as the client sent it, the server tools' definitions as the model
+needs: the request as the client sent it and as the loop began it, the server tools'
+definitions as the model
 saw them (each with a fingerprint and its effects), each round's answer, each tool
 call's arguments and the result the model read, and how the request ended. It is kept
 in the request's trace (``GET /v1/toolgate/traces/{id}`` shows it) for
@@ -81,6 +82,7 @@ def _ending(session: Run) -> dict[str, Any] | None:
 def recording(
     session: Run,
     request: dict[str, Any] | None,
+    loop_start: dict[str, Any] | None,
     route: str,
     model: str,
     status: int,
@@ -109,6 +111,9 @@ def recording(
         "model": model,
         "upstream_model": session.job.model.model,
         "request": request,
+        # The chat-dialect request the loop started from (the Responses surface's
+        # input made messages): what a replay sends, whatever the surface.
+        "loop": loop_start,
         "tools": tools,
         "rounds": session.state.answers,
         "tool_calls": [_tool_call(registry, r) for r in session.runner.records],

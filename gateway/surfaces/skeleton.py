@@ -271,6 +271,8 @@ class Skeleton(Generic[A]):
                 on_usage=on_usage,
                 trace=exchange.span.headers if exchange.span is not None else None,
             )
+        if exchange.record != "off":  # where a replay starts its loop (issue 26)
+            exchange.loop_start = {"params": plan.params, "client_tools": plan.client_tools}
         budget = policy.budget = gateway.budgets.run(tenant, route, policy.limits)
         registry = runtime.registry
         model = ChatModel(

@@ -1,0 +1,148 @@
+"""``toolgate replay TRACE_ID|FILE --model M``: a recorded request run again against
+another model (issue 26), through the gateway's own engine, with the configuration's
+models and upstreams; its report says what changed. Exit 0 when the trajectories agree
+on tools and arguments, 1 when they do not, 2 when there is nothing to replay.
+
+A recording comes from a file (a trace as ``GET /v1/toolgate/traces/{id}`` gives it,
+a bare recording, or the first line of a JSON Lines file) or, by its request id, from
+the configuration's store (``--tenant``: whose trace it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from gateway.config import GatewayConfig
+from gateway.errors import GatewayError
+from gateway.runtime.replay import Replayer
+from gateway.runtime.tool_sources import static_tools
+from gateway.runtime.trajectories import compare
+from gateway.store import Keys, open_store
+from gateway.store.traces import TraceStore
+from gateway.upstream.client import create_upstream_transport
+from tool_registry import EgressPolicy, ToolRegistry, create_tool_transport, dumps_text, loads
+
+DEFAULT_TENANT = "default"
+
+
+def add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], default: str
+) -> None:
+    replay = commands.add_parser(
+        "replay", help="run a recorded request against another model and compare"
+    )
+    replay.add_argument("source", help="a request id (from the store) or a recording file")
+    replay.add_argument("--model", required=True, help="the model to replay against")
+    replay.add_argument("--tenant", help="whose recording (default: the only tenant)")
+    replay.add_argument("--config", default=default, help=f"config file (default {default})")
+    replay.add_argument(
+        "--live-read-tools",
+        action="store_true",
+        help="run calls not in the recording live when their tool only reads",
+    )
+    replay.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+class NothingToReplay(Exception):
+    """The source holds no recording (the message says why)."""
+
+
+def recording_of(document: Any) -> dict[str, Any]:
+    """The recording in a trace, or the document itself when it is one."""
+    if isinstance(document, dict) and isinstance(document.get("recording"), dict):
+        document = document["recording"]
+    if not isinstance(document, dict) or "loop" not in document:
+        raise NothingToReplay("it holds no recording (was the tenant's record on?)")
+    if document.get("kept") is False:
+        raise NothingToReplay("its recording was not kept (larger than recordings.max_bytes)")
+    return document
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    try:
+        return recording_of(loads(text))
+    except ValueError:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        return recording_of(loads(first))
+
+
+async def read_store(config: GatewayConfig, tenant: str, request_id: str) -> dict[str, Any]:
+    store = open_store(config.store.url, max(config.store.timeout_s, 2.0))
+    await store.connect()
+    try:
+        traces = TraceStore(
+            store, Keys(config.store.prefix), config.traces.ttl_s, config.traces.result_chars
+        )
+        found = await traces.load(tenant, request_id)
+    finally:
+        await store.aclose()
+    if found is None:
+        raise NothingToReplay(f"no trace of {request_id!r} for tenant {tenant!r} in the store")
+    return recording_of(found)
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report, side by side, for a person."""
+    models = report["models"]
+    lines = [f"replay of {models['recorded']} against {models['replayed']}"]
+    for call in report["calls"]:
+        arguments = dumps_text(call["arguments"])
+        line = f"  {call['verdict']:<9} {call['name']} {arguments}"
+        if call.get("served"):
+            line += f"  ({call['served']})"
+        lines.append(line)
+        for recorded in call.get("recorded_arguments", []):
+            lines.append(f"            recorded: {dumps_text(recorded)}")
+    for call in report["missing"]:
+        lines.append(f"  missing   {call['name']} {dumps_text(call['arguments'])}")
+    for what in ("rounds", "tokens", "cost_usd", "finish_reason", "answer"):
+        pair = report[what]
+        lines.append(f"  {what:<13} {pair['recorded']!r:>24}  ->  {pair['replayed']!r}")
+    if report.get("error"):
+        lines.append(f"  error: {report['error']}")
+    lines.append("the trajectories agree" if report["agree"] else "the trajectories differ")
+    return "\n".join(lines)
+
+
+async def _replay(
+    config: GatewayConfig, args: argparse.Namespace, found: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Replay ``found`` (read from a file), or the recording the store has by its id."""
+    tenants = [t.id for t in config.tenants or []] or [DEFAULT_TENANT]
+    tenant = args.tenant or (tenants[0] if len(tenants) == 1 else None)
+    if found is None:
+        if tenant is None:
+            raise NothingToReplay("several tenants are configured: say whose trace (--tenant)")
+        found = await read_store(config, tenant, args.source)
+    egress = EgressPolicy(
+        deny_private=config.egress.deny_private,
+        allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
+    )
+    upstream, tools = create_upstream_transport(), create_tool_transport(egress)
+    try:
+        live = ToolRegistry(static_tools(config).tools) if args.live_read_tools else None
+        replayer = Replayer(config, upstream, tools, live)
+        tenant_id = args.tenant if args.tenant is not None else (tenant if config.tenants else None)
+        replayed = await replayer.replay(found, args.model, tenant_id, args.live_read_tools)
+    finally:
+        await upstream.aclose()
+        await tools.aclose()
+    return compare(found, replayed, config)
+
+
+def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        source = Path(args.source)
+        found = read_file(source) if source.is_file() else None
+        report = asyncio.run(_replay(config, args, found))
+    except (NothingToReplay, GatewayError, OSError) as exc:
+        print(f"toolgate replay: {args.source}: {exc}", file=sys.stderr)
+        return 2
+    print(dumps_text(report) if args.json else render(report), file=out)
+    return 0 if report["agree"] else 1

@@ -1,0 +1,237 @@
+"""Replaying a recorded request against another model (issue 26), through the gateway's
+own engine.
+
+The loop starts where the recorded one did (its chat-dialect request: the visible
+history, parameters and client tools) and offers the recorded server tools as the
+model saw them. The model is the one asked for, on its configured upstream. When the
+new model calls a tool with the same name and canonically equal arguments as a call of
+the recording, the recorded result is served; any other call is answered with an
+error result saying it was not in the recording — or, with ``live_read``, run live if
+the tool only reads (and the gateway knows it). A tool that writes never runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+import httpx
+
+from gateway.config import GatewayConfig, LimitsConfig
+from gateway.engine.loop import Final, HandBack, LoopJob, ToolLoop
+from gateway.engine.loop import Outcome as Ending
+from gateway.errors import BadRequest, GatewayError
+from gateway.policy.limits import Narrowing
+from gateway.policy.point import PolicyPoint
+from gateway.runtime.snapshot import Runtime
+from gateway.runtime.tool_sources import static_tools
+from gateway.upstream.chat_model import ChatModel
+from gateway.upstream.client import UpstreamClient
+from tool_registry import (
+    CallContext,
+    Effects,
+    EgressPolicy,
+    HttpRunner,
+    Outcome,
+    PreparedCall,
+    Tool,
+    ToolExecutor,
+    ToolRegistry,
+    ToolResult,
+    canonical,
+    error_result,
+)
+
+Served = str  # "recorded" | "live" | "not_recorded" | "write_refused"
+NOT_RECORDED = (
+    "This call was not in the recording being replayed, so it was not made. Answer with "
+    "what you have."
+)
+WRITE_REFUSED = (
+    "This call was not in the recording being replayed, and its tool changes things: "
+    "a replay never runs it. Answer with what you have."
+)
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """Identifies a call across a recording and its replay: the name and the
+    canonical JSON of the arguments (an object), or of the text when it is not one."""
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments)
+    return f"{name}:{canonical(arguments)}"
+
+
+@dataclass(slots=True)
+class Ledger:
+    """What the replay's tool calls were served from, in order."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, arguments: Any, served: Served) -> None:
+        self.calls.append({"name": name, "arguments": arguments, "served": served})
+
+
+class ReplayTool(Tool):
+    """A recorded tool: its definition as the model saw it, its recorded results."""
+
+    __slots__ = ("_effects", "_ledger", "_live", "_results")
+
+    def __init__(
+        self,
+        recorded: dict[str, Any],
+        results: dict[str, ToolResult],
+        ledger: Ledger,
+        live: Tool | None,
+    ) -> None:
+        function = recorded["definition"]["function"]
+        super().__init__(
+            function["name"],
+            function.get("description", ""),
+            function.get("parameters") or {"type": "object"},
+            source="replay",
+            origin=f"recording: tool {function['name']!r}",
+            label=str(recorded.get("source", "replay")),
+        )
+        self._effects: Effects = "read" if recorded.get("effects") == "read" else "write"
+        self._results = results
+        self._ledger = ledger
+        self._live = live
+
+    @property
+    def effects(self) -> Effects:
+        return self._effects
+
+    async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
+        found = self._results.get(call_key(self.name, call.arguments))
+        if found is not None:
+            self._ledger.add(self.name, call.arguments, "recorded")
+            return found
+        if self._effects == "read" and self._live is not None:
+            self._ledger.add(self.name, call.arguments, "live")
+            return await self._live.run(call, deadline, http)
+        refused = "not_recorded" if self._effects == "read" else "write_refused"
+        self._ledger.add(self.name, call.arguments, refused)
+        message = NOT_RECORDED if self._effects == "read" else WRITE_REFUSED
+        return error_result(message, "denied")
+
+
+def recorded_results(recording: dict[str, Any]) -> dict[str, dict[str, ToolResult]]:
+    """Per tool, the results of its recorded calls by ``call_key`` of the arguments the
+    model wrote (header-bound values never take part: the model never writes them)."""
+    written = {
+        call["id"]: call
+        for answer in recording.get("rounds", [])
+        for call in answer.get("calls", [])
+    }
+    results: dict[str, dict[str, ToolResult]] = {}
+    for entry in recording.get("tool_calls", []):
+        call = written.get(entry.get("id"))
+        if call is None or entry.get("result") is None:
+            continue
+        name = str(entry["name"])
+        outcome = entry.get("outcome")
+        known: Outcome = outcome if outcome in get_args(Outcome) else "ok"
+        result = ToolResult(str(entry["result"]), known)
+        results.setdefault(name, {})[call_key(name, call.get("arguments", ""))] = result
+    return results
+
+
+@dataclass(slots=True)
+class Replayed:
+    """How the replay went."""
+
+    model: str
+    rounds: list[dict[str, Any]]
+    tool_calls: list[dict[str, Any]]
+    ended: dict[str, Any] | None
+    usage: dict[str, Any]
+    error: str | None = None
+
+
+class Replayer:
+    """Replays recordings with a gateway's configuration: its models and upstreams, and
+    (for ``live_read``) its tools."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        upstream_transport: httpx.AsyncBaseTransport,
+        tool_transport: httpx.AsyncBaseTransport,
+        registry: ToolRegistry | None = None,
+    ) -> None:
+        self._runtime = Runtime.build(config, static_tools(config).tools)
+        self._upstream = UpstreamClient(upstream_transport)
+        egress = EgressPolicy(deny_private=config.egress.deny_private)
+        self._executor = ToolExecutor(tool_transport, egress)
+        self._live = registry
+
+    async def replay(
+        self,
+        recording: dict[str, Any],
+        model: str,
+        tenant: str | None = None,
+        live_read: bool = False,
+    ) -> Replayed:
+        loop_start = recording.get("loop")
+        if not isinstance(loop_start, dict) or not isinstance(loop_start.get("params"), dict):
+            raise BadRequest("The recording holds no loop to replay (version 1 or later).")
+        runtime = self._runtime
+        owner = runtime.tenants.by_id(tenant) if tenant is not None else None
+        route = runtime.models.route(model)
+        ledger = Ledger()
+        results = recorded_results(recording)
+        tools = [
+            ReplayTool(
+                recorded,
+                results.get(recorded["definition"]["function"]["name"], {}),
+                ledger,
+                self._live.get(recorded["name"]) if live_read and self._live else None,
+            )
+            for recorded in recording.get("tools", [])
+        ]
+        registry = ToolRegistry(tools)
+        client_tools: list[dict[str, Any]] = list(loop_start.get("client_tools") or [])
+        client_names = frozenset(
+            str(t["function"]["name"]) for t in client_tools if isinstance(t.get("function"), dict)
+        )
+        limits = owner.limits if owner is not None else LimitsConfig()
+        policy, _ = PolicyPoint.of_request(
+            tuple(registry.names), limits, Narrowing(), client_names, registry
+        )
+        chat = ChatModel(
+            self._upstream,
+            route.upstream,
+            dict(loop_start["params"]),
+            route.model.target,
+            [*registry.definitions(policy.server_tools), *client_tools],
+            client_names,
+        )
+        loop = ToolLoop(self._executor)
+        context = CallContext(owner.id if owner is not None else "replay", {})
+        (run,) = loop.runs(LoopJob(chat, policy, context, record=True))
+        error = None
+        outcome: Ending | None = None
+        try:
+            outcome = await loop.run(run)
+        except GatewayError as exc:
+            error = exc.message
+        return Replayed(
+            model,
+            run.state.answers,
+            ledger.calls,
+            _ending(outcome),
+            run.state.usage.totals,
+            error,
+        )
+
+
+def _ending(outcome: Ending | None) -> dict[str, Any] | None:
+    if isinstance(outcome, Final):
+        turn = outcome.answer.turn
+        return {"kind": "final", "content": turn.content, "finish_reason": outcome.finish_reason}
+    if isinstance(outcome, HandBack):
+        return {"kind": "hand_back", "calls": [c.name for c in outcome.calls]}
+    return None

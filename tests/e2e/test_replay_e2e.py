@@ -1,0 +1,261 @@
+"""``toolgate replay`` (issue 26): requests recorded through the gateway under uvicorn
+against one scripted model, replayed against a second scripted model that (a) agrees,
+(b) picks another tool, (c) changes an argument, (d) calls a tool that writes. The
+report and the exit status say so; no tool server receives a request during a replay
+but the read calls ``--live-read-tools`` lets through; a write never runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import yaml
+
+from gateway.cli.main import main
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import (
+    MODEL,
+    SECRETS,
+    TENANT_KEY,
+    Harness,
+    Model,
+    asks,
+    call,
+    config,
+    says,
+    tool,
+)
+
+OTHER = "other-model"
+
+
+def tool_answer(hit: Received) -> Answer:
+    return Answer(body=json.dumps({"path": hit.raw_path, "name": "Ada"}).encode())
+
+
+class Setup:
+    def __init__(
+        self,
+        harness: Harness,
+        tmp_path: Path,
+        recorded: Model,
+        replaying: Model,
+        store: dict[str, Any] | None = None,
+    ) -> None:
+        self.tools = Recorder(tool_answer)
+        url = harness.serve(self.tools).url
+        self.data = config(
+            harness.serve(recorded.recorder).url,
+            [
+                tool("lookup", f"{url}/lookup/{{id}}", {"id": {"type": "string"}}),
+                tool(
+                    "search",
+                    f"{url}/search",
+                    {"q": {"type": "string"}},
+                    http={"url": f"{url}/search", "query": {"q": "{q}"}},
+                ),
+                tool(
+                    "create_ticket",
+                    f"{url}/tickets",
+                    {"title": {"type": "string"}},
+                    http={"url": f"{url}/tickets", "method": "POST"},
+                ),
+            ],
+        )
+        self.data["upstreams"].append(
+            {"name": "other", "base_url": f"{harness.serve(replaying.recorder).url}/v1"}
+        )
+        self.data["models"].append({"name": OTHER, "upstream": "other"})
+        self.data["tenants"][0]["record"] = "all"
+        if store is not None:
+            self.data["store"] = store
+        self.path = tmp_path / "gateway.yaml"
+        self.path.write_text(yaml.safe_dump(self.data))
+        self.gateway = harness.gateway(self.data)
+        self.harness = harness
+        self.tmp_path = tmp_path
+
+    def record_id(self) -> str:
+        client = openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=TENANT_KEY, max_retries=0)
+        self.harness.on_close(client.close)
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "look c1 and c2 up"}]
+        )
+        return str(raw.headers["x-request-id"])
+
+    def record(self) -> Path:
+        """Record one request; its trace (with the recording) as a file."""
+        request_id = self.record_id()
+        trace = self.harness.client(self.gateway).get(f"/v1/toolgate/traces/{request_id}")
+        path = self.tmp_path / f"{request_id}.json"
+        path.write_text(trace.text)
+        return path
+
+    def replay(
+        self, source: Path, capsys: pytest.CaptureFixture[str], *options: str
+    ) -> tuple[int, dict[str, Any]]:
+        capsys.readouterr()
+        status = main(
+            [
+                "replay",
+                str(source),
+                "--model",
+                OTHER,
+                "--config",
+                str(self.path),
+                "--json",
+                *options,
+            ]
+        )
+        return status, json.loads(capsys.readouterr().out)
+
+
+def recorded_model() -> Model:
+    return Model(
+        asks(call("lookup", {"id": "c1"}, "r1")),
+        asks(call("lookup", {"id": "c2"}, "r2")),
+        says("Both are Ada."),
+    )
+
+
+@pytest.mark.parametrize(
+    ("replaying", "agree", "verdicts", "served", "missing"),
+    [
+        (  # (a) agrees
+            Model(
+                asks(call("lookup", {"id": "c1"})),
+                asks(call("lookup", {"id": "c2"})),
+                says("Ada, twice."),
+            ),
+            True,
+            ["same", "same"],
+            ["recorded", "recorded"],
+            [],
+        ),
+        (  # (b) picks another tool
+            Model(asks(call("search", {"q": "c1"})), says("Not sure.")),
+            False,
+            ["new"],
+            ["not_recorded"],
+            ["lookup", "lookup"],
+        ),
+        (  # (c) changes an argument
+            Model(
+                asks(call("lookup", {"id": "c1"})), asks(call("lookup", {"id": "c9"})), says("Hm.")
+            ),
+            False,
+            ["same", "different"],
+            ["recorded", "not_recorded"],
+            ["lookup"],
+        ),
+        (  # (d) calls a tool that writes
+            Model(asks(call("create_ticket", {"title": "c1"})), says("Filed.")),
+            False,
+            ["new"],
+            ["write_refused"],
+            ["lookup", "lookup"],
+        ),
+    ],
+)
+def test_a_replay_reports_how_the_new_model_differs(
+    harness: Harness,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    replaying: Model,
+    agree: bool,
+    verdicts: list[str],
+    served: list[str],
+    missing: list[str],
+) -> None:
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    assert len(setup.tools.hits) == 2  # the recording's two calls
+    setup.tools.clear()
+
+    status, report = setup.replay(source, capsys)
+
+    assert status == (0 if agree else 1)
+    assert report["agree"] is agree
+    assert [c["verdict"] for c in report["calls"]] == verdicts
+    assert [c["served"] for c in report["calls"]] == served
+    assert [c["name"] for c in report["missing"]] == missing
+    assert report["rounds"]["recorded"] == 3
+    assert report["models"] == {"recorded": MODEL, "replayed": OTHER}
+    assert report["answer"]["recorded"] == "Both are Ada."
+    assert setup.tools.hits == []  # no tool server was asked anything
+    if verdicts == ["same", "different"]:
+        (different,) = [c for c in report["calls"] if c["verdict"] == "different"]
+        assert different["arguments"] == {"id": "c9"}
+        assert {"id": "c2"} in different["recorded_arguments"]
+    served_results = replaying.tool_results()
+    if "write_refused" in served:
+        assert "changes things" in served_results[0]
+    assert not any(secret in json.dumps(report) for secret in SECRETS)
+
+
+def test_live_read_tools_run_reads_never_writes(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replaying = Model(
+        asks(call("search", {"q": "c1"}), call("create_ticket", {"title": "t"})), says("ok")
+    )
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    setup.tools.clear()
+
+    status, report = setup.replay(source, capsys, "--live-read-tools")
+
+    assert status == 1
+    assert [c["served"] for c in report["calls"]] == ["live", "write_refused"]
+    assert [h.raw_path for h in setup.tools.hits] == ["/search?q=c1"]  # the read, only
+
+
+def test_text_report_and_what_cannot_be_replayed(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replaying = Model(
+        asks(call("lookup", {"id": "c1"})), asks(call("lookup", {"id": "c2"})), says("Ada.")
+    )
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    capsys.readouterr()
+    status = main(["replay", str(source), "--model", OTHER, "--config", str(setup.path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "same      lookup" in out
+    assert "the trajectories agree" in out
+
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"request_id": "x", "rounds": []}))
+    assert main(["replay", str(empty), "--model", OTHER, "--config", str(setup.path)]) == 2
+    assert "holds no recording" in capsys.readouterr().err
+    by_id = ["replay", "req_nope", "--model", OTHER, "--config", str(setup.path)]
+    assert main(by_id) == 2
+    assert "say whose trace (--tenant)" in capsys.readouterr().err
+    assert main([*by_id, "--tenant", "acme"]) == 2
+    assert "no trace of 'req_nope' for tenant 'acme'" in capsys.readouterr().err
+
+
+def test_a_recording_is_replayed_by_its_request_id_from_the_store(
+    harness: Harness,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    replaying = Model(
+        asks(call("lookup", {"id": "c1"})), asks(call("lookup", {"id": "c2"})), says("Ada.")
+    )
+    store = {"url": redis_url, "prefix": f"{redis_prefix}replay:", "timeout_s": 2.0}
+    setup = Setup(harness, tmp_path, recorded_model(), replaying, store)
+    request_id = setup.record_id()
+    capsys.readouterr()
+    command = ["replay", request_id, "--tenant", "acme", "--model", OTHER, "--json"]
+    status = main([*command, "--config", str(setup.path)])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert report["agree"] is True
+    assert [c["served"] for c in report["calls"]] == ["recorded", "recorded"]
