@@ -20,7 +20,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.runtime.replay import Replayer
 from gateway.runtime.tool_sources import static_tools
-from gateway.runtime.trajectories import compare
+from gateway.runtime.trajectories import compare, summary
 from gateway.store import Keys, open_store
 from gateway.store.traces import TraceStore
 from gateway.upstream.client import create_upstream_transport
@@ -35,7 +35,12 @@ def add_command(
     replay = commands.add_parser(
         "replay", help="run a recorded request against another model and compare"
     )
-    replay.add_argument("source", help="a request id (from the store) or a recording file")
+    replay.add_argument(
+        "source", nargs="?", help="a request id (from the store) or a recording file"
+    )
+    replay.add_argument(
+        "--from", dest="batch", help="replay every recording of a JSON Lines file, and sum up"
+    )
     replay.add_argument("--model", required=True, help="the model to replay against")
     replay.add_argument("--tenant", help="whose recording (default: the only tenant)")
     replay.add_argument("--config", default=default, help=f"config file (default {default})")
@@ -135,8 +140,59 @@ async def _replay(
     return compare(found, replayed, config)
 
 
+def render_summary(found: dict[str, Any]) -> str:
+    lines = [
+        f"replayed {found['replayed']}: {found['agree']} agree ({found['agreement']})",
+        *(
+            f"  {what:<9} {found[what]['recorded']!r:>14}  ->  {found[what]['replayed']!r}"
+            for what in ("rounds", "tokens", "cost_usd")
+        ),
+        "  differences: " + ", ".join(f"{k} {v}" for k, v in found["differences"].items()),
+    ]
+    lines += [f"  not replayed: {reason}" for reason in found["not_replayed"]]
+    return "\n".join(lines)
+
+
+def _batch(config: GatewayConfig, args: argparse.Namespace, out: TextIO) -> int:
+    """``--from FILE.jsonl``: every line replayed in turn, a progress line on a terminal."""
+    lines = [line for line in Path(args.batch).read_text().splitlines() if line.strip()]
+    reports, failures = [], []
+    progress = sys.stderr.isatty()
+    for number, line in enumerate(lines, 1):
+        try:
+            found = recording_of(loads(line))
+            reports.append(asyncio.run(_replay(config, args, found)))
+        except (NothingToReplay, GatewayError, ValueError) as exc:
+            failures.append(f"line {number}: {exc}")
+        if progress:
+            done = round(30 * number / len(lines))
+            print(
+                f"\r[{'#' * done}{'.' * (30 - done)}] {number}/{len(lines)}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+    if progress:
+        print(file=sys.stderr)
+    found = summary(reports, failures)
+    if args.json:
+        print(dumps_text({"summary": found, "reports": reports}), file=out)
+    else:
+        print(render_summary(found), file=out)
+    return 0 if reports and found["agree"] == len(reports) and not failures else 1
+
+
 def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    if args.batch is not None:
+        try:
+            return _batch(config, args, out)
+        except OSError as exc:
+            print(f"toolgate replay: {args.batch}: {exc}", file=sys.stderr)
+            return 2
+    if args.source is None:
+        print("toolgate replay: name a request id or a file, or --from FILE.jsonl", file=sys.stderr)
+        return 2
     try:
         source = Path(args.source)
         found = read_file(source) if source.is_file() else None

@@ -126,6 +126,7 @@ class Gateway:
         upstream = self._upstream_transport or create_upstream_transport()
         tools = self._tool_transport or create_tool_transport(self.egress)
         self._transports = [upstream, tools]
+        self.upstream_transport = upstream
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)

@@ -112,3 +112,35 @@ def compare(
         },
         "error": replayed.error,
     }
+
+
+def summary(reports: list[dict[str, Any]], failures: list[str]) -> dict[str, Any]:
+    """What a batch of replays came to: how many agree, rounds and cost before and after,
+    the differences by kind, and the recordings that could not be replayed."""
+    verdicts: dict[str, int] = {"different": 0, "new": 0, "missing": 0, "error": 0}
+    totals: dict[str, list[float]] = {"rounds": [0, 0], "cost_usd": [0, 0], "tokens": [0, 0]}
+    for report in reports:
+        for call in report["calls"]:
+            if call["verdict"] != "same":
+                verdicts[call["verdict"]] += 1
+        verdicts["missing"] += len(report["missing"])
+        verdicts["error"] += report.get("error") is not None
+        for what, pair in totals.items():
+            for side, index in (("recorded", 0), ("replayed", 1)):
+                value = report[what][side]
+                if isinstance(value, int | float):
+                    pair[index] += value
+    agreeing = sum(r["agree"] for r in reports)
+    return {
+        "replayed": len(reports),
+        "agree": agreeing,
+        "agreement": round(agreeing / len(reports), 4) if reports else None,
+        "rounds": {"recorded": int(totals["rounds"][0]), "replayed": int(totals["rounds"][1])},
+        "tokens": {"recorded": int(totals["tokens"][0]), "replayed": int(totals["tokens"][1])},
+        "cost_usd": {
+            "recorded": round(totals["cost_usd"][0], 9),
+            "replayed": round(totals["cost_usd"][1], 9),
+        },
+        "differences": verdicts,
+        "not_replayed": failures,
+    }

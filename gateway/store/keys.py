@@ -23,6 +23,10 @@ class Keys:
     def trace(self, tenant: str, request_id: str) -> str:
         return f"{self.prefix}t:{tenant}:trace:{request_id}"
 
+    def recordings(self, tenant: str) -> str:
+        """The index of a tenant's recorded requests (a hash: request id → when)."""
+        return f"{self.prefix}t:{tenant}:recordings"
+
     def response(self, tenant: str, response_id: str) -> str:
         return f"{self.prefix}t:{tenant}:response:{response_id}"
 

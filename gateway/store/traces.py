@@ -37,3 +37,31 @@ class TraceStore:
     async def load(self, tenant: str, request_id: str) -> dict[str, Any] | None:
         value = await self._store.get(self._keys.trace(tenant, request_id))
         return None if value is None else dict(loads(value))
+
+    async def index_recording(
+        self, tenant: str, request_id: str, recorded_at: float, ttl_s: float
+    ) -> None:
+        """Name a trace that carries a recording in the tenant's index (kept ``ttl_s``
+        after the last one), for the export."""
+        key = self._keys.recordings(tenant)
+        try:
+            await self._store.field_put(key, request_id, str(recorded_at).encode(), ttl_s)
+        except StoreUnavailable:
+            logger.warning("recording of %s not indexed: store unavailable", request_id)
+
+    async def recordings(self, tenant: str, limit: int) -> list[dict[str, Any]]:
+        """The tenant's recordings still kept, oldest first, at most ``limit`` (the
+        newest); the index forgets those whose trace has expired."""
+        key = self._keys.recordings(tenant)
+        index = await self._store.fields(key)
+        named = sorted(index.items(), key=lambda item: float(item[1] or b"0"))[-limit:]
+        values = await self._store.get_many([self._keys.trace(tenant, n) for n, _ in named])
+        found = []
+        for (request_id, _), value in zip(named, values, strict=True):
+            trace = loads(value) if value is not None else None
+            recording = trace.get("recording") if isinstance(trace, dict) else None
+            if not isinstance(recording, dict) or not recording.get("kept"):
+                await self._store.field_delete(key, request_id)
+                continue
+            found.append({"request_id": request_id, **recording})
+        return found

@@ -1,23 +1,30 @@
-"""``POST /admin/reload``: read the configuration again (DESIGN.md §12).
+"""The admin routes: ``POST /admin/reload`` reads the configuration again (DESIGN.md
+§12); ``POST /v1/toolgate/replays`` replays recorded requests against a model and
+reports how they compare (issue 26), so a CI job can gate a model change on it.
 
-It answers only to ``server.admin_key`` (as a bearer key, compared in constant time);
-without one configured the route does not exist. A reload that fails keeps the
-running configuration and answers 422 with the reason.
+They answer only to ``server.admin_key`` (as a bearer key, compared in constant time);
+without one configured they do not exist. A reload that fails keeps the running
+configuration and answers 422 with the reason.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import AuthError, GatewayError, NotFound
-from gateway.surfaces.http import Exchange, json_response
+from gateway.errors import AuthError, BadRequest, GatewayError, NotFound
+from gateway.runtime.replay import Replayer
+from gateway.runtime.trajectories import compare, summary
+from gateway.surfaces.http import Exchange, json_response, read_body
+from tool_registry import loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
+
+MAX_REPLAYS = 100  # recordings one request may replay
 
 
 class Admin:
@@ -49,5 +56,63 @@ class Admin:
                 "status": "reloaded",
                 "tools": result.tools,
                 "warnings": result.warnings,
+            }
+        )
+
+    async def replays(self, request: Request, exchange: Exchange) -> Response:
+        """``{"model", "tenant", "request_ids": [...], "recordings": [...],
+        "live_read_tools"}``: each recording (by its request id, from the tenant's
+        traces, or given whole) replayed against ``model``; the reports and their
+        summary."""
+        self._authorise(request)
+        gateway = self._gateway
+        server = gateway.runtime.config.server
+        raw = await read_body(request, exchange, server, gateway.large_bodies)
+        try:
+            asked = loads(raw)
+        except ValueError:
+            raise BadRequest("The body is not JSON.") from None
+        if not isinstance(asked, dict) or not isinstance(asked.get("model"), str):
+            raise BadRequest("Name the model to replay against: 'model'.", param="model")
+        tenant = asked.get("tenant")
+        ids = asked.get("request_ids") or []
+        given = asked.get("recordings") or []
+        if not isinstance(ids, list) or not isinstance(given, list):
+            raise BadRequest("'request_ids' and 'recordings' are lists.")
+        if not ids and not given:
+            raise BadRequest("Give 'request_ids' (with 'tenant') or 'recordings'.")
+        if len(ids) + len(given) > MAX_REPLAYS:
+            raise BadRequest(f"At most {MAX_REPLAYS} recordings a request.")
+        if ids and not isinstance(tenant, str):
+            raise BadRequest("Recordings by request id need their 'tenant'.", param="tenant")
+        recordings: list[tuple[str, Any]] = [(f"recordings[{i}]", r) for i, r in enumerate(given)]
+        for request_id in ids:
+            found = None
+            if gateway.traces is not None and isinstance(request_id, str):
+                found = await gateway.traces.load(str(tenant), request_id)
+            recordings.append((str(request_id), found.get("recording") if found else None))
+        live = asked.get("live_read_tools") is True
+        replayer = Replayer(
+            gateway.runtime.config,
+            gateway.upstream_transport,
+            gateway.tool_transport,
+            gateway.runtime.registry if live else None,
+        )
+        reports, failures = [], []
+        for name, recording in recordings:
+            if not isinstance(recording, dict) or not recording.get("kept", True):
+                failures.append(f"{name}: no kept recording")
+                continue
+            try:
+                replayed = await replayer.replay(recording, asked["model"], tenant, live)
+            except GatewayError as exc:
+                failures.append(f"{name}: {exc.message}")
+                continue
+            reports.append({"source": name, **compare(recording, replayed, gateway.runtime.config)})
+        return json_response(
+            {
+                "object": "toolgate.replays",
+                "summary": summary(reports, failures),
+                "reports": reports,
             }
         )

@@ -158,6 +158,9 @@ class Observer:
                 trace["recording"] = self._recording(session, exchange, status)
                 ttl_s = max(self.traces.ttl_s, self.recordings.ttl_s)
             await self.traces.save(tenant, exchange.request_id, trace, ttl_s)
+            if ttl_s is not None and trace["recording"]["kept"]:
+                request_id, started = exchange.request_id, exchange.wall_start
+                await self.traces.index_recording(tenant, request_id, started, ttl_s)
 
     def _recording(self, session: Run, exchange: Exchange, status: int) -> dict[str, Any]:
         """The request's recording, redacted, or why it is not kept."""

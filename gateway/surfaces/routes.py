@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.errors import AuthError, NotFound
+from gateway.errors import AuthError, BadRequest, NotFound
 from gateway.ops.offload import offload
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
@@ -24,13 +24,16 @@ from gateway.surfaces.responses.conversations import Conversations
 from gateway.surfaces.responses.endpoint import Responses
 from gateway.surfaces.skeleton import Admission, Skeleton, pass_through_meter
 from gateway.surfaces.usage import UsageReport
-from tool_registry import loads
+from tool_registry import dumps, loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 # OpenAI routes forwarded to the model's upstream as they are (JSON bodies naming a
 # model). Any other path is a 404 here: the upstream key never goes anywhere else.
+RECORDINGS_LISTED = 1000  # recordings an export gives unless it asks for another number
+RECORDINGS_MAX_LISTED = 10000
+
 FORWARDED_ROUTES = (
     "/completions",
     "/embeddings",
@@ -104,6 +107,20 @@ class Handlers:
             raise NotFound(f"No trace of request {request_id!r} for this key.")
         return json_response(found)
 
+    async def recordings(self, request: Request, exchange: Exchange) -> Response:
+        """The tenant's kept recordings as JSON Lines, oldest first (``?limit=``, the
+        newest 1000 by default): what ``toolgate replay --from`` reads."""
+        _, tenant = self._admit.tenant(request, exchange)
+        raw = request.query_params.get("limit", str(RECORDINGS_LISTED))
+        if not raw.isdigit() or not 1 <= int(raw) <= RECORDINGS_MAX_LISTED:
+            raise BadRequest(
+                f"limit must be a whole number from 1 to {RECORDINGS_MAX_LISTED}.", param="limit"
+            )
+        traces = self._gateway.traces
+        found = await traces.recordings(tenant.id, int(raw)) if traces is not None else []
+        body = b"".join(dumps(recording) + b"\n" for recording in found)
+        return Response(body, media_type="application/x-ndjson")
+
     async def metrics(self, request: Request) -> Response:
         token = self._gateway.runtime.config.server.metrics_token
         if token is not None:
@@ -174,6 +191,7 @@ def build_routes(
         observed_route("/v1/models", handlers.list_models, "GET"),
         observed_route("/v1/models/{model:path}", handlers.get_model, "GET"),
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
+        Route("/v1/toolgate/recordings", endpoint(handlers.recordings), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
@@ -183,6 +201,7 @@ def build_routes(
         ),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
+        Route("/v1/toolgate/replays", endpoint(admin.replays), methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),

@@ -259,3 +259,84 @@ def test_a_recording_is_replayed_by_its_request_id_from_the_store(
     assert status == 0
     assert report["agree"] is True
     assert [c["served"] for c in report["calls"]] == ["recorded", "recorded"]
+
+
+def test_recordings_export_as_json_lines_and_replay_as_a_batch(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two recordings of two tool rounds and one of three, exported from the route,
+    replayed together: the summary says how many agree and what differed."""
+    three = [
+        asks(call("lookup", {"id": "c1"}, "r1")),
+        asks(call("lookup", {"id": "c2"}, "r2")),
+        asks(call("search", {"q": "c3"}, "r3")),
+        says("Three."),
+    ]
+    recorded = Model(*recorded_model().script, *recorded_model().script, *three)
+
+    def two_lookups(body: dict[str, Any]) -> dict[str, Any]:
+        """Agrees with the two-round recordings, stops early on the third: every time."""
+        done = sum(m["role"] == "tool" for m in body["messages"])
+        if done < 2:
+            return asks(call("lookup", {"id": f"c{done + 1}"}))
+        return says("Ada.")
+
+    replaying = Model(two_lookups)
+    setup = Setup(harness, tmp_path, recorded, replaying)
+    for _ in range(3):
+        setup.record_id()
+    exported = setup.harness.client(setup.gateway).get("/v1/toolgate/recordings")
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    lines = exported.text.splitlines()
+    assert len(lines) == 3
+    assert [len(json.loads(line)["rounds"]) for line in lines] == [3, 3, 4]
+    assert all(json.loads(line)["request_id"].startswith("req_") for line in lines)
+    batch = tmp_path / "recordings.jsonl"
+    batch.write_text(exported.text + "not json\n")
+    setup.tools.clear()
+
+    capsys.readouterr()
+    command = ["replay", "--from", str(batch), "--model", OTHER, "--config", str(setup.path)]
+    status = main([*command, "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert status == 1  # one of them differs, one line is not a recording
+    summary = found["summary"]
+    assert (summary["replayed"], summary["agree"]) == (3, 2)
+    assert summary["differences"]["missing"] == 1  # the third's search
+    assert summary["rounds"]["recorded"] == 10
+    assert (
+        summary["not_replayed"] == ["line 4: not valid JSON"] or len(summary["not_replayed"]) == 1
+    )
+    assert setup.tools.hits == []
+    assert main(command) == 1
+    assert "replayed 3: 2 agree" in capsys.readouterr().out
+
+    bad = setup.harness.client(setup.gateway).get("/v1/toolgate/recordings?limit=0")
+    assert bad.status_code == 400
+
+
+def test_a_ci_job_replays_through_the_admin_route(harness: Harness, tmp_path: Path) -> None:
+    replaying = Model(
+        asks(call("lookup", {"id": "c1"})), asks(call("lookup", {"id": "c9"})), says("Hm.")
+    )
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    setup.data["server"] = {"admin_key": "admin-CANARY-26"}
+    gateway = harness.gateway(setup.data)
+    setup.gateway = gateway
+    request_id = setup.record_id()
+    setup.tools.clear()
+    body = {"model": OTHER, "tenant": "acme", "request_ids": [request_id, "req_gone"]}
+
+    assert harness.client(gateway).post("/v1/toolgate/replays", json=body).status_code == 401
+    admin = harness.client(gateway, key="admin-CANARY-26")
+    answer = admin.post("/v1/toolgate/replays", json=body)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert found["object"] == "toolgate.replays"
+    assert found["summary"]["replayed"] == 1
+    assert found["summary"]["agree"] == 0
+    assert found["summary"]["not_replayed"] == ["req_gone: no kept recording"]
+    (report,) = found["reports"]
+    assert [c["verdict"] for c in report["calls"]] == ["same", "different"]
+    assert setup.tools.hits == []
+    assert admin.post("/v1/toolgate/replays", json={"tenant": "acme"}).status_code == 400
