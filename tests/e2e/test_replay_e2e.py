@@ -340,3 +340,36 @@ def test_a_ci_job_replays_through_the_admin_route(harness: Harness, tmp_path: Pa
     assert [c["verdict"] for c in report["calls"]] == ["same", "different"]
     assert setup.tools.hits == []
     assert admin.post("/v1/toolgate/replays", json={"tenant": "acme"}).status_code == 400
+
+
+@pytest.mark.parametrize("surface", ["streamed chat", "responses"])
+def test_streamed_and_responses_requests_replay_alike(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str], surface: str
+) -> None:
+    replaying = Model(
+        asks(call("lookup", {"id": "c1"})), asks(call("lookup", {"id": "c2"})), says("Ada.")
+    )
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    client = openai.OpenAI(base_url=f"{setup.gateway.url}/v1", api_key=TENANT_KEY, max_retries=0)
+    harness.on_close(client.close)
+    if surface == "responses":
+        raw = client.responses.with_raw_response.create(model=MODEL, input="look c1 and c2 up")
+        request_id = raw.headers["x-request-id"]
+    else:
+        with client.chat.completions.with_streaming_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "look c1 and c2 up"}], stream=True
+        ) as streamed:
+            request_id = streamed.headers["x-request-id"]
+            assert (
+                "".join(c.choices[0].delta.content or "" for c in streamed.parse() if c.choices)
+                == "Both are Ada."
+            )
+    trace = harness.client(setup.gateway).get(f"/v1/toolgate/traces/{request_id}")
+    source = tmp_path / "trace.json"
+    source.write_text(trace.text)
+    assert trace.json()["recording"]["route"] == (
+        "/v1/responses" if surface == "responses" else "/v1/chat/completions"
+    )
+    status, report = setup.replay(source, capsys)
+    assert status == 0
+    assert [c["verdict"] for c in report["calls"]] == ["same", "same"]
