@@ -40,11 +40,20 @@ def _wait(check: Callable[[], object], what: str, seconds: float = 20.0) -> None
 
 
 class Deployment:
-    """Redis processes in one folder, stopped together."""
+    """Redis processes in one folder, stopped together; one that fails to come up
+    whole is stopped before the error is raised."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="toolgate-redis-"))
         self.processes: list[subprocess.Popen[bytes]] = []
+        try:
+            self._create()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _create(self) -> None:
+        """Start the deployment's processes (none for a bare folder)."""
 
     def _start(self, port: int, *options: str, config: Path | None = None) -> None:
         command = ["redis-server"]
@@ -101,14 +110,6 @@ def cluster_port() -> int:
 class Cluster(Deployment):
     """Three masters, the 16384 slots split between them."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        try:
-            self._create()
-        except BaseException:
-            self.stop()
-            raise
-
     def _create(self) -> None:
         self.ports = [cluster_port() for _ in range(3)]
         for port in self.ports:
@@ -156,14 +157,6 @@ class SentinelSet(Deployment):
     """A master, its replica, and one sentinel watching them as ``toolgate``."""
 
     SERVICE = "toolgate"
-
-    def __init__(self) -> None:
-        super().__init__()
-        try:
-            self._create()
-        except BaseException:
-            self.stop()
-            raise
 
     def _create(self) -> None:
         self.master, self.replica, self.sentinel = (free_port() for _ in range(3))
