@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -64,7 +64,7 @@ class ModelServer(Protocol):
 
     def prompt_bytes(self) -> int: ...  # what every round sends before its hidden items
 
-    def transcript(self, ask: Ask) -> list[dict[str, Any]]: ...  # for telemetry with content
+    def transcript(self, ask: Ask) -> Iterable[dict[str, Any]]: ...  # for telemetry, lazily
 
     async def answer(self, ask: Ask) -> Round: ...
 

@@ -17,7 +17,7 @@ context: nothing here touches a context variable.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -174,9 +174,33 @@ class Spans:
         return found
 
     def content(self, value: Any) -> str:
-        """Content as a span may carry it: JSON text, configured secrets redacted, cut."""
-        text = value if isinstance(value, str) else dumps_text(value)
+        """Content as a span may carry it: JSON text, configured secrets redacted, cut.
+        Each text in it is cut before it is encoded, so a huge one costs little more
+        than a scan for secrets."""
+        text = value if isinstance(value, str) else dumps_text(self._cut(value))
         return self._redactor.cut(text, self._chars)
+
+    def messages(self, items: Iterable[Any]) -> str:
+        """Messages as a span may carry them: only as many as ``content_chars`` holds
+        are taken (``items`` may be lazy: a long history is not converted whole)."""
+        taken: list[Any] = []
+        size = 0
+        for item in items:
+            taken.append(self._cut(item))
+            size += len(dumps_text(taken[-1]))
+            if size > self._chars:
+                break
+        return self.content(taken)
+
+    def _cut(self, value: Any) -> Any:
+        """``value`` with every text in it redacted and cut to ``content_chars``."""
+        if isinstance(value, str):
+            return self._redactor.cut(value, self._chars)
+        if isinstance(value, dict):
+            return {key: self._cut(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._cut(item) for item in value]
+        return value
 
     def start(
         self, name: str, kind: SpanKind, parent: Span | None, attributes: dict[str, Any]
@@ -224,6 +248,7 @@ class Spans:
             for key in ("traceparent", "tracestate")
             if isinstance(value := (meta or {}).get(key), str)
         }
+        tool = tool[:_HEADER_CHARS]  # the client's, whatever it is
         attributes: dict[str, Any] = {
             MCP_METHOD: "tools/call",
             OPERATION: "execute_tool",
@@ -293,10 +318,11 @@ class RequestSpan:
         """An ``execute_tool`` span for one tool call."""
         if not self.sampled:
             return ToolSpan(self._spans, None, self.headers)
+        name = name[:_HEADER_CHARS]  # a name the model made up may be anything
         attributes: dict[str, Any] = {
             OPERATION: "execute_tool",
             TOOL_NAME: name,
-            TOOL_CALL_ID: call_id,
+            TOOL_CALL_ID: call_id[:_HEADER_CHARS],
             TOOL_TYPE: TOOL_KIND,
             TOOL_SOURCE: source,
         }
@@ -389,7 +415,7 @@ class RoundSpan(ChildSpan):
         """Whether the round's messages are recorded (``otel.capture_content``)."""
         return self._spans.capture and self.span is not None
 
-    def answered(self, answer: Round, transcript: list[dict[str, Any]] | None = None) -> None:
+    def answered(self, answer: Round, transcript: Iterable[dict[str, Any]] | None = None) -> None:
         """The round's answer came: what the model server said of it."""
         span = self.span
         if span is None:
@@ -405,9 +431,9 @@ class RoundSpan(ChildSpan):
             spans = self._spans
             if spans.capture:
                 if transcript is not None:
-                    attributes[INPUT_MESSAGES] = spans.content(transcript)
+                    attributes[INPUT_MESSAGES] = spans.messages(transcript)
                 output = output_messages(answer.turn, answer.finish_reason)
-                attributes[OUTPUT_MESSAGES] = spans.content(output)
+                attributes[OUTPUT_MESSAGES] = spans.messages(output)
             span.set_attributes(attributes)
         span.end()
 

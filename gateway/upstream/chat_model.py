@@ -5,7 +5,7 @@ streamed). The dialect's dicts go no further than this module and ``dialect``.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
@@ -97,8 +97,9 @@ class ChatModel:
     def _history(self, ask: Ask) -> list[dict[str, Any]]:
         return [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
 
-    def transcript(self, ask: Ask) -> list[dict[str, Any]]:
-        """What a round sends, as telemetry that records content writes it."""
+    def transcript(self, ask: Ask) -> Iterator[dict[str, Any]]:
+        """What a round sends, as telemetry that records content writes it (lazily: it
+        takes only what fits)."""
         return genai_messages(self._history(ask))
 
     def body(self, ask: Ask, stream: bool) -> dict[str, Any]:

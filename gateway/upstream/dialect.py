@@ -9,7 +9,7 @@ does not get is the upstream's fault (``UpstreamError``, a 502).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
@@ -115,11 +115,11 @@ def messages(items: Iterable[Hidden]) -> list[dict[str, Any]]:
     return [turn_message(i) if isinstance(i, Turn) else output_message(i) for i in items]
 
 
-def genai_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def genai_messages(history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Chat messages as the GenAI conventions write input messages (for telemetry that
-    records content): a role and parts (text, tool calls, tool call responses). What is
-    not text (images, audio, files) is named by its type, never copied."""
-    found: list[dict[str, Any]] = []
+    records content), one at a time: a role and parts (text, tool calls, tool call
+    responses). What is not text (images, audio, files) is named by its type, never
+    copied."""
     for message in history:
         if not isinstance(message, dict):
             continue
@@ -147,8 +147,7 @@ def genai_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "arguments": function.get("arguments"),
                     }
                 )
-        found.append({"role": role if isinstance(role, str) else "user", "parts": parts})
-    return found
+        yield {"role": role if isinstance(role, str) else "user", "parts": parts}
 
 
 def _content_part(kind: str, text: str, message: dict[str, Any]) -> dict[str, Any]:

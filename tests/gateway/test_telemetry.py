@@ -315,3 +315,23 @@ print(",".join(loaded) or "none")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "none"
+
+
+def test_captured_messages_take_only_what_fits() -> None:
+    """A long history is not converted whole: the messages are read lazily, each text
+    cut (secrets redacted first) before it is encoded."""
+    made = spans()
+    taken = 0
+
+    def endless() -> Any:
+        nonlocal taken
+        while True:
+            taken += 1
+            yield {"role": "user", "parts": [{"type": "text", "content": "x" * 10_000_000}]}
+
+    text = made.messages(endless())
+    assert taken == 1  # one message already fills the 64 characters
+    assert len(text) < 200
+    secret = made.messages([{"role": "user", "parts": [{"content": "a" * 50 + "sk-SECRET"}]}])
+    assert "sk-SECRET" not in secret
+    assert "sk-SEC" not in secret  # not even its beginning at a cut
