@@ -38,12 +38,15 @@ class CallRecord:
     outcome: Outcome
     status: int | None
     duration_s: float
-    reused: bool = False  # the same call ran earlier in this request
     cached: bool = False  # answered from the tool-result cache
     arguments: dict[str, Any] | None = None  # as sent, bound values included
     result: str | None = None  # what the model read
     policy: Why | None = None  # the policy point's verdict, where a rule made one
-    reused_from: str | None = None  # the id of the call whose result was reused
+    reused_from: str | None = None  # the id of the same call made earlier, whose result it got
+
+    @property
+    def reused(self) -> bool:
+        return self.reused_from is not None
 
     def redacted_arguments(self, registry: ToolRegistry) -> dict[str, Any] | None:
         """The arguments with every value bound from a request header hidden."""
@@ -311,7 +314,6 @@ class ToolRunner:
             result.outcome,
             result.status,
             duration,
-            reused_from is not None,
             cached,
             arguments,
             result.content,
