@@ -3,6 +3,7 @@ trace in the store, and its span (DESIGN.md §9, §14)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -155,7 +156,10 @@ class Observer:
             trace = self._trace(self.traces, session, exchange, line)
             ttl_s = None
             if keeps(exchange.record, status, session):
-                trace["recording"] = self._recording(session, exchange, status)
+                # Off the event loop: a recording holds the whole request (up to
+                # server.max_body_bytes) and every tool result.
+                recorded = await asyncio.to_thread(self._recording, session, exchange, status)
+                trace["recording"] = recorded
                 ttl_s = max(self.traces.ttl_s, self.recordings.ttl_s)
             await self.traces.save(tenant, exchange.request_id, trace, ttl_s)
             if ttl_s is not None and trace["recording"]["kept"]:
@@ -163,7 +167,7 @@ class Observer:
                 await self.traces.index_recording(tenant, request_id, started, ttl_s)
 
     def _recording(self, session: Run, exchange: Exchange, status: int) -> dict[str, Any]:
-        """The request's recording, redacted, or why it is not kept."""
+        """The request's recording, redacted, or why it is not kept (blocking)."""
         found = recording(
             session,
             exchange.body,
@@ -173,8 +177,10 @@ class Observer:
             status,
             exchange.error,
         )
-        encoded = self.redactor.data(dumps(found))
         limit = self.recordings.max_bytes
+        encoded = dumps(found)
+        if len(encoded) <= limit:  # a larger one is not kept: no need to redact it
+            encoded = self.redactor.data(encoded)
         if len(encoded) > limit:
             logger.warning(
                 "recording of %s not kept: %d bytes, more than recordings.max_bytes (%d)",
