@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,7 +21,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.runtime.replay import Replayer
 from gateway.runtime.tool_sources import static_tools
-from gateway.runtime.trajectories import compare, summary
+from gateway.runtime.trajectories import replay_all, summary
 from gateway.store import Keys, open_store
 from gateway.store.traces import TraceStore
 from gateway.upstream.client import create_upstream_transport
@@ -114,16 +115,20 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def _replay(
-    config: GatewayConfig, args: argparse.Namespace, found: dict[str, Any] | None
-) -> dict[str, Any]:
-    """Replay ``found`` (read from a file), or the recording the store has by its id."""
+async def _replay_all(
+    config: GatewayConfig, args: argparse.Namespace, recordings: list[tuple[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The named recordings replayed with one set of clients (a ``None`` recording is
+    read from the store by its name, a request id)."""
     tenants = [t.id for t in config.tenants or []] or [DEFAULT_TENANT]
     tenant = args.tenant or (tenants[0] if len(tenants) == 1 else None)
-    if found is None:
+    if any(found is None for _, found in recordings):
         if tenant is None:
             raise NothingToReplay("several tenants are configured: say whose trace (--tenant)")
-        found = await read_store(config, tenant, args.source)
+        recordings = [
+            (name, found if found is not None else await read_store(config, tenant, name))
+            for name, found in recordings
+        ]
     egress = EgressPolicy(
         deny_private=config.egress.deny_private,
         allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
@@ -133,11 +138,32 @@ async def _replay(
         live = ToolRegistry(static_tools(config).tools) if args.live_read_tools else None
         replayer = Replayer(config, upstream, tools, live)
         tenant_id = args.tenant if args.tenant is not None else (tenant if config.tenants else None)
-        replayed = await replayer.replay(found, args.model, tenant_id, args.live_read_tools)
+        return await replay_all(
+            replayer,
+            recordings,
+            args.model,
+            tenant_id,
+            args.live_read_tools,
+            config,
+            _progress(len(recordings)) if args.batch and sys.stderr.isatty() else None,
+        )
     finally:
         await upstream.aclose()
         await tools.aclose()
-    return compare(found, replayed, config)
+
+
+def _progress(total: int) -> Callable[[], None]:
+    """A progress bar on stderr, one step a recording."""
+    done = 0
+
+    def step() -> None:
+        nonlocal done
+        done += 1
+        filled = round(30 * done / total)
+        bar = f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
+        print(bar, end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+    return step
 
 
 def render_summary(found: dict[str, Any]) -> str:
@@ -154,32 +180,22 @@ def render_summary(found: dict[str, Any]) -> str:
 
 
 def _batch(config: GatewayConfig, args: argparse.Namespace, out: TextIO) -> int:
-    """``--from FILE.jsonl``: every line replayed in turn, a progress line on a terminal."""
+    """``--from FILE.jsonl``: every line replayed in turn, and summed up."""
     lines = [line for line in Path(args.batch).read_text().splitlines() if line.strip()]
-    reports, failures = [], []
-    progress = sys.stderr.isatty()
+    recordings: list[tuple[str, Any]] = []
+    unread = []
     for number, line in enumerate(lines, 1):
         try:
-            found = recording_of(loads(line))
-            reports.append(asyncio.run(_replay(config, args, found)))
-        except (NothingToReplay, GatewayError, ValueError) as exc:
-            failures.append(f"line {number}: {exc}")
-        if progress:
-            done = round(30 * number / len(lines))
-            print(
-                f"\r[{'#' * done}{'.' * (30 - done)}] {number}/{len(lines)}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-    if progress:
-        print(file=sys.stderr)
-    found = summary(reports, failures)
+            recordings.append((f"line {number}", recording_of(loads(line))))
+        except (NothingToReplay, ValueError) as exc:
+            unread.append(f"line {number}: {exc}")
+    reports, failures = asyncio.run(_replay_all(config, args, recordings))
+    found = summary(reports, [*unread, *failures])
     if args.json:
         print(dumps_text({"summary": found, "reports": reports}), file=out)
     else:
         print(render_summary(found), file=out)
-    return 0 if reports and found["agree"] == len(reports) and not failures else 1
+    return 0 if reports and found["agree"] == len(reports) and not found["not_replayed"] else 1
 
 
 def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -196,9 +212,13 @@ def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = No
     try:
         source = Path(args.source)
         found = read_file(source) if source.is_file() else None
-        report = asyncio.run(_replay(config, args, found))
+        reports, failures = asyncio.run(_replay_all(config, args, [(args.source, found)]))
     except (NothingToReplay, GatewayError, OSError) as exc:
-        print(f"toolgate replay: {args.source}: {exc}", file=sys.stderr)
+        failures, reports = [str(exc)], []
+    if not reports:
+        reason = failures[0].removeprefix(f"{args.source}: ")
+        print(f"toolgate replay: {args.source}: {reason}", file=sys.stderr)
         return 2
+    (report,) = reports
     print(dumps_text(report) if args.json else render(report), file=out)
     return 0 if report["agree"] else 1

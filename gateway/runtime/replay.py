@@ -37,6 +37,7 @@ from tool_registry import (
     Outcome,
     PreparedCall,
     Tool,
+    ToolConfigError,
     ToolExecutor,
     ToolRegistry,
     ToolResult,
@@ -118,6 +119,35 @@ class ReplayTool(Tool):
         return error_result(message, "denied")
 
 
+def malformed(recording: dict[str, Any]) -> str | None:
+    """What keeps a recording (from a file, or an API body) from being replayed, or
+    None: the shapes the replay reads, checked before it reads them."""
+    loop_start = recording.get("loop")
+    if not isinstance(loop_start, dict) or not isinstance(loop_start.get("params"), dict):
+        return "it holds no loop to replay"
+    if not isinstance(loop_start["params"].get("messages"), list):
+        return "its loop has no messages"
+    client_tools = loop_start.get("client_tools") or []
+    if not isinstance(client_tools, list) or not all(isinstance(t, dict) for t in client_tools):
+        return "its client tools are not a list of objects"
+    for part in ("tools", "rounds", "tool_calls"):
+        items = recording.get(part, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return f"its {part} are not a list of objects"
+    for tool in recording.get("tools", []):
+        definition = tool.get("definition")
+        function = definition.get("function") if isinstance(definition, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return "a tool has no definition with a name"
+        if not isinstance(function.get("parameters", {}), dict):
+            return f"the parameters of tool {function['name'][:64]!r} are not an object"
+    for answer in recording.get("rounds", []):
+        calls = answer.get("calls", [])
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            return "a round's calls are not a list of objects"
+    return None
+
+
 def recorded_results(recording: dict[str, Any]) -> dict[str, dict[str, ToolResult]]:
     """Per tool, the results of its recorded calls by ``call_key`` of the arguments the
     model wrote (header-bound values never take part: the model never writes them)."""
@@ -125,13 +155,14 @@ def recorded_results(recording: dict[str, Any]) -> dict[str, dict[str, ToolResul
         call["id"]: call
         for answer in recording.get("rounds", [])
         for call in answer.get("calls", [])
+        if isinstance(call.get("id"), str)
     }
     results: dict[str, dict[str, ToolResult]] = {}
     for entry in recording.get("tool_calls", []):
-        call = written.get(entry.get("id"))
-        if call is None or entry.get("result") is None:
+        call_id, name = entry.get("id"), entry.get("name")
+        call = written.get(call_id) if isinstance(call_id, str) else None
+        if call is None or not isinstance(name, str) or entry.get("result") is None:
             continue
-        name = str(entry["name"])
         outcome = entry.get("outcome")
         known: Outcome = outcome if outcome in get_args(Outcome) else "ok"
         result = ToolResult(str(entry["result"]), known)
@@ -175,24 +206,24 @@ class Replayer:
         tenant: str | None = None,
         live_read: bool = False,
     ) -> Replayed:
-        loop_start = recording.get("loop")
-        if not isinstance(loop_start, dict) or not isinstance(loop_start.get("params"), dict):
-            raise BadRequest("The recording holds no loop to replay (version 1 or later).")
+        problem = malformed(recording)
+        if problem is not None:
+            raise BadRequest(f"The recording cannot be replayed: {problem}.")
+        loop_start = recording["loop"]
         runtime = self._runtime
         owner = runtime.tenants.by_id(tenant) if tenant is not None else None
         route = runtime.models.route(model)
         ledger = Ledger()
         results = recorded_results(recording)
-        tools = [
-            ReplayTool(
-                recorded,
-                results.get(recorded["definition"]["function"]["name"], {}),
-                ledger,
-                self._live.get(recorded["name"]) if live_read and self._live else None,
-            )
-            for recorded in recording.get("tools", [])
-        ]
-        registry = ToolRegistry(tools)
+        tools = []
+        for recorded in recording.get("tools", []):
+            name = recorded["definition"]["function"]["name"]
+            live = self._live.get(name) if live_read and self._live else None
+            tools.append(ReplayTool(recorded, results.get(name, {}), ledger, live))
+        try:
+            registry = ToolRegistry(tools)
+        except ToolConfigError as exc:  # a recording's schema the registry refuses
+            raise BadRequest(f"The recording's tools cannot be used: {exc}") from exc
         client_tools: list[dict[str, Any]] = list(loop_start.get("client_tools") or [])
         client_names = frozenset(
             str(t["function"]["name"]) for t in client_tools if isinstance(t.get("function"), dict)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gateway.config import GatewayConfig
+from gateway.errors import GatewayError
 from gateway.policy.prices import Rates, read_usage, usd
-from gateway.runtime.replay import Replayed, call_key
+from gateway.runtime.replay import Replayed, Replayer, call_key
 
 
 def _calls(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,7 +84,8 @@ def compare(
             missing.append(
                 {"name": str(call.get("name")), "arguments": _arguments(call.get("arguments"))}
             )
-    recorded_end = recording.get("ended") or {}
+    recorded_end = recording.get("ended")
+    recorded_end = recorded_end if isinstance(recorded_end, dict) else {}
     replayed_end = replayed.ended or {}
     model = recording.get("model")
     agree = not missing and all(c["verdict"] == "same" for c in calls)
@@ -144,3 +147,31 @@ def summary(reports: list[dict[str, Any]], failures: list[str]) -> dict[str, Any
         "differences": verdicts,
         "not_replayed": failures,
     }
+
+
+async def replay_all(
+    replayer: Replayer,
+    recordings: Iterable[tuple[str, Any]],
+    model: str,
+    tenant: str | None = None,
+    live_read: bool = False,
+    config: GatewayConfig | None = None,
+    progress: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each named recording replayed in turn: the reports (each with its ``source``),
+    and why each one that could not be replayed was not (``progress`` after each)."""
+    reports: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for name, recording in recordings:
+        if not isinstance(recording, dict) or recording.get("kept") is False:
+            failures.append(f"{name}: no kept recording")
+        else:
+            try:
+                replayed = await replayer.replay(recording, model, tenant, live_read)
+            except GatewayError as exc:
+                failures.append(f"{name}: {exc.message}")
+            else:
+                reports.append({"source": name, **compare(recording, replayed, config)})
+        if progress is not None:
+            progress()
+    return reports, failures

@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from gateway.errors import AuthError, BadRequest, GatewayError, NotFound
 from gateway.runtime.replay import Replayer
-from gateway.runtime.trajectories import compare, summary
+from gateway.runtime.trajectories import replay_all, summary
 from gateway.surfaces.http import Exchange, json_response, read_body
 from tool_registry import loads
 
@@ -98,17 +98,9 @@ class Admin:
             gateway.tool_transport,
             gateway.runtime.registry if live else None,
         )
-        reports, failures = [], []
-        for name, recording in recordings:
-            if not isinstance(recording, dict) or not recording.get("kept", True):
-                failures.append(f"{name}: no kept recording")
-                continue
-            try:
-                replayed = await replayer.replay(recording, asked["model"], tenant, live)
-            except GatewayError as exc:
-                failures.append(f"{name}: {exc.message}")
-                continue
-            reports.append({"source": name, **compare(recording, replayed, gateway.runtime.config)})
+        reports, failures = await replay_all(
+            replayer, recordings, asked["model"], tenant, live, gateway.runtime.config
+        )
         return json_response(
             {
                 "object": "toolgate.replays",
