@@ -42,7 +42,7 @@ def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Gatew
     origins = [f"{path}: tools[{i}]" for i in range(len(config.tools))]
     extra: list[ToolSpec] = []
     for index, pattern in enumerate(config.tool_files):
-        files = sorted(path.parent.glob(pattern))
+        files = tool_files(path, pattern)
         if not files:
             raise ConfigError(f"{path}: tool_files[{index}]: {pattern!r} matches no file")
         for file in files:
@@ -69,6 +69,12 @@ def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Gatew
     if problems:
         raise ConfigError(f"{path}: " + "; ".join(problems))
     return config
+
+
+def tool_files(path: Path, pattern: str) -> list[Path]:
+    """The files a ``tool_files`` pattern of the configuration file ``path`` takes in:
+    beside it, in name order."""
+    return sorted(path.parent.glob(pattern))
 
 
 def _located(path: Path, index: int, source: OpenApiSource) -> OpenApiSource:

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gateway.config import GatewayConfig
+from gateway.runtime.loader import tool_files
 from gateway.runtime.runtimes import Runtimes
 
 logger = logging.getLogger("gateway.runtime")
@@ -38,7 +39,7 @@ def watched_files(path: Path, config: GatewayConfig) -> list[Path]:
     """The configuration file and the local files it takes in, as it names them now."""
     files = [path]
     for pattern in config.tool_files:
-        files += sorted(path.parent.glob(pattern))
+        files += tool_files(path, pattern)
     files += [Path(source.spec) for source in config.openapi if not source.is_url]
     return files
 
@@ -64,7 +65,6 @@ class ConfigWatcher:
         self._runtimes = runtimes
         self._path = path
         self._interval_s = interval_s
-        self.reloads = 0  # reloads this watcher started, whatever came of them
 
     def _look(self) -> Fingerprint:
         return fingerprint(watched_files(self._path, self._runtimes.current.config))
@@ -86,7 +86,6 @@ class ConfigWatcher:
                     changed = now
                     continue
                 logger.info("configuration files changed: reloading")
-                self.reloads += 1
                 await self._runtimes.reload(every_worker=True)
                 seen = await asyncio.to_thread(self._look)  # the new file may take in others
                 changed = None
