@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Annotated, Literal
 
@@ -15,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from tool_registry import Effects, McpServerConfig, OpenApiSource, ToolSpec, Trust
+from tool_registry import Effects, EgressPolicy, McpServerConfig, OpenApiSource, ToolSpec, Trust
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
@@ -185,6 +186,23 @@ class ToolRule(_Frozen):
         return self
 
 
+WEBHOOK_SECRET_PREFIX = "whsec_"
+
+
+def webhook_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret (``whsec_<base64 of 24 to 64 random
+    bytes>``); ``ValueError`` saying what is wrong if it is not one."""
+    if not secret.startswith(WEBHOOK_SECRET_PREFIX):
+        raise ValueError(f"must start with {WEBHOOK_SECRET_PREFIX!r} (a Standard Webhooks secret)")
+    try:
+        key = base64.b64decode(secret[len(WEBHOOK_SECRET_PREFIX) :], validate=True)
+    except ValueError as exc:
+        raise ValueError(f"the part after {WEBHOOK_SECRET_PREFIX!r} must be base64") from exc
+    if not 24 <= len(key) <= 64:
+        raise ValueError("must hold 24 to 64 random bytes, base64-encoded")
+    return key
+
+
 class ApprovalsConfig(_Frozen):
     """How a call that needs approval gets one (DESIGN.md §13)."""
 
@@ -194,6 +212,8 @@ class ApprovalsConfig(_Frozen):
     timeout_s: float = Field(default=300.0, gt=0, le=86400)  # an operator's wait, at most
     ttl_s: float = Field(default=3600.0, gt=0, le=7 * 86400)  # a client's answer, at most
     webhook: str | None = None  # called (POST, JSON) when an operator approval is pending
+    # Signs each delivery as Standard Webhooks does (``gateway/ops/webhook.py``).
+    webhook_secret: SecretStr | None = None
     admin_keys: list[SecretStr] = Field(default_factory=list)  # list and decide them
 
     @field_validator("webhook")
@@ -202,6 +222,19 @@ class ApprovalsConfig(_Frozen):
         if url is not None and not url.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return url
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None:
+            webhook_key(secret.get_secret_value())  # its words never quote the secret
+        return secret
+
+    @model_validator(mode="after")
+    def _secret_signs_a_webhook(self) -> ApprovalsConfig:
+        if self.webhook_secret is not None and self.webhook is None:
+            raise ValueError("webhook_secret signs the webhook: set approvals.webhook too")
+        return self
 
 
 class PolicyConfig(_Frozen):
@@ -255,6 +288,13 @@ class TenantConfig(_Frozen):
 class EgressConfig(_Frozen):
     deny_private: bool = False
     allow_hosts: list[str] = Field(default_factory=list)
+
+    def policy(self) -> EgressPolicy:
+        """The guard these settings make: the gateway, its CLI and replay all use this."""
+        return EgressPolicy(
+            deny_private=self.deny_private,
+            allow_hosts=frozenset(h.lower() for h in self.allow_hosts),
+        )
 
 
 # Which requests are recorded for replay (DESIGN.md §14; issue 26): none, those that

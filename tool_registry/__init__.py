@@ -7,7 +7,7 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 """
 
 from .arguments import canonical_arguments, parse_arguments
-from .client import body_chunks, create_tool_transport, send
+from .client import GuardedTransport, body_chunks, create_tool_transport, send
 from .egress import EgressPolicy, egress_denial
 from .errors import (
     EgressDenied,
@@ -29,11 +29,21 @@ from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
 from .sources.fetch import fetch_document, parse_document
+from .sources.files import load_yaml, read_bounded
 from .sources.mcp import McpServer, McpServerConfig
 from .sources.openapi import OpenApiSource, openapi_tools
 from .sources.yaml import describe_validation_error, load_tool_file, read_yaml
 from .spec import PUBLIC_HEADERS, HttpSpec, ResultSpec, ToolSpec
-from .tool import CallContext, Effects, HttpRunner, HttpTool, PreparedCall, Tool, Trust
+from .tool import (
+    CallContext,
+    Effects,
+    HttpRunner,
+    HttpTool,
+    PreparedCall,
+    Tool,
+    Trust,
+    definition_fingerprint,
+)
 from .transport import GatewayTransport
 
 __all__ = [
@@ -46,6 +56,7 @@ __all__ = [
     "EgressPolicy",
     "ExpansionError",
     "GatewayTransport",
+    "GuardedTransport",
     "HttpRunner",
     "HttpSpec",
     "HttpTool",
@@ -75,6 +86,7 @@ __all__ = [
     "canonical",
     "canonical_arguments",
     "create_tool_transport",
+    "definition_fingerprint",
     "describe_validation_error",
     "dumps",
     "dumps_text",
@@ -82,12 +94,14 @@ __all__ = [
     "error_result",
     "fetch_document",
     "load_tool_file",
+    "load_yaml",
     "loads",
     "loads_object",
     "openapi_tools",
     "origin",
     "parse_arguments",
     "parse_document",
+    "read_bounded",
     "read_yaml",
     "retry_after_s",
     "send",

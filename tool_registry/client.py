@@ -1,9 +1,19 @@
-"""HTTP plumbing for tool calls: the transport, and sending without the client layer.
+"""HTTP plumbing for tool calls: the one guarded transport, and sending without the
+client layer.
+
+Everything the gateway sends on behalf of configuration or of a model (tool calls,
+approval webhooks, OpenAPI document fetches, replay's live reads, the tools' probe)
+goes through a ``GuardedTransport`` (DESIGN.md §15): the egress guard sits under the
+transport, so a caller cannot hold an unguarded one. It judges a literal address in
+the URL before anything is sent, and every name when it is resolved
+(``GuardedResolver``), so each hop of a redirect is judged as the first was. MCP
+servers are reached through the SDK's own client, guarded the same way in its network
+backend (``sources/mcp_transport.py``).
 
 The gateway uses httpx's request and response types and its transports, not
 ``httpx.AsyncClient``: the client's cookie jar, auth flow, redirect handling and event
 hooks cost a good share of each call's CPU time, and the gateway needs none of them
-(redirects are followed here, with the egress guard on every hop).
+(redirects are followed by the executor, each hop through this transport).
 """
 
 from __future__ import annotations
@@ -16,13 +26,37 @@ import httpx
 from .egress import EgressPolicy, GuardedResolver
 from .transport import GatewayTransport, map_transport_errors
 
-__all__ = ["body_chunks", "create_tool_transport", "is_timeout", "send"]
+__all__ = ["GuardedTransport", "body_chunks", "create_tool_transport", "is_timeout", "send"]
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """The egress guard over a transport: a request whose URL names a refused address
+    raises ``EgressDenied`` before the transport sees it. ``create_tool_transport``
+    builds the real one, whose resolver judges names too; ``inner`` is for tests (an
+    ``httpx.MockTransport`` resolves nothing, so only literal addresses are judged)."""
+
+    __slots__ = ("_inner", "policy")
+
+    def __init__(self, policy: EgressPolicy, inner: httpx.AsyncBaseTransport) -> None:
+        self.policy = policy
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.policy.check_url(request.url)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def create_tool_transport(
-    policy: EgressPolicy, max_connections: int = 200
-) -> httpx.AsyncBaseTransport:
-    """The transport for tool calls, resolving names through the egress guard."""
+    policy: EgressPolicy,
+    max_connections: int = 200,
+    *,
+    inner: httpx.AsyncBaseTransport | None = None,
+) -> GuardedTransport:
+    """The one way out: aiohttp resolving names through the egress guard, under the
+    guard's check of literal addresses (or ``inner``, for tests, under that check)."""
 
     def new_session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
@@ -30,7 +64,7 @@ def create_tool_transport(
         )
         return aiohttp.ClientSession(connector=connector, trust_env=False)
 
-    return GatewayTransport(client=new_session)
+    return GuardedTransport(policy, inner or GatewayTransport(client=new_session))
 
 
 async def send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import httpx
 
-from .client import body_chunks, is_timeout, send
-from .egress import EgressPolicy, egress_denial
+from .client import GuardedTransport, body_chunks, is_timeout, send
+from .egress import egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
 from .redact import Redactor
@@ -99,25 +99,22 @@ async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool
 
 
 class ToolExecutor:
-    """Runs tool calls through one shared transport (see ``create_tool_transport``)."""
+    """Runs tool calls through the one guarded transport (``create_tool_transport``)."""
 
     def __init__(
         self,
-        transport: httpx.AsyncBaseTransport,
-        policy: EgressPolicy | None = None,
+        transport: GuardedTransport,
         *,
         backoff_base_s: float = 0.2,
         redactor: Redactor | None = None,
     ) -> None:
         self._transport = transport
-        self._policy = policy or EgressPolicy()
         self._backoff_base_s = backoff_base_s
         self.redactor = redactor or Redactor(())  # configured secrets: out of every result
 
     async def _send(self, request: httpx.Request, follow: bool) -> httpx.Response:
         """Send, following redirects if asked; every hop passes the egress guard."""
         for _ in range(MAX_REDIRECTS + 1):
-            self._policy.check_url(request.url)
             response = await send(self._transport, request)
             if not follow or response.status_code not in _REDIRECT_STATUSES:
                 return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import time
 from collections.abc import Mapping
 
@@ -28,23 +29,30 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
     """The wait a server asked for, from ``retry-after-ms`` or ``retry-after``."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
-        try:
-            return max(float(millis) / 1000, 0.0)
-        except ValueError:
-            pass
+        asked = _seconds(millis)
+        if asked is not None:
+            return asked / 1000
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+    asked = _seconds(value)
+    if asked is not None:
+        return asked
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     seconds: float = when.timestamp() - (time.time() if now is None else now)
     return max(seconds, 0.0)
+
+
+def _seconds(text: str) -> float | None:
+    """A number of seconds a far side wrote (``nan`` and ``inf`` are not), from 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return max(value, 0.0) if math.isfinite(value) else None
 
 
 def backoff_delay(

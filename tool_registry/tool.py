@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .errors import MissingValue, ToolArgumentsInvalid
+from .jsonio import canonical
 from .request_builder import RequestTemplate
 from .schemas import schema_problem
 from .templates import placeholders, render
@@ -29,6 +30,12 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})  # methods that change nothing
 
 Effects = Literal["read", "write"]  # whether a call may change the world
 Trust = Literal["trusted", "untrusted"]  # whether its output may carry someone else's words
+
+
+def definition_fingerprint(definition: Mapping[str, Any]) -> str:
+    """What a tool looked like to the model: the SHA-256 of its canonical definition
+    (recordings keep it; a replay compares it with the live tool's)."""
+    return "sha256:" + hashlib.sha256(canonical(definition).encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,11 @@ from typing import Any, TextIO
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.runtime.replay import Replayer
-from gateway.runtime.tool_sources import static_tools
 from gateway.runtime.trajectories import replay_all, summary
 from gateway.store import Keys, open_store
 from gateway.store.traces import TraceStore
 from gateway.upstream.client import create_upstream_transport
-from tool_registry import EgressPolicy, ToolRegistry, create_tool_transport, dumps_text, loads
+from tool_registry import create_tool_transport, dumps_text, loads
 
 DEFAULT_TENANT = "default"
 
@@ -129,14 +128,9 @@ async def _replay_all(
             (name, found if found is not None else await read_store(config, tenant, name))
             for name, found in recordings
         ]
-    egress = EgressPolicy(
-        deny_private=config.egress.deny_private,
-        allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
-    )
-    upstream, tools = create_upstream_transport(), create_tool_transport(egress)
+    upstream, tools = create_upstream_transport(), create_tool_transport(config.egress.policy())
     try:
-        live = ToolRegistry(static_tools(config).tools) if args.live_read_tools else None
-        replayer = Replayer(config, upstream, tools, live)
+        replayer = Replayer.of_config(config, upstream, tools)
         tenant_id = args.tenant if args.tenant is not None else (tenant if config.tenants else None)
         return await replay_all(
             replayer,

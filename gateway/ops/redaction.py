@@ -52,6 +52,13 @@ def secrets_of(config: GatewayConfig) -> list[str]:
         found += [v for k, v in source.headers.items() if k.lower() not in PUBLIC_HEADERS]
     for server in config.mcp:
         found += HttpSpec(url=server.url, headers=server.headers).secrets()
+    approvals = [config.policy.approvals]
+    approvals += [t.policy.approvals for t in config.tenants or [] if t.policy.approvals]
+    for said in approvals:
+        found += [key.get_secret_value() for key in said.admin_keys]
+        if said.webhook_secret is not None:
+            found.append(said.webhook_secret.get_secret_value())
+        found += _password(said.webhook) if said.webhook else []
     return [secret for secret in found if secret]
 
 

@@ -1,53 +1,85 @@
 """Telling an operator an approval waits (DESIGN.md §13): ``approvals.webhook`` is
-POSTed the pending approval as JSON, through the tools' transport and egress guard,
-in the background — a slow or failing hook never holds the run (it is logged)."""
+POSTed the pending approval as JSON, through the one guarded transport (DESIGN.md §15),
+in the background — a slow or failing hook never holds the run (it is logged).
+
+With ``approvals.webhook_secret`` the delivery is signed as Standard Webhooks
+(standardwebhooks.com) signs it, which its libraries (``standardwebhooks`` for Python,
+Node, Go, …, and Svix's) verify as they are: ``webhook-id``, ``webhook-timestamp``
+(Unix seconds) and ``webhook-signature: v1,<base64 HMAC-SHA256>`` of
+``"{id}.{timestamp}.{body}"``, keyed with the secret's base64 part (``whsec_…``). A
+receiver refuses a timestamp more than five minutes from its clock, which bounds a
+replay of a captured delivery; the id lets it drop one it has seen.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import logging
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from tool_registry import dumps, send
+from gateway.config import webhook_key
+from tool_registry import EgressDenied, GuardedTransport, dumps, send
 
 logger = logging.getLogger("gateway.approvals")
 
 TIMEOUT_S = 5.0
 
 
+def signature_headers(key: bytes, body: bytes, message_id: str, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks headers that sign ``body``."""
+    signed = b"%s.%d.%s" % (message_id.encode(), timestamp, body)
+    digest = hmac.new(key, signed, hashlib.sha256).digest()
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+    }
+
+
 class Webhooks:
-    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+    def __init__(self, transport: GuardedTransport, clock: Callable[[], float] = time.time) -> None:
         self._transport = transport
+        self._clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def post(self, url: str, event: dict[str, Any]) -> None:
-        """Send ``event`` to ``url`` soon; nothing waits for it."""
-        task = asyncio.create_task(self._post(url, event))
+    def post(self, url: str, event: dict[str, Any], secret: str | None = None) -> None:
+        """Send ``event`` to ``url`` soon, signed with ``secret`` if given; nothing
+        waits for it."""
+        task = asyncio.create_task(self.deliver(url, event, secret))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _post(self, url: str, event: dict[str, Any]) -> None:
-        request = httpx.Request(
-            "POST",
-            url,
-            content=dumps(event),
-            headers={"content-type": "application/json"},
-            extensions={
-                "timeout": {
-                    "connect": TIMEOUT_S,
-                    "read": TIMEOUT_S,
-                    "write": TIMEOUT_S,
-                    "pool": TIMEOUT_S,
-                }
-            },
+    def request(self, url: str, event: dict[str, Any], secret: str | None) -> httpx.Request:
+        body = dumps(event)
+        headers = {"content-type": "application/json"}
+        if secret is not None:
+            message_id = f"msg_{uuid.uuid4().hex}"
+            timestamp = int(self._clock())
+            headers |= signature_headers(webhook_key(secret), body, message_id, timestamp)
+        timeout = {"connect": TIMEOUT_S, "read": TIMEOUT_S, "write": TIMEOUT_S, "pool": TIMEOUT_S}
+        return httpx.Request(
+            "POST", url, content=body, headers=headers, extensions={"timeout": timeout}
         )
+
+    async def deliver(self, url: str, event: dict[str, Any], secret: str | None = None) -> None:
+        """Send ``event`` now; failures are logged, never raised."""
         try:
+            request = self.request(url, event, secret)
             async with asyncio.timeout(TIMEOUT_S):
                 response = await send(self._transport, request)
                 await response.aclose()
-        except (httpx.HTTPError, TimeoutError, OSError) as exc:
+        except EgressDenied as exc:
+            logger.warning("approval webhook refused by the egress guard: %s", exc)
+            return
+        except (httpx.HTTPError, httpx.InvalidURL, TimeoutError, OSError, ValueError) as exc:
             logger.warning("approval webhook not delivered: %s", type(exc).__name__)
             return
         if response.status_code >= 300:

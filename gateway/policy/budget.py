@@ -12,7 +12,8 @@ request ends is settled then.
 
 Rules, in the order they are checked before a round:
 
-- less than ``MIN_ROUND_TOKENS`` of room in the envelope: no round is made — 422
+- less than ``MIN_ROUND_TOKENS`` of room in the envelope (or than the client's own
+  ``max_tokens``, when it asks for fewer): no round is made — 422
   ``budget_exceeded`` with ``on_limit: error`` or on the first round, else the run
   ends with the answer so far;
 - a window refuses the reservation: 429 ``insufficient_quota`` on the first round or
@@ -159,10 +160,14 @@ class RunBudget:
     ) -> RoundGrant | Stop:
         """Reserve a round whose prompt is estimated at ``prompt`` tokens, or say why
         it cannot be made (``Stop``, or a 422/429 as the module says)."""
+        # The least room worth a round: MIN_ROUND_TOKENS, or less when the client asks
+        # for less (a classifier's answer of 1 token, a title of 10).
+        need = MIN_ROUND_TOKENS
         if client_max is not None:  # the client's number: no more than any round spends
             client_max = min(client_max, MAX_TOKENS)
+            need = max(min(need, client_max), 1)
         room, kind = self._room(prompt)
-        if room is not None and room < MIN_ROUND_TOKENS:
+        if room is not None and room < need:
             if first or self.on_limit == "error":
                 raise self._envelope_error(kind, prompt)
             return Stop(kind)
@@ -182,7 +187,7 @@ class RunBudget:
                     nanos=self.rates.tokens_nanos(prompt, 0),
                     out_pico=self.rates.output,
                     max_out=want or 0,
-                    min_out=MIN_ROUND_TOKENS,
+                    min_out=need,
                 )
             )
             if granted is not None:

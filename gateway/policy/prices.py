@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import ModelPrice
+from gateway.upstream.numbers import MAX_COUNT
 
 NANOS_PER_USD = 1_000_000_000
-# More tokens than any model reads or writes in one round: a count past it is not usage.
-ABSURD_TOKENS = 100_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +83,7 @@ class Counts:
 
 def _count(value: Any) -> int | None:
     """A token count, or None for what no honest server reports."""
-    if type(value) is not int or value < 0 or value > ABSURD_TOKENS:
+    if type(value) is not int or value < 0 or value > MAX_COUNT:
         return None
     return value
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.config import UpstreamConfig
-from tool_registry import FIELDS, HttpTool, egress_denial, origin, send
+from tool_registry import FIELDS, EgressDenied, HttpTool, egress_denial, origin, send
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -111,11 +111,10 @@ async def probe_tools(gateway: Gateway) -> list[Probe]:
         try:
             request = httpx.Request("GET", where + "/", headers={"user-agent": "toolgate probe"})
             request.extensions["timeout"] = httpx.Timeout(PROBE_TIMEOUT_S).as_dict()
-            gateway.egress.check_url(request.url)
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 response = await send(gateway.tool_transport, request)
                 await response.aclose()
-        except (httpx.HTTPError, httpx.InvalidURL, OSError, TimeoutError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, TimeoutError, EgressDenied) as exc:
             denial = egress_denial(exc)
             detail = (
                 "refused by the egress policy"

@@ -17,13 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
-
 from gateway.config import GatewayConfig
 from tool_registry import (
     FIELDS,
     Backoff,
-    EgressPolicy,
+    GuardedTransport,
     McpServer,
     McpServerConfig,
     OpenApiSource,
@@ -62,8 +60,7 @@ class OpenApiUrl:
     def __init__(
         self,
         source: OpenApiSource,
-        transport: httpx.AsyncBaseTransport,
-        policy: EgressPolicy,
+        transport: GuardedTransport,
         on_change: Callable[[], None],
         backoff_s: float = 1.0,
     ) -> None:
@@ -74,7 +71,6 @@ class OpenApiUrl:
         self.tools: list[Tool] = []
         self.skipped: list[str] = []
         self._transport = transport
-        self._policy = policy
         self._on_change = on_change
         self._backoff_s = backoff_s
         self._tried = asyncio.Event()
@@ -93,7 +89,7 @@ class OpenApiUrl:
         while True:
             try:
                 document = await fetch_document(
-                    self.source.spec, self._transport, self._policy, timeout_s=self.source.timeout_s
+                    self.source.spec, self._transport, timeout_s=self.source.timeout_s
                 )
                 # Reading hundreds of operations is CPU work: off the event loop.
                 found = await asyncio.to_thread(
@@ -188,12 +184,10 @@ class Plan:
 class RemoteSources:
     def __init__(
         self,
-        transport: httpx.AsyncBaseTransport,
-        policy: EgressPolicy,
+        transport: GuardedTransport,
         on_change: Callable[[], None],
     ) -> None:
         self._transport = transport
-        self._policy = policy
         self._on_change = on_change
         self._sources: dict[str, RemoteSource] = {}
 
@@ -208,8 +202,8 @@ class RemoteSources:
 
     def _new(self, key: str, source: OpenApiSource | McpServerConfig) -> RemoteSource:
         if isinstance(source, McpServerConfig):
-            return McpSource(McpServer(source, self._policy, self._notify(key)))
-        return OpenApiUrl(source, self._transport, self._policy, self._notify(key))
+            return McpSource(McpServer(source, self._transport.policy, self._notify(key)))
+        return OpenApiUrl(source, self._transport, self._notify(key))
 
     async def plan(self, config: GatewayConfig, wait_s: float) -> Plan:
         """Start what ``config`` adds, keep what it keeps; wait up to ``wait_s`` for the

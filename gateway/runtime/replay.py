@@ -7,7 +7,14 @@ model saw them. The model is the one asked for, on its configured upstream. When
 new model calls a tool with the same name and canonically equal arguments as a call of
 the recording, the recorded result is served; any other call is answered with an
 error result saying it was not in the recording — or, with ``live_read``, run live if
-the tool only reads (and the gateway knows it). A tool that writes never runs.
+the gateway's own current policy says its tool only reads (DESIGN.md §16).
+
+A recording is input like any other: what it says a tool does (``effects``) decides
+nothing. A call runs live only when the gateway knows a tool of that name, the tenant
+may use it, its current policy (the tool's method, the operator's and the tenant's
+rules) reads it as ``read`` and asks no approval; it is prepared by that tool (its
+schema, its ``bind`` values) and sent through the gateway's one guarded transport.
+Where a recorded tool's definition differs from the live one's, the report warns.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import httpx
 
@@ -25,6 +32,8 @@ from gateway.engine.loop import Outcome as Ending
 from gateway.errors import BadRequest, GatewayError
 from gateway.policy.limits import Narrowing
 from gateway.policy.point import PolicyPoint
+from gateway.policy.rules import TenantPolicy
+from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import static_tools
 from gateway.upstream.chat_model import ChatModel
@@ -32,20 +41,24 @@ from gateway.upstream.client import UpstreamClient
 from tool_registry import (
     CallContext,
     Effects,
-    EgressPolicy,
+    GuardedTransport,
     HttpRunner,
     Outcome,
     PreparedCall,
     Tool,
+    ToolArgumentsInvalid,
     ToolConfigError,
     ToolExecutor,
     ToolRegistry,
     ToolResult,
     canonical,
+    definition_fingerprint,
+    dumps_text,
     error_result,
 )
 
 Served = str  # "recorded" | "live" | "not_recorded" | "write_refused"
+LiveRefusal = Literal["unknown", "not_allowed", "write", "approval"]
 NOT_RECORDED = (
     "This call was not in the recording being replayed, so it was not made. Answer with "
     "what you have."
@@ -75,17 +88,49 @@ class Ledger:
         self.calls.append({"name": name, "arguments": arguments, "served": served})
 
 
-class ReplayTool(Tool):
-    """A recorded tool: its definition as the model saw it, its recorded results."""
+@dataclass(frozen=True, slots=True)
+class LiveJudgement:
+    """What the gateway's current policy says of a recorded tool's name: its own tool
+    of that name (if it knows one), what that tool does, and whether a replay may run
+    it live (``refused`` says why not)."""
 
-    __slots__ = ("_effects", "_ledger", "_live", "_results")
+    tool: Tool | None
+    effects: Effects
+    refused: LiveRefusal | None
+
+
+def judge_live(runtime: Runtime, tenant: Tenant | None, name: str) -> LiveJudgement:
+    """Whether a replay may call the tool ``name`` live, decided by the gateway alone."""
+    tool = runtime.registry.get(name)
+    if tool is None:
+        return LiveJudgement(None, "write", "unknown")
+    rules = (
+        tenant.policy if tenant is not None else TenantPolicy.resolve(runtime.config.policy, None)
+    )
+    said = rules.of(tool)
+    if tenant is not None and name not in tenant.tools:
+        return LiveJudgement(tool, said.effects, "not_allowed")
+    if said.effects != "read":
+        return LiveJudgement(tool, said.effects, "write")
+    if said.approval != "never":
+        return LiveJudgement(tool, said.effects, "approval")
+    return LiveJudgement(tool, said.effects, None)
+
+
+class ReplayTool(Tool):
+    """A recorded tool: its definition as the model saw it, its recorded results, and
+    the gateway's judgement of its live namesake."""
+
+    __slots__ = ("_context", "_effects", "_ledger", "_live", "_results", "_writes")
 
     def __init__(
         self,
         recorded: dict[str, Any],
         results: dict[str, ToolResult],
         ledger: Ledger,
-        live: Tool | None,
+        judged: LiveJudgement,
+        live_read: bool,
+        context: CallContext,
     ) -> None:
         function = recorded["definition"]["function"]
         super().__init__(
@@ -96,10 +141,12 @@ class ReplayTool(Tool):
             origin=f"recording: tool {function['name']!r}",
             label=str(recorded.get("source", "replay")),
         )
-        self._effects: Effects = "read" if recorded.get("effects") == "read" else "write"
+        self._effects: Effects = judged.effects
+        self._writes = judged.refused == "write"  # the gateway's word, not the recording's
         self._results = results
         self._ledger = ledger
-        self._live = live
+        self._live = judged.tool if live_read and judged.refused is None else None
+        self._context = context
 
     @property
     def effects(self) -> Effects:
@@ -110,12 +157,16 @@ class ReplayTool(Tool):
         if found is not None:
             self._ledger.add(self.name, call.arguments, "recorded")
             return found
-        if self._effects == "read" and self._live is not None:
+        if self._live is not None:
             self._ledger.add(self.name, call.arguments, "live")
-            return await self._live.run(call, deadline, http)
-        refused = "not_recorded" if self._effects == "read" else "write_refused"
+            try:  # the live tool's own schema and bound values, not the recording's
+                live = self._live.prepare(dumps_text(call.arguments), self._context)
+            except ToolArgumentsInvalid as exc:
+                return error_result(str(exc), "invalid_args")
+            return await self._live.run(live, deadline, http)
+        refused = "write_refused" if self._writes else "not_recorded"
         self._ledger.add(self.name, call.arguments, refused)
-        message = NOT_RECORDED if self._effects == "read" else WRITE_REFUSED
+        message = WRITE_REFUSED if self._writes else NOT_RECORDED
         return error_result(message, "denied")
 
 
@@ -180,24 +231,34 @@ class Replayed:
     ended: dict[str, Any] | None
     usage: dict[str, Any]
     error: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 class Replayer:
-    """Replays recordings with a gateway's configuration: its models and upstreams, and
-    (for ``live_read``) its tools."""
+    """Replays recordings with a gateway's snapshot: its models and upstreams, its tools
+    and policy (what may run live), and its one guarded transport for live reads."""
 
     def __init__(
         self,
+        runtime: Runtime,
+        upstream_transport: httpx.AsyncBaseTransport,
+        tool_transport: GuardedTransport,
+    ) -> None:
+        self._runtime = runtime
+        self._upstream = UpstreamClient(upstream_transport)
+        self._executor = ToolExecutor(tool_transport)
+
+    @classmethod
+    def of_config(
+        cls,
         config: GatewayConfig,
         upstream_transport: httpx.AsyncBaseTransport,
-        tool_transport: httpx.AsyncBaseTransport,
-        registry: ToolRegistry | None = None,
-    ) -> None:
-        self._runtime = Runtime.build(config, static_tools(config).tools)
-        self._upstream = UpstreamClient(upstream_transport)
-        egress = EgressPolicy(deny_private=config.egress.deny_private)
-        self._executor = ToolExecutor(tool_transport, egress)
-        self._live = registry
+        tool_transport: GuardedTransport,
+    ) -> Replayer:
+        """A replayer for a configuration read from its file (the CLI): its inline,
+        file and local OpenAPI tools are what may run live."""
+        runtime = Runtime.build(config, static_tools(config).tools)
+        return cls(runtime, upstream_transport, tool_transport)
 
     async def replay(
         self,
@@ -215,11 +276,19 @@ class Replayer:
         route = runtime.models.route(model)
         ledger = Ledger()
         results = recorded_results(recording)
-        tools = []
+        context = CallContext(owner.id if owner is not None else "replay", {})
+        tools, warnings = [], []
         for recorded in recording.get("tools", []):
             name = recorded["definition"]["function"]["name"]
-            live = self._live.get(name) if live_read and self._live else None
-            tools.append(ReplayTool(recorded, results.get(name, {}), ledger, live))
+            judged = judge_live(runtime, owner, name)
+            if judged.tool is not None and recorded.get("fingerprint") != definition_fingerprint(
+                judged.tool.definition
+            ):
+                warnings.append(
+                    f"tool {name[:64]!r}: the recorded definition differs from the gateway's"
+                )
+            tool = ReplayTool(recorded, results.get(name, {}), ledger, judged, live_read, context)
+            tools.append(tool)
         try:
             registry = ToolRegistry(tools)
         except ToolConfigError as exc:  # a recording's schema the registry refuses
@@ -241,7 +310,6 @@ class Replayer:
             client_names,
         )
         loop = ToolLoop(self._executor)
-        context = CallContext(owner.id if owner is not None else "replay", {})
         (run,) = loop.runs(LoopJob(chat, policy, context, record=True))
         error = None
         outcome: Ending | None = None
@@ -256,6 +324,7 @@ class Replayer:
             _ending(outcome),
             run.state.usage.totals,
             error,
+            warnings,
         )
 
 

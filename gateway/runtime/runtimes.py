@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import get_args
 
-import httpx
-
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.ops.metrics import Labels, Metrics
@@ -34,12 +32,15 @@ from gateway.runtime.remote_sources import RemoteSources
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import SourcedTools, static_tools
 from gateway.values import CapKind
-from tool_registry import EgressPolicy, Outcome, Redactor, ToolConfigError
+from tool_registry import GuardedTransport, Outcome, Redactor, ToolConfigError
 
 logger = logging.getLogger("gateway.runtime")
 
 START_WAIT_S = 10.0  # how long start-up and a reload wait for remote sources
 REBUILD_DEBOUNCE_S = 0.05  # source changes this close together are one rebuild
+# A reload that has not read its files by then fails (the thread is left to finish):
+# a file that hangs a reader (a stalled network mount) never holds the next reload.
+READ_TIMEOUT_S = 30.0
 _RESTART_SECTIONS = ("server", "store", "egress", "traces", "otel", "responses")
 
 
@@ -92,12 +93,11 @@ class Runtimes:
 
     async def start(
         self,
-        transport: httpx.AsyncBaseTransport,
-        policy: EgressPolicy,
+        transport: GuardedTransport,
         wait_s: float = START_WAIT_S,
     ) -> None:
         """Start the remote sources, wait a little for them, and build with their tools."""
-        self._sources = sources = RemoteSources(transport, policy, self._changed)
+        self._sources = sources = RemoteSources(transport, self._changed)
         config = self.current.config
         plan = await sources.plan(config, wait_s)
         sources.adopt(plan)
@@ -169,11 +169,16 @@ class Runtimes:
                 "send SIGHUP to the main process instead (uvicorn starts fresh workers, "
                 "which read the file)",
             )
-        try:
-            config = await asyncio.to_thread(load_config, self.config_path)
-            static = await asyncio.to_thread(static_tools, config)
+        try:  # in a worker thread, and never waited on past READ_TIMEOUT_S
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                config = await asyncio.to_thread(load_config, self.config_path)
+                static = await asyncio.to_thread(static_tools, config)
         except (ConfigError, ToolConfigError) as exc:
             return Reloaded(False, str(exc))
+        except TimeoutError:
+            return Reloaded(
+                False, f"reading the configuration took longer than {READ_TIMEOUT_S:g}s"
+            )
         sources = self._sources
         plan = await sources.plan(config, START_WAIT_S) if sources is not None else None
         try:

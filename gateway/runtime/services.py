@@ -36,7 +36,7 @@ from gateway.store.result_cache import ResultCache
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
 from gateway.upstream.client import UpstreamClient, create_upstream_transport
-from tool_registry import EgressPolicy, ToolExecutor, ToolRegistry, create_tool_transport
+from tool_registry import ToolExecutor, ToolRegistry, create_tool_transport
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -63,10 +63,7 @@ class Gateway:
         # One for the process: a reload extends it (see ``Redactor``).
         self.redactor = redactor_of(config)
         self.runtimes = Runtimes(config, self.metrics, self.redactor, config_path)
-        self.egress = EgressPolicy(
-            deny_private=config.egress.deny_private,
-            allow_hosts=frozenset(h.lower() for h in config.egress.allow_hosts),
-        )
+        self.egress = config.egress.policy()
         self._upstream_transport = upstream_transport
         self._tool_transport = tool_transport
         self._transports: list[httpx.AsyncBaseTransport] = []
@@ -124,13 +121,15 @@ class Gateway:
             else None
         )
         upstream = self._upstream_transport or create_upstream_transport()
-        tools = self._tool_transport or create_tool_transport(self.egress)
+        # The one way out for tools, webhooks, documents and replay (a test's transport
+        # goes under the same guard).
+        tools = create_tool_transport(self.egress, inner=self._tool_transport)
         self._transports = [upstream, tools]
         self.upstream_transport = upstream
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)
-        self.executor = ToolExecutor(tools, self.egress, redactor=self.redactor)
+        self.executor = ToolExecutor(tools, redactor=self.redactor)
         self.loop = ToolLoop(
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,
@@ -141,7 +140,7 @@ class Gateway:
             from gateway.ops.export import Telemetry  # the SDK: imported only when tracing
 
             self.telemetry = Telemetry(self.otel, metrics, self.redactor, self._span_exporter)
-        await self.runtimes.start(tools, self.egress)
+        await self.runtimes.start(tools)
         return self
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:
@@ -150,8 +149,11 @@ class Gateway:
         if url is None:
             return None
 
+        secret = config.webhook_secret.get_secret_value() if config.webhook_secret else None
+
         async def notify(record: ApprovalRecord) -> None:
-            self.webhooks.post(url, {"type": "approval.pending", "approval": record.public()})
+            event = {"type": "approval.pending", "approval": record.public()}
+            self.webhooks.post(url, event, secret)
 
         return notify
 

@@ -1,8 +1,8 @@
 """The configured tool sources, read into tools (DESIGN.md §12).
 
 ``static_tools`` reads what needs no network: inline tools, tool files (merged by the
-loader) and OpenAPI documents on disk. ``fetched_tools`` adds OpenAPI documents at
-URLs, fetched under the egress policy. MCP servers are listed by ``mcp_sources``.
+loader) and OpenAPI documents on disk. OpenAPI documents at URLs and MCP servers are
+the running sources of ``remote_sources``.
 Problems that leave one operation out are warnings; a source that cannot be used at
 all is a ``ToolConfigError``.
 """
@@ -13,18 +13,14 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from gateway.config import GatewayConfig
 from tool_registry import (
-    EgressPolicy,
     HttpTool,
     OpenApiSource,
     Tool,
-    ToolConfigError,
-    fetch_document,
     openapi_tools,
     parse_document,
+    read_bounded,
 )
 
 
@@ -40,11 +36,7 @@ class SourcedTools:
 
 
 def read_document(path: Path) -> object:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ToolConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    return parse_document(data, str(path))
+    return parse_document(read_bounded(path), str(path))
 
 
 def static_tools(config: GatewayConfig) -> SourcedTools:
@@ -55,20 +47,6 @@ def static_tools(config: GatewayConfig) -> SourcedTools:
     for source in config.openapi:
         if not source.is_url:
             found.add(source, read_document(Path(source.spec)), source.spec)
-    return found
-
-
-async def fetched_tools(
-    config: GatewayConfig, transport: httpx.AsyncBaseTransport, policy: EgressPolicy
-) -> SourcedTools:
-    """The operations of OpenAPI documents at URLs."""
-    found = SourcedTools()
-    for source in config.openapi:
-        if source.is_url:
-            document = await fetch_document(
-                source.spec, transport, policy, timeout_s=source.timeout_s
-            )
-            found.add(source, document, source.spec)
     return found
 
 

@@ -114,6 +114,7 @@ def compare(
             "replayed": replayed_end.get("content"),
         },
         "error": replayed.error,
+        "warnings": replayed.warnings,
     }
 
 

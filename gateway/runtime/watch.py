@@ -10,7 +10,10 @@ the inode; an editor's save changes the time or the inode. A change seen twice i
 row (the file has settled) reloads exactly as ``SIGHUP`` does: the new file is read
 and built whole before anything is swapped, and a file that does not load keeps the
 old snapshot, says why in the log and counts
-``toolgate_config_reloads_total{result="error"}``; the next change is tried again.
+``toolgate_config_reloads_total{result="error"}``; the next change is tried again. A
+change written while a reload runs is seen afterwards and reloads again (``applied``);
+reading is bounded in time and memory (``tool_registry.sources.files``, and
+``runtimes.READ_TIMEOUT_S``).
 
 Polling, not inotify: it needs no dependency, sees a ConfigMap's swap the same way on
 every filesystem, and costs a few ``stat`` calls per interval, made off the event loop.
@@ -58,6 +61,15 @@ def fingerprint(files: list[Path]) -> Fingerprint:
     return tuple(found)
 
 
+def applied(before: Fingerprint, after: Fingerprint) -> Fingerprint:
+    """What a reload that started at ``before`` is known to have read: the files it
+    takes in now (``after``), each as it was when the reload started. A file written
+    while the reload ran differs from this, so the next look sees it and reloads
+    again: a change is never taken for applied because it came during a reload."""
+    then = {name: (real, stat) for name, real, stat in before}
+    return tuple((name, *then.get(name, (real, stat))) for name, real, stat in after)
+
+
 class ConfigWatcher:
     """Polls the configuration's files and reloads when they change."""
 
@@ -87,7 +99,8 @@ class ConfigWatcher:
                     continue
                 logger.info("configuration files changed: reloading")
                 await self._runtimes.reload(every_worker=True)
-                seen = await asyncio.to_thread(self._look)  # the new file may take in others
+                after = await asyncio.to_thread(self._look)  # the new file may take in others
+                seen = applied(now, after)
                 changed = None
             except Exception:  # the watcher outlives whatever one look or reload met
                 logger.exception("watching the configuration files failed; still watching")

@@ -22,6 +22,7 @@ from gateway.upstream.client import (
     sse_data,
     upstream_errors,
 )
+from gateway.upstream.numbers import believed_usage
 from gateway.upstream.sse import encode
 from tool_registry import dumps, loads_object
 
@@ -63,8 +64,9 @@ async def _parsed_stream(
             if event is None:
                 yield b"data: " + data.encode() + b"\n\n"
                 continue
-            if isinstance(event.get("usage"), dict):
-                usage = event["usage"]
+            if "usage" in event and event["usage"] is not None:
+                usage = believed_usage(event["usage"], upstream.name)
+                event["usage"] = usage  # what the gateway counts is what the client reads
                 if hide_usage and not event.get("choices"):
                     continue
             if model is not None and "model" in event:
@@ -138,7 +140,11 @@ async def forward_json(
         if renamed and "model" in parsed:
             parsed["model"] = client_model
             data = dumps(parsed)
-        usage = parsed.get("usage")
+        said = parsed.get("usage")
+        usage = believed_usage(said, route.upstream.name)
+        if usage != said:  # what the gateway counts is what the client reads
+            parsed["usage"] = usage
+            data = dumps(parsed)
         if on_usage is not None:
             on_usage(usage)
         if meter is not None:

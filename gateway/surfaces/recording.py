@@ -15,7 +15,6 @@ is not kept (the trace says so).
 
 from __future__ import annotations
 
-import hashlib
 import random
 from typing import Any
 
@@ -23,7 +22,7 @@ from gateway.config import Record
 from gateway.engine.loop import Final, HandBack, Run
 from gateway.engine.runner import CallRecord
 from gateway.values import ToolCall
-from tool_registry import ToolRegistry, canonical
+from tool_registry import ToolRegistry, definition_fingerprint
 
 VERSION = 1
 
@@ -40,11 +39,6 @@ def keeps(mode: Record, status: int, session: Run, draw: float | None = None) ->
             status >= 400 or failed_call or bool(session.state.caps) or session.stopped is not None
         )
     return (random.random() if draw is None else draw) < mode
-
-
-def fingerprint(definition: dict[str, Any]) -> str:
-    """What a tool looked like to the model: the SHA-256 of its definition."""
-    return "sha256:" + hashlib.sha256(canonical(definition).encode()).hexdigest()
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
@@ -100,7 +94,7 @@ def recording(
             {
                 "name": name,
                 "definition": tool.definition,
-                "fingerprint": fingerprint(tool.definition),
+                "fingerprint": definition_fingerprint(tool.definition),
                 "source": tool.label,
                 "effects": policy.rules.of(tool).effects,
             }

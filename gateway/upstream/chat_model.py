@@ -117,7 +117,7 @@ class ChatModel:
 
     async def answer(self, ask: Ask) -> Round:
         body = self.body(ask, False)
-        return parse_completion(await self._client.chat(self.upstream, body, ask.trace))
+        return parse_completion(await self._client.chat(self.upstream, body, ask.trace), self.name)
 
     async def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]:
         """The round's pieces as they come, then the round they made up."""

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
 from gateway.upstream.client import server_failed
+from gateway.upstream.numbers import believed_usage
 from gateway.values import APPROVAL_TOOL, Hidden, Piece, Round, ToolCall, ToolOutput, Turn
 from tool_registry import dumps_text, parse_arguments
 
@@ -225,8 +226,9 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def parse_completion(response: dict[str, Any]) -> Round:
-    """A whole chat completion as a round: its first choice's message."""
+def parse_completion(response: dict[str, Any], upstream: str = "") -> Round:
+    """A whole chat completion as a round: its first choice's message (its usage as
+    ``numbers.believed_usage`` reads it)."""
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         choice = choices[0]
@@ -236,7 +238,7 @@ def parse_completion(response: dict[str, Any]) -> Round:
             finish = finish if isinstance(finish, str) else None
             return Round(
                 parse_turn(message),
-                response.get("usage"),
+                believed_usage(response.get("usage"), upstream),
                 finish,
                 response,
                 _text(response.get("id")),
@@ -332,4 +334,5 @@ class RoundAssembler:
         )
         refusal = "".join(self._text["refusal"]) or None
         turn = Turn("".join(self._text["content"]) or None, calls, refusal)
-        return Round(turn, self.usage, self.finish_reason, None, self.id, self.model)
+        usage = believed_usage(self.usage, self.upstream)
+        return Round(turn, usage, self.finish_reason, None, self.id, self.model)

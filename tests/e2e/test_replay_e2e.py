@@ -373,3 +373,99 @@ def test_streamed_and_responses_requests_replay_alike(
     status, report = setup.replay(source, capsys)
     assert status == 0
     assert [c["verdict"] for c in report["calls"]] == ["same", "same"]
+
+
+# ------------------------------------------------------------------ a replay never writes
+# (issue 34 §2): what may run live is the gateway's own current policy's word.
+
+
+def _edit(source: Path, change: Any) -> None:
+    trace = json.loads(source.read_text())
+    change(trace["recording"])
+    source.write_text(json.dumps(trace))
+
+
+def _recorded(recording: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in recording["tools"] if t["name"] == name)
+
+
+def test_a_write_recorded_as_a_read_never_runs(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replaying = Model(asks(call("create_ticket", {"title": "t"})), says("ok"))
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    _edit(source, lambda r: _recorded(r, "create_ticket").update(effects="read"))
+    setup.tools.clear()
+
+    status, report = setup.replay(source, capsys, "--live-read-tools")
+
+    assert [c["served"] for c in report["calls"]] == ["write_refused"]
+    assert setup.tools.hits == []  # the POST tool was not called
+    assert status == 1
+
+
+def test_a_read_the_operator_marks_write_never_runs(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replaying = Model(asks(call("search", {"q": "c1"})), says("ok"))
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    setup.data["policy"] = {"tools": [{"tools": ["search"], "effects": "write"}]}
+    setup.path.write_text(yaml.safe_dump(setup.data))
+    setup.tools.clear()
+
+    _, report = setup.replay(source, capsys, "--live-read-tools")
+
+    assert [c["served"] for c in report["calls"]] == ["write_refused"]
+    assert setup.tools.hits == []
+
+
+def test_a_tool_the_gateway_does_not_know_never_runs_and_a_changed_one_is_named(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replaying = Model(asks(call("mystery", {"q": "x"}), call("search", {"q": "c1"})), says("ok"))
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+
+    def change(recording: dict[str, Any]) -> None:
+        search = _recorded(recording, "search")
+        mystery = json.loads(json.dumps(search))
+        mystery["name"] = mystery["definition"]["function"]["name"] = "mystery"
+        recording["tools"].append(mystery)
+
+    _edit(source, change)
+    # Since the recording, the operator has changed what the search tool says.
+    next(t for t in setup.data["tools"] if t["name"] == "search")["description"] = "Searches."
+    setup.path.write_text(yaml.safe_dump(setup.data))
+    setup.tools.clear()
+
+    _, report = setup.replay(source, capsys, "--live-read-tools")
+
+    assert [c["served"] for c in report["calls"]] == ["not_recorded", "live"]
+    assert [h.raw_path for h in setup.tools.hits] == ["/search?q=c1"]
+    assert report["warnings"] == [
+        "tool 'search': the recorded definition differs from the gateway's"
+    ]
+
+
+def test_live_reads_use_the_gateways_egress_settings(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not stricter: a tool on 127.0.0.1 that ``allow_hosts`` allows is read live; not
+    looser: without it, ``deny_private`` refuses it."""
+
+    def searches_once(body: dict[str, Any]) -> dict[str, Any]:
+        answered = any(m["role"] == "tool" for m in body["messages"])
+        return says("ok") if answered else asks(call("search", {"q": "c1"}))
+
+    replaying = Model(searches_once)
+    setup = Setup(harness, tmp_path, recorded_model(), replaying)
+    source = setup.record()
+    for allow, hits in ((["127.0.0.1"], ["/search?q=c1"]), ([], [])):
+        setup.data["egress"] = {"deny_private": True, "allow_hosts": allow}
+        setup.path.write_text(yaml.safe_dump(setup.data))
+        setup.tools.clear()
+        _, report = setup.replay(source, capsys, "--live-read-tools")
+        assert [h.raw_path for h in setup.tools.hits] == hits
+        assert [c["served"] for c in report["calls"]] == ["live"]

@@ -109,6 +109,9 @@ class InProcess:
             self._client.post("/v1/chat/completions", content=content, headers=raw)
         )
 
+    def get(self, path: str) -> httpx.Response:
+        return self._runner.run(self._client.get(path))
+
     def close(self) -> None:
         self._runner.run(self._client.aclose())
         self._runner.run(self._lifespan.__aexit__(None, None, None))

@@ -18,7 +18,15 @@ from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
 from gateway.upstream.chat_model import ChatModel, Trace
 from gateway.values import Hidden, ToolCall, ToolOutput, Turn
-from tool_registry import CallContext, HttpTool, ToolExecutor, ToolRegistry, ToolSpec
+from tool_registry import (
+    CallContext,
+    EgressPolicy,
+    HttpTool,
+    ToolExecutor,
+    ToolRegistry,
+    ToolSpec,
+    create_tool_transport,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +131,9 @@ def session(
         client_tool_names,
     )
     job = replace(LoopJob(chat, policy, CallContext("t", {})), **changes)
-    executor = ToolExecutor(httpx.MockTransport(doubling))
+    executor = ToolExecutor(
+        create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(doubling))
+    )
     [run] = ToolLoop(executor).runs(job)
     return run
 

@@ -15,6 +15,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import BadRequest
 from gateway.runtime.replay import Replayer, malformed
 from gateway.runtime.trajectories import compare
+from tool_registry import EgressPolicy, create_tool_transport
 
 CONFIG = GatewayConfig.model_validate(
     {
@@ -34,7 +35,8 @@ def no_tools(request: httpx.Request) -> httpx.Response:
 
 
 def replayer() -> Replayer:
-    return Replayer(CONFIG, httpx.MockTransport(answer), httpx.MockTransport(no_tools))
+    tools = create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(no_tools))
+    return Replayer.of_config(CONFIG, httpx.MockTransport(answer), tools)
 
 
 LOOP = {"params": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}

@@ -150,7 +150,7 @@ async def test_the_real_client_refuses_private_names(allow: bool, outcome: str, 
         policy = EgressPolicy(True, allowed)
         async with create_tool_transport(policy) as transport:
             call = HttpTool(spec).prepare('{"s": "abc"}', CallContext("t"))
-            result = await ToolExecutor(transport, policy).execute(call)
+            result = await ToolExecutor(transport).execute(call)
     assert result.outcome == outcome
     assert len(tools.hits) == hits
 

@@ -16,6 +16,7 @@ from tool_registry import (
     HttpTool,
     ToolExecutor,
     ToolSpec,
+    create_tool_transport,
 )
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +43,9 @@ async def run(tool: ToolSpec, handler: Handler, arguments: str = '{"q": "x"}') -
         return await handler(request)
 
     async with httpx.MockTransport(recording) as transport:
-        executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0)
+        executor = ToolExecutor(
+            create_tool_transport(EgressPolicy(), inner=transport), backoff_base_s=0
+        )
         prepared = HttpTool(tool).prepare(arguments, CallContext("acme"))
         return await executor.execute(prepared), seen
 
@@ -163,7 +166,9 @@ async def _with_deadline(tool: ToolSpec, handler: Handler, in_s: float) -> Any:
         return await handler(request)
 
     async with httpx.MockTransport(handle) as transport:
-        executor = ToolExecutor(transport, EgressPolicy(), backoff_base_s=0.2)
+        executor = ToolExecutor(
+            create_tool_transport(EgressPolicy(), inner=transport), backoff_base_s=0.2
+        )
         prepared = HttpTool(tool).prepare('{"q": "x"}', CallContext("acme"))
         return await executor.execute(prepared, asyncio.get_running_loop().time() + in_s)
 

@@ -13,7 +13,13 @@ import pytest
 
 from tests.support.mcp_servers import HeaderLog, LegacyOnly, tools_server
 from tests.support.servers import ServerThread, free_port
-from tool_registry import CallContext, EgressPolicy, ToolExecutor, ToolRegistry
+from tool_registry import (
+    CallContext,
+    EgressPolicy,
+    ToolExecutor,
+    ToolRegistry,
+    create_tool_transport,
+)
 from tool_registry.errors import EgressDenied
 from tool_registry.sources.mcp import McpServer, McpServerConfig
 from tool_registry.sources.mcp_transport import GuardedBackend
@@ -22,7 +28,9 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "mcp-secret-token-1234"
 # MCP tools make no HTTP tool calls: the executor stands in as the runner they are given.
-NO_HTTP = ToolExecutor(httpx.MockTransport(lambda request: httpx.Response(500)))
+NO_HTTP = ToolExecutor(
+    create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(lambda r: httpx.Response(500)))
+)
 
 
 @pytest.fixture

@@ -71,6 +71,12 @@ def test_retry_after_forms() -> None:
     assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480) == 10
     assert retry_after_s({"retry-after": "soon"}) is None
     assert retry_after_s({}) is None
+    # A far side's hostile numbers (issue 34 §3): never a wait of nan or forever.
+    assert retry_after_s({"retry-after": "nan"}) is None
+    assert retry_after_s({"retry-after": "inf"}) is None
+    assert retry_after_s({"retry-after": "-5"}) == 0.0
+    assert retry_after_s({"retry-after-ms": "NaN", "retry-after": "2"}) == 2.0
+    assert backoff_delay(0, {"retry-after": "1e308"}, 0.5, 8.0) == 8.0
 
 
 def test_backoff_is_exponential_capped_and_honours_retry_after() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import yaml
 
-from tool_registry.client import send
-from tool_registry.egress import EgressPolicy, egress_denial
-from tool_registry.errors import ToolConfigError
+from tool_registry.client import GuardedTransport, send
+from tool_registry.egress import egress_denial
+from tool_registry.errors import EgressDenied, ToolConfigError
 from tool_registry.executor import MAX_REDIRECTS, read_capped, redirect_request
 from tool_registry.jsonio import loads
 from tool_registry.request_builder import USER_AGENT
@@ -49,8 +49,7 @@ def parse_document(text: bytes | str, where: str) -> Any:
 
 async def fetch_document(
     url: str,
-    transport: httpx.AsyncBaseTransport,
-    policy: EgressPolicy,
+    transport: GuardedTransport,
     *,
     timeout_s: float = 10.0,
     headers: dict[str, str] | None = None,
@@ -69,7 +68,6 @@ async def fetch_document(
     try:
         async with asyncio.timeout(timeout_s):
             for _ in range(MAX_REDIRECTS + 1):
-                policy.check_url(request.url)
                 response = await send(transport, request)
                 try:
                     if response.status_code in (301, 302, 303, 307, 308):
@@ -83,7 +81,7 @@ async def fetch_document(
                 raise ToolConfigError(f"{url}: redirected too many times")
     except TimeoutError as exc:
         raise ToolConfigError(f"{url}: no answer within {timeout_s:g}s") from exc
-    except (httpx.HTTPError, OSError) as exc:
+    except (httpx.HTTPError, OSError, EgressDenied) as exc:
         denial = egress_denial(exc)
         if denial is not None:
             raise ToolConfigError(f"{url}: refused by the egress policy: {denial}") from exc

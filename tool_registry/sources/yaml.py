@@ -14,6 +14,8 @@ from tool_registry.envsubst import substitute
 from tool_registry.errors import MissingVariable, ToolConfigError
 from tool_registry.spec import ToolSpec
 
+from .files import ExpansionRefused, load_yaml, read_bounded
+
 
 def format_location(loc: tuple[int | str, ...], prefix: str = "") -> str:
     """``("tools", 0, "http", "url")`` → ``tools[0].http.url``."""
@@ -47,12 +49,15 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 def read_yaml(path: Path, env: Mapping[str, str] | None = None) -> Any:
     """Read a YAML file and substitute ``${VAR}`` from ``env`` (default ``os.environ``)."""
+    data = read_bounded(path)  # a regular file, bounded (``files``)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ToolConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        raw = load_yaml(data)  # aliases expanded under a budget
+    except ExpansionRefused as exc:
+        raise ToolConfigError(f"{path}: refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ToolConfigError(f"{path}: invalid YAML: {yaml_problem(exc)}") from exc
+    except RecursionError as exc:
+        raise ToolConfigError(f"{path}: the document nests too deep") from exc
     try:
         return substitute(raw, os.environ if env is None else env)
     except MissingVariable as exc:

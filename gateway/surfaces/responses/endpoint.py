@@ -243,7 +243,9 @@ class ResponseCall:
         self, route: Route, usage: list[Any], messages: list[dict[str, Any]]
     ) -> str:
         body = {"model": route.model.target, "messages": messages}
-        answer = dialect.parse_completion(await self._gateway.upstream.chat(route.upstream, body))
+        answer = dialect.parse_completion(
+            await self._gateway.upstream.chat(route.upstream, body), route.upstream.name
+        )
         usage.append(answer.usage)
         return answer.turn.content or ""
 

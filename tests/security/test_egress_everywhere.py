@@ -1,0 +1,271 @@
+"""One guarded way out (DESIGN.md §15, issue 34 §1).
+
+Every place that sends on behalf of configuration or of a model — a tool call, the
+approval webhook, an OpenAPI document fetch, an MCP server's listing, a replay's live
+read, the tools' probe — is driven against the same destinations with
+``deny_private: true`` and ``allow_hosts: [localhost]``: a loopback address not
+allowed, a host that is allowed, a redirect from an allowed host into a refused one,
+and the metadata address. A canary server on loopback counts what reached it. A
+source scan lists every place in the code that opens an outbound connection, so a new
+one cannot appear without a row here.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.runtime.probe import probe_tools
+from gateway.runtime.replay import Replayer
+from gateway.runtime.services import Gateway
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.servers import ServerThread
+from tool_registry import (
+    CallContext,
+    ToolConfigError,
+    definition_fingerprint,
+    fetch_document,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# ------------------------------------------------------------------ the code's ways out
+
+# What opens a connection, by the name it is called with. Anything here outside the
+# places below is a new way out: give it the guard, and a row in the matrix.
+_OPENERS = frozenset(
+    {
+        "ClientSession",
+        "TCPConnector",
+        "AsyncClient",
+        "Client",
+        "AsyncHTTPTransport",
+        "HTTPTransport",
+        "AiohttpTransport",
+        "GatewayTransport",
+        "AsyncConnectionPool",
+        "open_connection",
+        "create_connection",
+        "getaddrinfo",
+        "urlopen",
+        "socket",
+    }
+)
+
+# Every place, and what guards it.
+PLACES = {
+    # The one guarded transport: ``GuardedTransport`` over aiohttp, names resolved by
+    # ``GuardedResolver`` (tools, webhooks, OpenAPI documents, replay, the probe).
+    ("tool_registry/client.py", "TCPConnector"): "guarded transport",
+    ("tool_registry/client.py", "ClientSession"): "guarded transport",
+    ("tool_registry/client.py", "GatewayTransport"): "guarded transport",
+    # MCP servers: the SDK's httpx2 client over ``GuardedBackend`` (same policy object).
+    ("tool_registry/sources/mcp_transport.py", "AsyncConnectionPool"): "guarded backend",
+    ("tool_registry/sources/mcp_transport.py", "getaddrinfo"): "guarded backend",
+    ("tool_registry/sources/mcp_transport.py", "AsyncClient"): "guarded backend",
+    ("tool_registry/sources/mcp.py", "Client"): "the SDK's client over guarded_client",
+    # The operator's own model servers, named only in configuration, never by a model
+    # or a document (and commonly on a private address): not under deny_private.
+    ("gateway/upstream/client.py", "GatewayTransport"): "upstreams (operator's)",
+}
+
+
+def _openers(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _OPENERS:
+                found.add(name)
+    return found
+
+
+def test_every_way_out_in_the_code_is_a_known_guarded_place() -> None:
+    seen = {
+        (str(path.relative_to(ROOT)), name)
+        for package in ("gateway", "tool_registry")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _openers(path)
+    }
+    assert seen == set(PLACES), "a way out that is not in PLACES: guard it, then list it"
+
+
+def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
+    """What sends for configuration or a model takes a ``GuardedTransport`` (mypy holds
+    the rest): a plain ``httpx`` transport does not type-check there."""
+    from gateway.ops.webhook import Webhooks
+    from gateway.runtime.remote_sources import OpenApiUrl, RemoteSources
+    from tool_registry import ToolExecutor
+
+    for consumer in (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer):
+        hints = consumer.__init__.__annotations__
+        assert any("GuardedTransport" in str(v) for v in hints.values()), consumer
+    assert "GuardedTransport" in str(fetch_document.__annotations__["transport"])
+
+
+# ------------------------------------------------------------------ the matrix
+
+
+class Far:
+    """The canary (127.0.0.1, reached as ``localhost`` where allowed) and a redirector
+    on ``localhost`` that sends every request on to the canary's refused address."""
+
+    def __init__(self) -> None:
+        self.canary = Recorder()
+        self.redirector = Recorder(self._to_canary)
+        self._servers = [ServerThread(self.canary).start(), ServerThread(self.redirector).start()]
+        self.canary_port = self._servers[0].port
+        self.redirector_port = self._servers[1].port
+
+    def _to_canary(self, hit: Received) -> Answer:
+        target = f"http://127.0.0.1:{self.canary_port}/canary"
+        return Answer(status=302, body=b"", headers=[("location", target)])
+
+    def url(self, where: str) -> str:
+        return {
+            "loopback": f"http://127.0.0.1:{self.canary_port}/x",
+            "allowed": f"http://localhost:{self.canary_port}/x",
+            "redirect": f"http://localhost:{self.redirector_port}/x",
+        }[where]
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def far() -> Iterator[Far]:
+    servers = Far()
+    yield servers
+    servers.close()
+
+
+def _config(url: str, deny_private: bool = True, **sections: Any) -> GatewayConfig:
+    tool = {"name": "look", "http": {"url": url, "follow_redirects": True}}
+    return GatewayConfig.model_validate(
+        {
+            "upstreams": [{"name": "up", "base_url": "http://model.test/v1"}],
+            "models": [{"name": "m", "upstream": "up"}],
+            "tools": [tool],
+            "egress": {"deny_private": deny_private, "allow_hosts": ["localhost"]},
+            **sections,
+        }
+    )
+
+
+def _model(request: httpx.Request) -> httpx.Response:
+    """An upstream that calls ``look`` once, then answers."""
+    body = json.loads(request.content)
+    if any(m["role"] == "tool" for m in body["messages"]):
+        message: dict[str, Any] = {"role": "assistant", "content": "done"}
+    else:
+        call = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return httpx.Response(200, json={"choices": [{"index": 0, "message": message}]})
+
+
+async def _tool(gateway: Gateway, url: str) -> None:
+    tool = gateway.registry.get("look")
+    assert tool is not None
+    await gateway.executor.execute(tool.prepare("{}", CallContext("default")))
+
+
+async def _webhook(gateway: Gateway, url: str) -> None:
+    await gateway.webhooks.deliver(url, {"type": "approval.pending"})
+
+
+async def _openapi(gateway: Gateway, url: str) -> None:
+    with contextlib.suppress(ToolConfigError):
+        await fetch_document(url, gateway.tool_transport)
+
+
+async def _replay(gateway: Gateway, url: str) -> None:
+    tool = gateway.registry.get("look")
+    assert tool is not None
+    recording = {
+        "loop": {"params": {"model": "m", "messages": [{"role": "user", "content": "go"}]}},
+        "tools": [
+            {
+                "definition": tool.definition,
+                "fingerprint": definition_fingerprint(tool.definition),
+                "effects": "read",
+            }
+        ],
+    }
+    replayer = Replayer(gateway.runtime, gateway.upstream_transport, gateway.tool_transport)
+    replayed = await replayer.replay(recording, "m", None, live_read=True)
+    assert replayed.tool_calls[0]["served"] == "live"
+
+
+async def _probe(gateway: Gateway, url: str) -> None:
+    await probe_tools(gateway)
+
+
+async def _sources(gateway: Gateway, url: str) -> None:
+    """The OpenAPI URL and the MCP server were tried when the gateway started."""
+    sources = gateway.runtimes.sources
+    assert sources is not None
+    assert [s.state for s in sources.all()] == ["down", "down"]
+
+
+Place = Callable[[Gateway, str], Awaitable[None]]
+MATRIX: dict[str, Place] = {
+    "tool call": _tool,
+    "approval webhook": _webhook,
+    "openapi fetch": _openapi,
+    "replay live read": _replay,
+    "probe": _probe,
+    "openapi and mcp sources": _sources,
+}
+
+
+def _sections(place: str, url: str) -> dict[str, Any]:
+    if place != "openapi and mcp sources":
+        return {}
+    return {"openapi": [{"spec": url, "timeout_s": 2}], "mcp": [{"name": "m", "url": url}]}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["loopback", "allowed", "redirect"])
+@pytest.mark.parametrize("place", list(MATRIX))
+async def test_every_place_goes_through_the_one_guard(far: Far, place: str, where: str) -> None:
+    far.canary.clear()
+    far.redirector.clear()
+    url = far.url(where)
+    config = _config(url, **_sections(place, url))
+    async with Gateway(config, upstream_transport=httpx.MockTransport(_model)) as gateway:
+        await MATRIX[place](gateway, url)
+    if where == "allowed":  # the same settings, no stricter: an allowed host is reached
+        assert far.canary.hits, f"{place} did not reach an allowed host"
+    else:  # a refused address, directly or by a redirect, hears nothing
+        assert far.canary.hits == [], f"{place} reached a refused address ({where})"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("place", [p for p in MATRIX if p != "openapi and mcp sources"])
+async def test_the_metadata_address_is_refused_before_anything_is_sent(place: str) -> None:
+    """Under the guard, a transport that records: nothing reaches it for 169.254.169.254
+    (an address no test may connect to, so the far side is this recorder)."""
+    sent: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    url = "http://169.254.169.254/latest/meta-data/"
+    async with Gateway(
+        _config(url, deny_private=False),
+        upstream_transport=httpx.MockTransport(_model),
+        tool_transport=httpx.MockTransport(record),
+    ) as gateway:
+        await MATRIX[place](gateway, url)
+    assert sent == []
