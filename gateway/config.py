@@ -6,6 +6,7 @@ import base64
 import re
 from typing import Annotated, Literal
 
+import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -16,7 +17,15 @@ from pydantic import (
     model_validator,
 )
 
-from tool_registry import Effects, EgressPolicy, McpServerConfig, OpenApiSource, ToolSpec, Trust
+from tool_registry import (
+    Effects,
+    EgressPolicy,
+    McpServerConfig,
+    OpenApiSource,
+    ToolSpec,
+    Trust,
+    linear_pattern,
+)
 
 OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
@@ -256,6 +265,29 @@ class TenantPolicyConfig(_Frozen):
     approvals: ApprovalsConfig | None = None  # in place of the gateway's
 
 
+class BackgroundRule(_Frozen):
+    """Requests a chat front-end sends in the background (a title, tags, follow-up
+    questions) that get none of the tenant's server tools: those whose last user
+    message matches ``message`` (an RE2 pattern, searched in its first 4,096
+    characters), or that carry the header ``header`` with a value matching the glob
+    ``value``."""
+
+    message: str | None = None
+    header: str | None = None
+    value: str = "*"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> BackgroundRule:
+        if (self.message is None) == (self.header is None):
+            raise ValueError("a rule names either a message pattern or a header")
+        if self.message is not None:
+            try:
+                linear_pattern(self.message)
+            except re2.error as exc:
+                raise ValueError("message: not a pattern RE2 can run") from exc
+        return self
+
+
 class TenantConfig(_Frozen):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     keys: list[SecretStr] = Field(default_factory=list)
@@ -267,6 +299,7 @@ class TenantConfig(_Frozen):
     policy: TenantPolicyConfig = Field(default_factory=TenantPolicyConfig)
     budget: BudgetConfig | None = None
     record: Record | None = None  # in place of recordings.record
+    background: list[BackgroundRule] = Field(default_factory=list)  # no server tools
 
     @field_validator("keys")
     @classmethod

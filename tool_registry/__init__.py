@@ -28,6 +28,7 @@ from .redact import Redactor
 from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
+from .schemas import linear_pattern
 from .sources.fetch import fetch_document, parse_document
 from .sources.files import load_yaml, read_bounded
 from .sources.mcp import McpServer, McpServerConfig
@@ -93,6 +94,7 @@ __all__ = [
     "egress_denial",
     "error_result",
     "fetch_document",
+    "linear_pattern",
     "load_tool_file",
     "load_yaml",
     "loads",

@@ -165,6 +165,7 @@ class Run:
         if self.job.resumed is not None:
             yield Working(self._resume)
         answer: Round | None = None
+        shown = ""  # the last text streamed: the next round's first is set apart from it
         while True:
             started = time.perf_counter()
             grant: RoundGrant | None = None
@@ -187,11 +188,18 @@ class Run:
             try:
                 if stream:
                     answer = None
+                    apart = shown  # this round's first text follows an earlier round's
                     async for piece in self._streamed(ask):
                         if isinstance(piece, Round):
                             answer = piece
-                        else:
-                            yield Delta(piece)
+                            continue
+                        text = piece.delta.get("content")
+                        if text:
+                            if apart:
+                                piece = set_apart(piece, shown)
+                                apart = ""
+                            shown = text
+                        yield Delta(piece)
                     assert answer is not None  # a model server's stream ends with its round
                 else:
                     answer = await self._within_deadline(self.job.model.answer(ask))
@@ -351,6 +359,20 @@ class Run:
         self.error = exc
         if self.state.side_effects:
             exc.headers["x-should-retry"] = "false"
+
+
+ROUND_SEPARATOR = "\n\n"  # between the streamed texts of two rounds: a new paragraph
+
+
+def set_apart(piece: Piece, before: str) -> Piece:
+    """The first text of a round after one whose text was streamed (``before`` ends
+    it), begun with a blank line: "…first." and "It has 4 characters." read as two
+    paragraphs, not one word (a text that already ends with line breaks gets fewer)."""
+    ending = len(before) - len(before.rstrip("\n"))
+    separator = ROUND_SEPARATOR[min(ending, len(ROUND_SEPARATOR)) :]
+    if not separator:
+        return piece
+    return replace(piece, delta={**piece.delta, "content": separator + piece.delta["content"]})
 
 
 def _answer(answer: Round, iteration: int, choice: int) -> dict[str, Any]:

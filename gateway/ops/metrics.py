@@ -101,6 +101,14 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.cancelled = Family(
+            Counter(
+                "toolgate_requests_cancelled",
+                "Requests whose client left before the answer was done (logged as 499).",
+                ["tenant"],
+                registry=registry,
+            )
+        )
         self.request_seconds = Family(
             Histogram(
                 "toolgate_request_duration_seconds",

@@ -18,6 +18,7 @@ from gateway.config import (
     TenantConfig,
 )
 from gateway.errors import AuthError, NotFound
+from gateway.policy.background import Background
 from gateway.policy.rules import TenantPolicy
 
 DEFAULT_TENANT_ID = "default"
@@ -40,6 +41,7 @@ class Tenant:
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # effects, taint, approvals
     budget: BudgetConfig | None = None  # spend per day and month (DESIGN.md §13)
     record: Record = "off"  # which of its requests are recorded for replay
+    background: Background = field(default_factory=Background)  # get no server tools
 
     @classmethod
     def resolve(
@@ -59,6 +61,7 @@ class Tenant:
             policy=TenantPolicy.resolve(policy or PolicyConfig(), config.policy),
             budget=config.budget,
             record=config.record if config.record is not None else record,
+            background=Background.of(config.background),
         )
 
 

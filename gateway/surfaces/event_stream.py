@@ -21,6 +21,7 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
     on_close: Callable[[], Awaitable[None]] | None = None  # runs once the stream is over
+    completed = False  # every event was sent: the client did not leave first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -45,6 +46,7 @@ class EventStreamResponse(StreamingResponse):
                 # A send failing because the connection is gone is as good as a disconnect.
                 with contextlib.suppress(OSError):
                     await self.stream_response(send)
+                    self.completed = True
                 group.cancel_scope.cancel()
 
             group.start_soon(produce)

@@ -141,7 +141,9 @@ class Exchange:
     span: RequestSpan | None = None  # the request's span, when tracing is on
     route: str = ""  # the route's path template
     record: Record = "off"  # its tenant's recording mode, once admitted
-    body: dict[str, Any] | None = None  # as the client sent it, kept when it may be recorded
+    # The request body's bytes as the client sent them, kept when it may be recorded:
+    # a surface's own dicts change as it works (a restored turn, dropped tools).
+    sent: bytes | None = None
     loop_start: dict[str, Any] | None = None  # the loop's first request, likewise
 
 
@@ -300,7 +302,7 @@ def endpoint(
             if isinstance(response, EventStreamResponse):
                 if exchange.first_byte is None:
                     exchange.first_byte = time.perf_counter()
-                response.on_close = partial(observer.finish, exchange, response.status_code)
+                response.on_close = partial(_stream_over, observer, exchange, response)
             else:
                 await observer.finish(exchange, response.status_code)
         if exchange.release is not None:
@@ -308,6 +310,18 @@ def endpoint(
         return response
 
     return wrapped
+
+
+async def _stream_over(
+    observer: Observing, exchange: Exchange, response: EventStreamResponse
+) -> None:
+    """A stream ended: sent whole, or cut short by a client that left (the Stop button
+    of a chat UI), which is what its metrics, log line and trace then say (499)."""
+    if response.completed:
+        await observer.finish(exchange, response.status_code)
+        return
+    exchange.error = exchange.error or ClientClosedRequest.default_code
+    await observer.finish(exchange, ClientClosedRequest.status)
 
 
 def _release_when_sent(response: Response, release: Callable[[], None]) -> None:

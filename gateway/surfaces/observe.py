@@ -13,6 +13,7 @@ from starlette.requests import Request
 from gateway.config import RecordingsConfig
 from gateway.engine.loop import Run
 from gateway.engine.runner import CallRecord, ToolRunner
+from gateway.errors import ClientClosedRequest
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import Metrics, status_class
 from gateway.ops.spans import Spans
@@ -97,6 +98,7 @@ class Observer:
         elapsed = time.perf_counter() - exchange.started
         tenant, model = exchange.tenant, exchange.model
         m.requests.labels(tenant, model, status_class(status)).inc()
+        cancelled = status == ClientClosedRequest.status  # the client left (a Stop button)
         span = exchange.span  # a traced request is the latency's exemplar: its trace id
         exemplar = {"trace_id": span.trace_id} if span is not None and span.sampled else None
         m.request_seconds.labels(tenant, model).observe(elapsed, exemplar)
@@ -141,8 +143,13 @@ class Observer:
                 line["caps"] = state.caps
             if session.stopped is not None:
                 line["stopped"] = session.stopped
-            if session.error is not None:
+            if session.error is not None and not cancelled:
                 exchange.error = session.error.code or session.error.type
+            if cancelled and state.iterations > len(state.rounds):
+                line["round_cut_off"] = state.iterations  # under way when the client left
+        if cancelled:
+            line["cancelled"] = True
+            m.cancelled.labels(tenant).inc()
         if cost is not None:
             line["cost_usd"] = usd(cost)
         if exchange.error is not None:
@@ -170,7 +177,7 @@ class Observer:
         """The request's recording, redacted, or why it is not kept (blocking)."""
         found = recording(
             session,
-            exchange.body,
+            loads_object(exchange.sent) if exchange.sent is not None else None,
             exchange.loop_start,
             exchange.route,
             exchange.model,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -28,6 +28,7 @@ from gateway.engine.loop import LoopJob, Outcome, Resumed, Run
 from gateway.engine.stream import EventWriter, stream_loop
 from gateway.ops.offload import offload
 from gateway.policy.approvals import ApprovalDesk
+from gateway.policy.background import is_background
 from gateway.policy.budget import COST_HEADER, money
 from gateway.policy.budgets import Budgets
 from gateway.policy.identity import caller_identity, owner_digest
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
+BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no server tools
 STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
 
 
@@ -110,6 +112,8 @@ class Asked(Protocol):
 
     @property
     def client_approves(self) -> bool: ...  # held calls are handed to the client
+
+    def user_text(self) -> str: ...  # the last user message's text
 
 
 @dataclass(slots=True)
@@ -235,12 +239,18 @@ class Skeleton(Generic[A]):
         route = runtime.models.resolve(asked.model, tenant)
         exchange.model = asked.model
         if tenant.record != "off":  # it may be recorded (issue 26)
-            exchange.record, exchange.body = tenant.record, asked.body
+            exchange.record, exchange.sent = tenant.record, raw
         asked = surface.adapt(asked, tenant)
+        narrowing = asked.narrowing
+        if is_background(
+            asked.body.get("tool_choice"), tenant.background, asked.user_text, request.headers
+        ):  # a title, tags, follow-ups, or tool_choice "none": no server tools
+            narrowing = replace(narrowing, tools=frozenset())
+            exchange.headers[BACKGROUND_HEADER] = "no server tools"
         policy, shadowed = PolicyPoint.of_request(
             tenant.tools,
             tenant.limits,
-            asked.narrowing,
+            narrowing,
             asked.client_tool_names,
             runtime.registry,
             rules=tenant.policy,

@@ -180,3 +180,57 @@ def test_recordings_need_traces(harness: Harness) -> None:
     assert "recordings are kept with traces: traces.enabled must be true" in problems
     with pytest.raises(ConfigError):
         harness.gateway(data)
+
+
+def test_a_recording_holds_the_request_as_the_client_sent_it(harness: Harness) -> None:
+    """Issue 34 §5: the chat surface wrote the restored hidden turn into the body a
+    recording read (the client sent 3 messages, the recording held 4, with a tool
+    output the client never sent); the Responses surface rewrote its ``tools``. The
+    recording is compared with the bytes that went out."""
+    client_tool = {
+        "type": "function",
+        "function": {"name": "ask_user", "parameters": {"type": "object", "properties": {}}},
+    }
+    model = Model(
+        asks(call("lookup", {"id": "c1"}, "call_s"), call("ask_user", {}, "call_u")),
+        says("Thanks."),
+    )
+    gateway = start(harness, model, "all")
+    http = harness.client(gateway)
+    first = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "find c1, then ask me"}],
+        "tools": [client_tool],
+    }
+    answer = http.post("/v1/chat/completions", json=first, headers={"x-user": USER}).json()
+    handed = answer["choices"][0]["message"]
+    assert [c["id"] for c in handed["tool_calls"]] == ["call_u"]
+    second = {
+        **first,
+        "messages": [
+            *first["messages"],
+            handed,
+            {"role": "tool", "tool_call_id": "call_u", "content": "yes"},
+        ],
+    }
+    sent = json.dumps(second).encode()
+    raw = http.post(
+        "/v1/chat/completions",
+        content=sent,
+        headers={"x-user": USER, "content-type": "application/json"},
+    )
+    assert raw.status_code == 200, raw.text
+    recorded = trace(harness, gateway, raw.headers["x-request-id"])["recording"]
+    assert recorded["request"] == json.loads(sent)  # 3 messages, as sent
+    # ... while the loop itself started from the restored history (the hidden round).
+    assert len(recorded["loop"]["params"]["messages"]) > len(second["messages"])
+
+    hosted = {
+        "model": MODEL,
+        "input": "find c1",
+        "tools": [{"type": "web_search"}, {"type": "function", "name": "f", "parameters": {}}],
+    }
+    raw = http.post("/v1/responses", json=hosted, headers={"x-user": USER})
+    assert raw.status_code == 200, raw.text
+    recorded = trace(harness, gateway, raw.headers["x-request-id"])["recording"]
+    assert recorded["request"] == hosted  # the hosted tool the gateway dropped is there

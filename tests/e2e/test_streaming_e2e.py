@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -10,7 +11,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
-from tests.support.fake_upstream import Die, Reply, calls, say, tool_call
+from tests.support.fake_upstream import Die, Reply, calls, say, tool_call, tool_results
 from tests.support.schema import assert_valid, assert_valid_error
 from tests.support.servers import wait_for
 
@@ -160,7 +161,7 @@ def test_a_limit_after_the_stream_started_is_an_error_event(stack: StackFactory)
 
     s = stack(chatty, limits={"max_iterations": 2, "on_limit": "error"})
     events = wire(s, {})
-    assert content_of(events) == "Let me look. Let me look. "
+    assert content_of(events) == "Let me look. \n\nLet me look. "  # two rounds' texts
     error = events[-1]
     assert_valid_error(error)
     assert error["error"]["code"] == "tool_limit_exceeded"
@@ -210,6 +211,70 @@ def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> Non
     assert wait_for(lambda: s.gateway.task_count() <= baseline), (
         f"{s.gateway.task_count()} tasks left, {baseline} before"
     )
+
+
+def test_a_stream_the_client_stops_is_logged_traced_and_counted_as_cancelled(
+    stack: StackFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 34 §5: the Stop button of a chat UI was logged as a 200, its trace said 2
+    iterations beside one round, with no mark. Now: 499, ``cancelled``, the round cut
+    off named, what ran counted, and ``toolgate_requests_cancelled_total``."""
+    s = stack(lambda body: calls(tool_call("h1", "hang", {})))
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    with httpx.stream(
+        "POST",
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER, "stream": True},
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+    ) as response:
+        request_id = response.headers["x-request-id"]
+        for line in response.iter_lines():
+            if line.startswith(": keep-alive"):
+                break  # the tool runs; the user presses Stop
+    assert wait_for(lambda: any(r.name == "gateway.access" for r in caplog.records))
+    [line] = [r.toolgate for r in caplog.records if r.name == "gateway.access"]  # type: ignore[attr-defined]
+    assert line["status"] == 499
+    assert line["cancelled"] is True
+    assert line["error"] == "client_closed_request"
+    assert line["iterations"] == 1  # the round whose tool was running
+    assert line["tool_calls"] == 1
+    trace = httpx.get(
+        f"{s.base_url}/toolgate/traces/{request_id}",
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+    ).json()
+    assert trace["status"] == 499
+    assert trace["cancelled"] is True
+    assert len(trace["rounds"]) == trace["iterations"] == 1
+    metrics = httpx.get(f"{s.gateway.url}/metrics").text
+    assert 'toolgate_requests_cancelled_total{tenant="acme"} 1.0' in metrics
+    assert 'toolgate_requests_total{model="gpt-test",status="4xx",tenant="acme"} 1.0' in metrics
+
+
+def _narrates_then_calls(body: dict[str, Any]) -> Reply:
+    if tool_results(body):
+        return say("It has 4 characters.")
+    asked = calls(tool_call("c1", "string_length", {"s": "abcd"}))
+    return {**asked, "content": "Let me check first."}
+
+
+def test_the_texts_of_two_rounds_are_two_paragraphs(stack: StackFactory) -> None:
+    """Issue 34 §6: "…first.It has 4 characters." read as one word in a chat UI."""
+    s = stack(_narrates_then_calls)
+    client = s.client()
+    both = "Let me check first.\n\nIt has 4 characters."
+    stream = client.chat.completions.create(model=MODEL, messages=USER, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == both
+    deltas, done, completed = [], None, None
+    for event in client.responses.create(model=MODEL, input="len abcd", stream=True):
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+        elif event.type == "response.output_text.done":
+            done = event.text
+        elif event.type == "response.completed":
+            completed = event.response.output_text
+    assert "".join(deltas) == done == completed == both
+    whole = client.chat.completions.create(model=MODEL, messages=USER)
+    assert whole.choices[0].message.content == "It has 4 characters."  # the last round's
 
 
 def test_pass_through_streams_with_the_clients_model_name(stack: StackFactory) -> None:

@@ -12,12 +12,22 @@ import httpx
 import pytest
 
 from gateway.config import UpstreamConfig
-from gateway.engine.loop import Delta, Event, Final, HandBack, LoopJob, Run, ToolLoop, Working
+from gateway.engine.loop import (
+    Delta,
+    Event,
+    Final,
+    HandBack,
+    LoopJob,
+    Run,
+    ToolLoop,
+    Working,
+    set_apart,
+)
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
 from gateway.upstream.chat_model import ChatModel, Trace
-from gateway.values import Hidden, ToolCall, ToolOutput, Turn
+from gateway.values import Hidden, Piece, ToolCall, ToolOutput, Turn
 from tool_registry import (
     CallContext,
     EgressPolicy,
@@ -257,3 +267,12 @@ async def test_unknown_tools_are_answered_not_run() -> None:
     error = json.loads(answer["content"])["error"]
     assert error == "This tool is not available. Available tools: double."
     assert loop.state.tool_calls == 0
+
+
+@pytest.mark.parametrize(
+    ("before", "starts"),
+    [("first.", "\n\nIt"), ("first.\n", "\nIt"), ("first.\n\n", "It"), ("a\n\n\n", "It")],
+)
+def test_a_rounds_text_is_set_apart_from_the_last_one(before: str, starts: str) -> None:
+    piece = set_apart(Piece({"content": "It", "refusal": "r"}), before)
+    assert piece.delta == {"content": starts, "refusal": "r"}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest
+from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request import model_request, parse_narrowing
 from gateway.values import APPROVAL_TOOL
@@ -26,6 +27,10 @@ class ChatRequest:
     # The client sent a ``toolgate_approval`` tool: it approves held calls itself
     # (DESIGN.md §13). The tool is the gateway's, never offered to the model.
     client_approves: bool = False
+
+    def user_text(self) -> str:
+        messages = self.body.get("messages")
+        return last_user_text(messages) if isinstance(messages, list) else ""
 
 
 def _check_messages(messages: Any) -> None:

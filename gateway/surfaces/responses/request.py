@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.errors import BadRequest
+from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request import model_request, parse_narrowing
 from gateway.surfaces.responses.items import ClientName, input_items, qualified
@@ -44,6 +45,9 @@ class ResponsesRequest:
     client_names: Mapping[str, ClientName] = field(default_factory=dict)
     # The client approves held calls (``mcp_approval_request`` and ``_response`` items).
     client_approves: bool = True
+
+    def user_text(self) -> str:
+        return last_user_text(self.items)
 
 
 # Honoured by a hosted model only, or not at all here: a 400, not a silent change.
