@@ -335,6 +335,16 @@ class EgressConfig(_Frozen):
 Record = Literal["off", "errors", "all"] | Annotated[float, Field(ge=0, le=1)]
 
 
+class IdempotencyConfig(_Frozen):
+    """Writes run exactly once (DESIGN.md §16): how long a request's write results are
+    kept for its retries — under an ``Idempotency-Key``, and under the stock SDKs' own
+    retries (``x-stainless-retry-count``, the same body)."""
+
+    enabled: bool = True
+    ttl_s: float = Field(default=86400.0, gt=0, le=30 * 86400)  # an Idempotency-Key's
+    sdk_retry_ttl_s: float = Field(default=600.0, gt=0, le=86400)  # an SDK retry's
+
+
 class RecordingsConfig(_Frozen):
     """Recordings of requests' trajectories, kept with their traces for replay."""
 
@@ -396,6 +406,7 @@ class GatewayConfig(_Frozen):
     egress: EgressConfig = Field(default_factory=EgressConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     recordings: RecordingsConfig = Field(default_factory=RecordingsConfig)
+    idempotency: IdempotencyConfig = Field(default_factory=IdempotencyConfig)
     otel: OtelConfig = Field(default_factory=OtelConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

@@ -13,6 +13,7 @@
     ├── ClientClosedRequest          499 the client left before its answer (never sent)
     ├── ToolLimitExceeded            422 tool_limit_exceeded
     │   └── BudgetExceeded           422 budget_exceeded: the run's envelope is spent
+    ├── IdempotencyKeyReused         422 an Idempotency-Key sent again with another body
     ├── RateLimited                  429 rate_limit_exceeded (with Retry-After)
     │   └── QuotaExceeded            429 insufficient_quota: the tenant's budget window
     ├── StoreUnavailable             503 the shared store did not answer (in time)
@@ -107,6 +108,12 @@ class PayloadTooLarge(GatewayError):
     status = 413
     type = "invalid_request_error"
     default_code = "request_too_large"
+
+
+class IdempotencyKeyReused(GatewayError):
+    status = 422
+    type = "invalid_request_error"
+    default_code = "idempotency_key_reused"
 
 
 class ToolLimitExceeded(GatewayError):

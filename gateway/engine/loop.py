@@ -33,6 +33,7 @@ from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.budget import RoundGrant, Stop
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
 from gateway.policy.point import PolicyPoint
+from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
     Ask,
@@ -128,6 +129,7 @@ class LoopJob:
     resumed: Resumed | None = None
     trace: RequestSpan | None = None  # the request's span, when tracing is on
     record: bool = False  # keep each round's answer, for a recording (issue 26)
+    writes: RequestWrites | None = None  # its write results, kept for its retries
 
 
 class Run:
@@ -144,7 +146,9 @@ class Run:
         self.job = job
         self.policy = job.policy
         self.state = job.policy.state  # the request's, shared by its choices
-        self.runner = ToolRunner(job.policy, executor, job.context, cache, metrics, job.trace)
+        self.runner = ToolRunner(
+            job.policy, executor, job.context, cache, metrics, job.trace, job.writes
+        )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
         self.hidden: list[Hidden] = []  # the rounds the client does not see
@@ -355,9 +359,10 @@ class Run:
             await self.job.keep(self.hidden, turn, outputs, handed + self._asked, taint)
 
     def mark_failure(self, exc: GatewayError) -> None:
-        """Once a side-effecting tool ran, SDKs must not replay the request."""
+        """Once a write ran whose result is not kept for a retry, SDKs must not replay
+        the request; kept writes let them (the retry gets the kept result)."""
         self.error = exc
-        if self.state.side_effects:
+        if self.state.unkept_writes:
             exc.headers["x-should-retry"] = "false"
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -13,12 +14,14 @@ import anyio
 from gateway.ops.metrics import NONE, UNKNOWN, Metrics
 from gateway.ops.spans import RequestSpan, ToolSpan
 from gateway.policy.point import Hold, PolicyPoint, Refuse, Run, Why
+from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
 from tool_registry import (
     CallContext,
     Outcome,
     PreparedCall,
+    Tool,
     ToolArgumentsInvalid,
     ToolExecutor,
     ToolRegistry,
@@ -43,6 +46,7 @@ class CallRecord:
     result: str | None = None  # what the model read
     policy: Why | None = None  # the policy point's verdict, where a rule made one
     reused_from: str | None = None  # the id of the same call made earlier, whose result it got
+    kept: bool = False  # a write answered with what an earlier attempt of the request kept
 
     @property
     def reused(self) -> bool:
@@ -57,6 +61,14 @@ class CallRecord:
             return self.arguments
         hidden = tool.header_bound
         return {k: REDACTED if k in hidden else v for k, v in self.arguments.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A write call's result, kept by an earlier attempt of the same request."""
+
+    result: ToolResult
+    arguments: dict[str, Any]
 
 
 _TIME_SPENT = error_result(
@@ -75,8 +87,10 @@ class ToolRunner:
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
         trace: RequestSpan | None = None,
+        writes: RequestWrites | None = None,
     ) -> None:
         self._policy = policy
+        self._writes = writes  # the request's write results, kept for its retries
         self._registry = policy.registry
         self._executor = executor
         self._context = context
@@ -103,7 +117,9 @@ class ToolRunner:
         for the client's approval has no output: it is in ``held``.
         """
         self.held = []
-        slots, to_run, first_ids, arguments = self._plan(calls, runnable)
+        writes = self._writes
+        kept = await self._kept(calls, writes) if writes is not None and writes.scope.retry else {}
+        slots, to_run, first_ids, arguments = self._plan(calls, runnable, kept)
         if self._policy.budget is not None and to_run:
             for key, refused in (await self._policy.afford(to_run)).items():
                 self._done[key] = (first_ids[key], refused)
@@ -115,6 +131,13 @@ class ToolRunner:
         for call, slot in zip(calls, slots, strict=True):
             if slot is None:
                 continue  # held: the client is asked
+            if isinstance(slot, Kept):  # an earlier attempt of this request made it
+                self._state.kept_calls += 1
+                self._record(
+                    call.id, call.name or "", slot.result, 0.0, arguments=slot.arguments, kept=True
+                )
+                outputs.append(ToolOutput(call.id, slot.result.content))
+                continue
             if isinstance(slot, ToolResult):
                 self._record(call.id, call.name or "", slot, 0.0)
                 outputs.append(ToolOutput(call.id, slot.content))
@@ -135,10 +158,30 @@ class ToolRunner:
             outputs.append(ToolOutput(call.id, content))
         return outputs, timed_out
 
+    def _is_write(self, tool: Tool) -> bool:
+        """What the policy point reads the tool as (its method, the operator's rules)."""
+        return self._policy.rules.of(tool).effects == "write"
+
+    async def _kept(
+        self, calls: Sequence[ToolCall], writes: RequestWrites
+    ) -> dict[str, ToolResult]:
+        """A retry's look, before its calls are judged: the write calls an earlier
+        attempt of the request made (an approved one is not asked again)."""
+        prepared = []
+        for call in calls:
+            tool = self._registry.get(call.name) if call.name in self._policy.server_tools else None
+            if tool is None or not self._is_write(tool):
+                continue
+            try:
+                prepared.append(tool.prepare(call.arguments, self._context))
+            except ToolArgumentsInvalid:
+                continue
+        return await writes.kept(prepared)
+
     def _plan(
-        self, calls: Sequence[ToolCall], runnable: int
+        self, calls: Sequence[ToolCall], runnable: int, kept: Mapping[str, ToolResult]
     ) -> tuple[
-        list[ToolResult | str | None],
+        list[ToolResult | Kept | str | None],
         dict[str, PreparedCall],
         dict[str, str],
         dict[str, dict[str, Any]],
@@ -146,7 +189,7 @@ class ToolRunner:
         """For each call, a result now, the key of the execution that answers it, or
         None when it is held for the client's approval; and the arguments of each call
         that has an execution's key (for the record of one whose result is reused)."""
-        slots: list[ToolResult | str | None] = []
+        slots: list[ToolResult | Kept | str | None] = []
         to_run: dict[str, PreparedCall] = {}
         first_ids: dict[str, str] = {}
         arguments: dict[str, dict[str, Any]] = {}
@@ -161,6 +204,9 @@ class ToolRunner:
                 prepared = allowed.tool.prepare(call.arguments, self._context)
             except ToolArgumentsInvalid as exc:
                 slots.append(error_result(str(exc), "invalid_args"))
+                continue
+            if kept and prepared.key in kept:
+                slots.append(Kept(kept[prepared.key], prepared.arguments))
                 continue
             verdict = policy.clearance(call, allowed.tool)
             if verdict.why is not None:
@@ -293,9 +339,23 @@ class ToolRunner:
                     arguments=prepared.arguments,
                 )
                 return cached
-        result = await self._executor.execute(prepared, deadline)
+        kept = False
+        if not self._is_write(prepared.tool):
+            result = await self._executor.execute(prepared, deadline)
+        elif self._writes is None:
+            self._state.unkept_writes = True  # a retry would make it again
+            result = await self._executor.execute(prepared, deadline)
+        else:
+            make = partial(self._executor.execute, prepared, deadline)
+            result, kept = await self._writes.once(prepared, make, deadline)
+            if self._writes.unkept:
+                self._state.unkept_writes = True
+            if kept:
+                self._state.kept_calls += 1
         elapsed = time.perf_counter() - started
-        self._record(call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments)
+        self._record(
+            call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments, kept=kept
+        )
         return result
 
     def _record(
@@ -307,6 +367,7 @@ class ToolRunner:
         cached: bool = False,
         arguments: dict[str, Any] | None = None,
         reused_from: str | None = None,
+        kept: bool = False,
     ) -> None:
         record = CallRecord(
             call_id,
@@ -319,11 +380,12 @@ class ToolRunner:
             result.content,
             self._why.get(call_id),
             reused_from,
+            kept,
         )
         self.records.append(record)
         if self._trace is not None:
             self._trace_record(record, result, self._trace)
-        if self._metrics is not None and reused_from is None:
+        if self._metrics is not None and reused_from is None and not kept:
             known = self._registry.get(name)
             tool, source = (name, known.source) if known is not None else (UNKNOWN, NONE)
             tenant = self._context.tenant_id

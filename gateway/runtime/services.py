@@ -31,6 +31,7 @@ from gateway.store import Keys, open_store
 from gateway.store.approvals import ApprovalRecord, ApprovalStore
 from gateway.store.budgets import BudgetStore
 from gateway.store.conversations import ConversationStore
+from gateway.store.kept_writes import KeptWrites
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
 from gateway.store.traces import TraceStore
@@ -112,6 +113,7 @@ class Gateway:
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
+        self.kept_writes = KeptWrites(self.store, self.keys)
         self.budgets = Budgets(
             BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
         )

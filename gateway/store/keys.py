@@ -20,6 +20,15 @@ class Keys:
         digest = hashlib.sha256(call_key.encode()).hexdigest()
         return f"{self.prefix}t:{tenant}:cache:{digest}"
 
+    def kept_write(self, tenant: str, scope: str, call_key: str) -> str:
+        """A write call's result, kept for the retries of the request that made it."""
+        digest = hashlib.sha256(call_key.encode()).hexdigest()[:32]
+        return f"{self.prefix}t:{tenant}:kept:{scope}:{digest}"
+
+    def kept_body(self, tenant: str, scope: str) -> str:
+        """The body an Idempotency-Key was first sent with (its digest)."""
+        return f"{self.prefix}t:{tenant}:kept:{scope}:body"
+
     def trace(self, tenant: str, request_id: str) -> str:
         return f"{self.prefix}t:{tenant}:trace:{request_id}"
 

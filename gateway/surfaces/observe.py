@@ -50,6 +50,7 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
         "reused": record.reused,
         **({"reused_from": record.reused_from} if record.reused_from is not None else {}),
         "cached": record.cached,
+        **({"kept": True} if record.kept else {}),
         "result": result,
         **({"policy": record.policy} if record.policy is not None else {}),
     }
@@ -139,6 +140,8 @@ class Observer:
             line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
             if state.reused_calls:
                 line["tool_calls_reused"] = state.reused_calls
+            if state.kept_calls:  # writes an earlier attempt made, not made again
+                line["tool_calls_kept"] = state.kept_calls
             if state.caps:
                 line["caps"] = state.caps
             if session.stopped is not None:

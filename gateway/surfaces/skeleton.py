@@ -31,6 +31,7 @@ from gateway.policy.approvals import ApprovalDesk
 from gateway.policy.background import is_background
 from gateway.policy.budget import COST_HEADER, money
 from gateway.policy.budgets import Budgets
+from gateway.policy.idempotency import write_scope
 from gateway.policy.identity import caller_identity, owner_digest
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route
@@ -296,6 +297,13 @@ class Skeleton(Generic[A]):
         if budget is not None and large:  # its first round's estimate encodes the history
             await offload(True, model.prompt_bytes)
         context = CallContext(tenant.id, request.headers)
+        scope = write_scope(
+            request.headers, tenant.id, exchange.identity, raw, runtime.config.idempotency
+        )
+        writes = None
+        if scope is not None:  # its writes are kept for its retries (DESIGN.md §16)
+            await gateway.kept_writes.bind_body(tenant.id, scope)
+            writes = gateway.kept_writes.of(tenant.id, scope)
         runs = gateway.loop.runs(
             LoopJob(
                 model,
@@ -306,6 +314,7 @@ class Skeleton(Generic[A]):
                 resumed=plan.resumed,
                 trace=exchange.span,
                 record=exchange.record != "off",
+                writes=writes,
             ),
             plan.n,
         )

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import (
@@ -18,7 +19,7 @@ from openai.types.chat import (
 from tests.support.fake_upstream import Reply, calls, say, tool_call, tool_results
 from tests.support.schema import assert_valid_completion, assert_valid_error
 
-from .conftest import MODEL, StackFactory
+from .conftest import ACME_KEY, MODEL, StackFactory
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "go"}]
 
@@ -127,10 +128,21 @@ def test_no_retry_after_a_side_effecting_tool_ran(stack: StackFactory) -> None:
         return calls(tool_call(f"c{len(body['messages'])}", "create_ticket", {"title": "t"}))
 
     s = stack(script, limits={"max_iterations": 2, "on_limit": "error"})
+    # A client whose retries the gateway cannot recognise: its write is not kept, and
+    # a failure after it says not to retry.
+    answer = httpx.post(
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER},
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+    )
+    assert answer.status_code == 422
+    assert answer.headers["x-should-retry"] == "false"
+    assert [h.method for h in s.tools.hits] == ["POST"]
+    # The SDK's retries are recognised (DESIGN.md §16): its write is kept for them.
     with pytest.raises(openai.UnprocessableEntityError) as caught:
         s.client().chat.completions.create(model=MODEL, messages=USER)
-    assert caught.value.response.headers["x-should-retry"] == "false"
-    assert [h.method for h in s.tools.hits] == ["POST"]
+    assert "x-should-retry" not in caught.value.response.headers
+    assert [h.method for h in s.tools.hits] == ["POST", "POST"]
 
 
 def test_invalid_arguments_are_never_sent(stack: StackFactory) -> None:
