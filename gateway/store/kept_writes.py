@@ -167,16 +167,17 @@ class RequestWrites:
         """The call's result, made at most once under the scope: ``(result, kept)``,
         ``kept`` when an earlier or concurrent attempt made it."""
         key, ttl_s = self._key(call), self.scope.ttl_s
-        if self.scope.claims:
-            clock = asyncio.get_running_loop()
-            left = (deadline - clock.time()) if deadline is not None else 3600.0
-            claim = dumps({"state": "running", "until": time.time() + left + _GRACE_S})
-            try:
-                claimed = await self._store.put_new(key, claim, ttl_s)
-            except StoreUnavailable:
-                claimed, self.unkept = True, True
-            if not claimed:
-                return await self._wait(key, deadline), True
+        clock = asyncio.get_running_loop()
+        left = (deadline - clock.time()) if deadline is not None else 3600.0
+        claim = dumps({"state": "running", "until": time.time() + left + _GRACE_S})
+        try:
+            if self.scope.claims:
+                if not await self._store.put_new(key, claim, ttl_s):
+                    return await self._wait(key, deadline), True
+            else:  # a first attempt: marks what it makes (a retry racing it waits)
+                await self._store.put(key, claim, ttl_s)
+        except StoreUnavailable:
+            self.unkept = True
         try:
             result = await make()
         except BaseException:

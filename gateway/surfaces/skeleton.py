@@ -40,6 +40,7 @@ from gateway.policy.prices import Rates, read_usage
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.store.approvals import Approver
+from gateway.store.kept_writes import RequestWrites
 from gateway.store.turns import TurnStore
 from gateway.surfaces.approvals import Approvals, held_calls, take_answers
 from gateway.surfaces.event_stream import start_event_stream
@@ -258,8 +259,12 @@ class Skeleton(Generic[A]):
             tenant=tenant.id,
             metrics=gateway.metrics,
         )
+        writes = None
         if policy.server_tools:  # who approves held calls: nothing to hold without tools
             policy.desk = self._desk(tenant, exchange, asked.client_approves)
+            # Its writes are kept for its retries (DESIGN.md §16); a key reused with
+            # another body is refused before anything (an approval) is used up.
+            writes = await self._writes(request, exchange, runtime, raw)
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large)
@@ -297,13 +302,6 @@ class Skeleton(Generic[A]):
         if budget is not None and large:  # its first round's estimate encodes the history
             await offload(True, model.prompt_bytes)
         context = CallContext(tenant.id, request.headers)
-        scope = write_scope(
-            request.headers, tenant.id, exchange.identity, raw, runtime.config.idempotency
-        )
-        writes = None
-        if scope is not None:  # its writes are kept for its retries (DESIGN.md §16)
-            await gateway.kept_writes.bind_body(tenant.id, scope)
-            writes = gateway.kept_writes.of(tenant.id, scope)
         runs = gateway.loop.runs(
             LoopJob(
                 model,
@@ -342,6 +340,20 @@ class Skeleton(Generic[A]):
         if after.tasks:
             response.background = after
         return response
+
+    async def _writes(
+        self, request: Request, exchange: Exchange, runtime: Runtime, raw: bytes
+    ) -> RequestWrites | None:
+        """Where the request's write results are kept for its retries, if anywhere."""
+        tenant = exchange.tenant
+        scope = write_scope(
+            request.headers, tenant, exchange.identity, raw, runtime.config.idempotency
+        )
+        if scope is None:
+            return None
+        kept = self._gateway.kept_writes
+        await kept.bind_body(tenant, scope)
+        return kept.of(tenant, scope)
 
     def _desk(self, tenant: Tenant, exchange: Exchange, client_approves: bool) -> ApprovalDesk:
         """The client approves held calls if it can; else an operator, if the tenant

@@ -149,3 +149,30 @@ async def test_a_first_attempt_keeps_without_taking(backend: tuple[GuardedStore,
         _, was_kept = await kept.of("t", _scope(retry=False)).once(_call(), make, None)
         assert not was_kept
     assert made == 2
+
+
+async def test_a_retry_racing_its_first_attempt_waits_for_its_write(
+    backend: tuple[GuardedStore, Keys],
+) -> None:
+    """The SDK gave up on the first attempt while its write was being made, and its
+    retry came at once: the retry waits for that write, and does not make it."""
+    kept = KeptWrites(*backend)
+    made = 0
+
+    async def make() -> ToolResult:
+        nonlocal made
+        made += 1
+        await asyncio.sleep(0.2)
+        return ToolResult("filed", "ok", 201)
+
+    deadline = asyncio.get_running_loop().time() + 5
+    first = asyncio.create_task(kept.of("t", _scope(retry=False)).once(_call(), make, deadline))
+    await asyncio.sleep(0.05)  # the first attempt's write is under way
+    retry = write_scope({"x-stainless-retry-count": "1"}, "t", "owner", b"{}", CONFIG)
+    assert retry is not None
+    (result, was_kept), _ = await asyncio.gather(
+        kept.of("t", retry).once(_call(), make, deadline), first
+    )
+    assert made == 1
+    assert was_kept
+    assert result.content == "filed"
