@@ -194,9 +194,9 @@ def test_an_upstream_without_usage(stack: StackFactory) -> None:
     assert not any(isinstance(e, dict) and "usage" in e for e in events)
 
 
-def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> None:
-    s = stack(lambda body: calls(tool_call("h1", "hang", {})))
-    baseline = s.gateway.task_count()
+def _leave_while_the_tool_runs(s: Stack) -> str:
+    """Stream a request whose tool hangs, and leave (a Stop button) while it runs; the
+    request's id."""
     with httpx.stream(
         "POST",
         f"{s.base_url}/chat/completions",
@@ -206,6 +206,13 @@ def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> Non
         for line in response.iter_lines():
             if line.startswith(": keep-alive"):
                 break  # the tool runs; leave mid-loop
+    return response.headers["x-request-id"]
+
+
+def test_a_client_that_disconnects_cancels_the_tools(stack: StackFactory) -> None:
+    s = stack(lambda body: calls(tool_call("h1", "hang", {})))
+    baseline = s.gateway.task_count()
+    _leave_while_the_tool_runs(s)
     assert wait_for(lambda: s.tools.cancelled == 1), "the tool never saw its caller leave"
     assert s.tools.running == 0
     assert wait_for(lambda: s.gateway.task_count() <= baseline), (
@@ -221,16 +228,7 @@ def test_a_stream_the_client_stops_is_logged_traced_and_counted_as_cancelled(
     off named, what ran counted, and ``toolgate_requests_cancelled_total``."""
     s = stack(lambda body: calls(tool_call("h1", "hang", {})))
     caplog.set_level(logging.INFO, logger="gateway.access")
-    with httpx.stream(
-        "POST",
-        f"{s.base_url}/chat/completions",
-        json={"model": MODEL, "messages": USER, "stream": True},
-        headers={"authorization": f"Bearer {ACME_KEY}"},
-    ) as response:
-        request_id = response.headers["x-request-id"]
-        for line in response.iter_lines():
-            if line.startswith(": keep-alive"):
-                break  # the tool runs; the user presses Stop
+    request_id = _leave_while_the_tool_runs(s)
     assert wait_for(lambda: any(r.name == "gateway.access" for r in caplog.records))
     [line] = [r.toolgate for r in caplog.records if r.name == "gateway.access"]  # type: ignore[attr-defined]
     assert line["status"] == 499

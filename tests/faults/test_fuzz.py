@@ -66,6 +66,13 @@ def _completion(message: Any) -> dict[str, Any]:
     }
 
 
+def chunk(**fields: Any) -> dict[str, Any]:
+    """A stream chunk: "ok" and the stop, unless ``fields`` say otherwise."""
+    said = {"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    return head | {"choices": [said]} | fields
+
+
 def _plain(request: httpx.Request) -> httpx.Response:
     """A model that answers every request, streamed when asked."""
     try:
@@ -73,14 +80,7 @@ def _plain(request: httpx.Request) -> httpx.Response:
     except (ValueError, AttributeError):
         stream = False
     if stream:
-        chunk = {
-            "id": "c",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "m",
-            "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}],
-        }
-        body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+        body = f"data: {json.dumps(chunk())}\n\ndata: [DONE]\n\n".encode()
         return _answer(200, body, "text/event-stream")
     return _answer(200, _json(_completion({"role": "assistant", "content": "ok"})))
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.upstream.numbers import MAX_COUNT, checked_usage
-from tests.faults.test_fuzz import KEY, OPEN_KEY, InProcess, _answer, _completion
+from tests.faults.test_fuzz import KEY, OPEN_KEY, InProcess, _answer, _completion, chunk
 
 NEGATIVE: dict[str, Any] = {"prompt_tokens": -5, "completion_tokens": 3, "total_tokens": -2}
 
@@ -171,16 +171,8 @@ def test_every_metric_and_header_writer_takes_hostile_usage(
 ) -> None:
     def upstream(request: httpx.Request) -> httpx.Response:
         if json.loads(request.content).get("stream"):
-            chunk = {
-                "id": "c",
-                "object": "chat.completion.chunk",
-                "created": 1,
-                "model": "m",
-                "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}],
-            }
-            tail = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-            tail |= {"choices": [], "usage": usage}
-            body = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(tail)}\n\ndata: [DONE]\n\n"
+            tail = chunk(choices=[], usage=usage)
+            body = f"data: {json.dumps(chunk())}\n\ndata: {json.dumps(tail)}\n\ndata: [DONE]\n\n"
             return _answer(200, body.encode(), "text/event-stream")
         completion = _completion({"role": "assistant", "content": "ok"}) | {"usage": usage}
         return _answer(200, json.dumps(completion).encode())
