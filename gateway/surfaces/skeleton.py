@@ -243,16 +243,10 @@ class Skeleton(Generic[A]):
         if tenant.record != "off":  # it may be recorded (issue 26)
             exchange.record, exchange.sent = tenant.record, raw
         asked = surface.adapt(asked, tenant)
-        narrowing = asked.narrowing
-        if is_background(
-            asked.body.get("tool_choice"), tenant.background, asked.user_text, request.headers
-        ):  # a title, tags, follow-ups, or tool_choice "none": no server tools
-            narrowing = replace(narrowing, tools=frozenset())
-            exchange.headers[BACKGROUND_HEADER] = "no server tools"
         policy, shadowed = PolicyPoint.of_request(
             tenant.tools,
             tenant.limits,
-            narrowing,
+            _narrowing(asked, tenant, request, exchange),
             asked.client_tool_names,
             runtime.registry,
             rules=tenant.policy,
@@ -414,6 +408,20 @@ def loop_headers(run: Run) -> dict[str, str]:
     if run.policy.budget is not None:
         headers |= run.policy.budget.headers()
     return headers
+
+
+def _narrowing(
+    asked: Asked, tenant: Tenant, request: Request, exchange: Exchange
+) -> Narrowing:
+    """What the request narrows to: none of the server tools for a front-end's
+    background task (a title, tags, follow-ups) or ``tool_choice: "none"``."""
+    background = tenant.background
+    if not is_background(
+        asked.body.get("tool_choice"), background, asked.user_text, request.headers
+    ):
+        return asked.narrowing
+    exchange.headers[BACKGROUND_HEADER] = "no server tools"
+    return replace(asked.narrowing, tools=frozenset())
 
 
 async def pass_through_meter(
