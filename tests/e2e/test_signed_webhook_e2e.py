@@ -1,6 +1,6 @@
 """The operator-approval webhook is signed as Standard Webhooks signs it (issue 34 §1):
 a request under uvicorn waits for an operator, the webhook reaches a tool server, and
-the delivery is verified by the ``standardwebhooks`` library and by the README's own
+the delivery is verified by the ``standardwebhooks`` library and by the manual's own
 snippet (run here as written); a changed body, another secret or a stale timestamp
 fail both. The secret is redacted like every other."""
 
@@ -30,16 +30,16 @@ from .test_policy_e2e import operator_rules, writes_at_once
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 OTHER = "whsec_" + base64.b64encode(bytes(range(1, 33))).decode()
-README = Path(__file__).resolve().parents[2] / "README.md"
+POLICY_DOC = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 
 
 def readme_verify() -> Any:
-    """The README's verification snippet, run as written."""
-    text = README.read_text()
+    """The manual's verification snippet (docs/policy.md), run as written."""
+    text = POLICY_DOC.read_text()
     snippet = re.search(r"<!-- webhook-verify -->\n```python\n(.*?)```", text, re.S)
-    assert snippet is not None, "the README lost its webhook snippet"
+    assert snippet is not None, "docs/policy.md lost its webhook snippet"
     namespace: dict[str, Any] = {}
-    exec(compile(snippet.group(1), "README.md", "exec"), namespace)
+    exec(compile(snippet.group(1), "docs/policy.md", "exec"), namespace)
     return namespace["verify"]
 
 

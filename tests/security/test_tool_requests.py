@@ -234,7 +234,7 @@ def test_header_values_an_http_header_cannot_carry_are_invalid_arguments(
 
 
 # (Control characters in a request header never reach the gateway: uvicorn refuses the
-# request with its own plain-text 400, see README "Security".)
+# request with its own plain-text 400, see docs/security.md.)
 @pytest.mark.parametrize("user", [b"J\xf6rg", b"caf\xc3\xa9", b"\xff\xfe"])
 def test_a_bound_client_header_that_cannot_be_sent_is_an_error_result(
     harness: Harness, user: bytes
