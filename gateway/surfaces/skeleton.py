@@ -410,9 +410,7 @@ def loop_headers(run: Run) -> dict[str, str]:
     return headers
 
 
-def _narrowing(
-    asked: Asked, tenant: Tenant, request: Request, exchange: Exchange
-) -> Narrowing:
+def _narrowing(asked: Asked, tenant: Tenant, request: Request, exchange: Exchange) -> Narrowing:
     """What the request narrows to: none of the server tools for a front-end's
     background task (a title, tags, follow-ups) or ``tool_choice: "none"``."""
     background = tenant.background
