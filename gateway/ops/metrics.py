@@ -31,15 +31,11 @@ STATUS_CLASSES = ("2xx", "4xx", "5xx")
 UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
 # ``cached_prompt`` is part of ``prompt``, ``reasoning`` part of ``completion``.
 TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning")
-BUDGET_WINDOWS = ("day", "month")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")
 # Why a span never reached the collector (DESIGN.md §14).
 SPAN_DROPS = ("queue_full", "export_failed")
-# What the policy point decided of a tool call (DESIGN.md §13): ``hold`` waits for a
-# person, whose answer is ``approved`` or ``denied`` (``expired``: no answer in time).
-VERDICTS = ("run", "refuse", "hold", "approved", "denied", "expired")
 
 
 @dataclass(frozen=True)

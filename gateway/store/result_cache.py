@@ -19,7 +19,6 @@ class ResultCache:
         self._metrics = metrics
         self._keys = keys
         self.hits = 0
-        self.misses = 0
 
     async def get(self, tenant: str, call: PreparedCall) -> ToolResult | None:
         """A cached result, or None (a store failure is a miss, never an error)."""
@@ -28,7 +27,6 @@ class ResultCache:
         except StoreUnavailable:
             value = None
         if value is None:
-            self.misses += 1
             self._count("miss")
             return None
         self.hits += 1
