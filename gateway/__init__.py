@@ -1,4 +1,26 @@
-"""Toolgate's ASGI service: an OpenAI-compatible gateway that runs HTTP tools itself."""
+"""Toolgate's ASGI service: an OpenAI-compatible gateway that runs HTTP tools itself.
+
+A newcomer's glossary (the words the code uses, and OpenAI's where it has one):
+
+- *surface*: an API a client speaks (chat completions, the Responses API, ``/mcp``);
+  it decodes its request and encodes the answer (``surfaces/``).
+- *round*: one upstream call and its answer (OpenAI: a chat completion); a *turn* is
+  the assistant message in it; a *piece* a streamed delta; an *ask* what one round
+  is sent; *hidden* items the rounds the client does not see.
+- *server tool* / *client tool*: a tool the gateway runs / one the client declared
+  and runs itself (OpenAI: a function tool); a *hand-back* returns client calls.
+- *policy point*: where every verdict on a tool call is made (run, refuse, hold,
+  stop: ``policy/point.py``); *taint*: untrusted words read in a run; a *hold* waits
+  for an approval.
+- *snapshot* / *runtime*: the immutable configuration a request reads once
+  (``runtime/``); *tenant*: whom an API key names.
+- *write scope*: a request's identity across its retries, under which its writes'
+  results are kept (``policy/idempotency.py``, ``store/kept_writes.py``).
+- *the one guarded way out*: the transport every outbound call of configuration or
+  of a model goes through (``tool_registry.GuardedTransport``).
+
+The layers and their order are in DESIGN.md §1; the manual is ``docs/``.
+"""
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
