@@ -65,9 +65,11 @@ def applied(before: Fingerprint, after: Fingerprint) -> Fingerprint:
     """What a reload that started at ``before`` is known to have read: the files it
     takes in now (``after``), each as it was when the reload started. A file written
     while the reload ran differs from this, so the next look sees it and reloads
-    again: a change is never taken for applied because it came during a reload."""
+    again: a change is never taken for applied because it came during a reload. A
+    file the reload newly took in is taken as unread (it may have appeared after the
+    reload read the others), which costs at most one more reload."""
     then = {name: (real, stat) for name, real, stat in before}
-    return tuple((name, *then.get(name, (real, stat))) for name, real, stat in after)
+    return tuple((name, *then.get(name, (real, None))) for name, real, _ in after)
 
 
 class ConfigWatcher:

@@ -94,7 +94,7 @@ def test_what_a_reload_applied_is_the_state_it_started_from() -> None:
     during = (("gateway.yaml", "/real/b", (2, 11, 200)), ("tools.yaml", "/t", (3, 1, 1)))
     assert applied(before, during) == (
         ("gateway.yaml", "/real/a", (1, 10, 100)),  # as the reload found it: a change
-        ("tools.yaml", "/t", (3, 1, 1)),  # taken in by the new file: as it is
+        ("tools.yaml", "/t", None),  # newly taken in: unread, so looked at again
     )
 
 
@@ -103,6 +103,7 @@ class WrittenDuringReload(Runtimes):
     ConfigMap update that comes while a slow reload waits on a remote source)."""
 
     next_text: str | None = None
+    next_path: Path | None = None  # the file it lands in: the configuration's, or another
 
     async def reload(self, every_worker: bool = False) -> Reloaded:
         text, self.next_text = self.next_text, None
@@ -111,9 +112,8 @@ class WrittenDuringReload(Runtimes):
         result = await super().reload(every_worker)
         assert self.config_path is not None
         await asyncio.sleep(0.05)
-        await asyncio.to_thread(
-            Path(self.config_path).write_text, text
-        )  # lands before the next look
+        target = self.next_path or Path(self.config_path)
+        await asyncio.to_thread(target.write_text, text)  # lands before the next look
         return result
 
 
@@ -136,6 +136,34 @@ async def test_a_change_written_during_a_reload_is_applied(tmp_path: Path) -> No
                 break
         assert "t1" not in runtimes.current.registry
         assert "t2" not in runtimes.current.registry  # the change during the reload: applied
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_tool_file_that_appears_during_a_reload_is_taken_in(tmp_path: Path) -> None:
+    """The reload took in a glob's files; one more matched after it read them: it is
+    not taken for read (it was, the old way), so its tools come in."""
+    (tmp_path / "tools").mkdir()
+    first = {"tools": [{"name": "t2", "http": {"url": "http://127.0.0.1:9/t2"}}]}
+    (tmp_path / "tools" / "a.yaml").write_text(yaml.safe_dump(first))
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(CONFIG))
+    made = Gateway(load_config(path), config_path=path)
+    runtimes = WrittenDuringReload(made.config, made.metrics, made.redactor, path)
+    watcher = ConfigWatcher(runtimes, path, interval_s=0.05)
+    task = asyncio.create_task(watcher.run(await watcher.start()))
+    try:
+        runtimes.next_path = tmp_path / "tools" / "b.yaml"
+        late = {"tools": [{"name": "t3", "http": {"url": "http://127.0.0.1:9/t3"}}]}
+        runtimes.next_text = yaml.safe_dump(late)
+        path.write_text(yaml.safe_dump({**CONFIG, "tool_files": ["tools/*.yaml"]}))
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if "t3" in runtimes.current.registry:
+                break
+        assert {"t2", "t3"} <= set(runtimes.current.registry.names)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
