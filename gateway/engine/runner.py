@@ -124,8 +124,7 @@ class ToolRunner:
             for key, refused in (await self._policy.afford(to_run)).items():
                 self._done[key] = (first_ids[key], refused)
                 self._record(first_ids[key], to_run.pop(key).tool.name, refused, 0.0)
-        side_effects = any(p.tool.side_effects for p in to_run.values())
-        self._state.start_tools(len(to_run), runnable, side_effects)
+        self._state.start_tools(len(to_run), runnable)
         timed_out = await self._execute(to_run, first_ids, deadline)
         outputs = []
         for call, slot in zip(calls, slots, strict=True):

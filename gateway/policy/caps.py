@@ -70,7 +70,6 @@ class LoopState:
     tool_calls: int = 0  # tool executions made
     reused_calls: int = 0  # calls answered with the result of the same call made earlier
     reserved: int = 0  # executions allowed by a decision and not yet started
-    side_effects: bool = False  # a tool other than GET/HEAD has been called
     # A write ran whose result is not kept for a retry (no write scope, or the store
     # was down): a failure after it tells the SDK not to retry (DESIGN.md §16).
     unkept_writes: bool = False
@@ -110,11 +109,10 @@ class LoopState:
                 self.stopped = step.cap
         self.reserved += step.runnable
 
-    def start_tools(self, executions: int, held: int, side_effects: bool) -> None:
+    def start_tools(self, executions: int, held: int) -> None:
         """Tools start: ``executions`` of them, out of ``held`` reserved."""
         self.reserved = max(self.reserved - held, 0)
         self.tool_calls += executions
-        self.side_effects = self.side_effects or side_effects
 
     def budget_stops(self, kind: CapKind, last_round: bool) -> None:
         """The budget ends the run: this round is its last (``last_round``), or no

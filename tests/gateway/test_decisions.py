@@ -65,11 +65,11 @@ def test_the_state_changes_only_as_the_loop_goes() -> None:
     state.count_round({"iteration": 1}, {"total_tokens": 3})
     assert state.begin_round(lim) == (2, True)  # the last of two, with final_answer
     state.reserved = 3
-    state.start_tools(2, held=3, side_effects=False)
-    assert (state.reserved, state.tool_calls, state.side_effects) == (0, 2, False)
-    state.start_tools(1, held=0, side_effects=True)
-    state.start_tools(1, held=5, side_effects=False)  # never below zero, never un-side-effected
-    assert (state.reserved, state.tool_calls, state.side_effects) == (0, 4, True)
+    state.start_tools(2, held=3)
+    assert (state.reserved, state.tool_calls) == (0, 2)
+    state.start_tools(1, held=0)
+    state.start_tools(1, held=5)  # never below zero
+    assert (state.reserved, state.tool_calls) == (0, 4)
     state.time_ran_out(lim)
     assert state.forced_final
     assert state.caps == ["time"]
