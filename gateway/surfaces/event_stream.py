@@ -27,8 +27,10 @@ class EventStreamResponse(StreamingResponse):
         try:
             await self._stream(receive, send)
         finally:
-            if self.on_close is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if self.source is not None:  # its producer's end comes before ``on_close``
+                    await self.source.aclose()
+                if self.on_close is not None:
                     await self.on_close()
 
     source: AsyncGenerator[bytes, None] | None = None  # the producer, if it is a generator

@@ -26,7 +26,7 @@ from gateway.surfaces.event_stream import EventStreamResponse
 from tool_registry import dumps
 
 if TYPE_CHECKING:
-    from gateway.engine.loop import Run
+    from gateway.engine.report import RunReport
     from gateway.ops.spans import RequestSpan
 
 logger = logging.getLogger("gateway")
@@ -131,7 +131,7 @@ class Exchange:
     tenant: str = NONE
     identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
     model: str = NONE
-    session: Run | None = None  # a request with server tools in play: its first loop
+    report: RunReport | None = None  # how a request's run ended, when it ran the loop
     usage: Any = None  # the usage of a pass-through answer, when read
     cost_nanos: int | None = None  # what a pass-through answer cost, when priced
     first_byte: float | None = None
@@ -298,45 +298,34 @@ def endpoint(
             if name not in headers:
                 headers[name] = value
         headers["x-request-id"] = exchange.request_id
+        if isinstance(response, EventStreamResponse):
+            if exchange.first_byte is None:
+                exchange.first_byte = time.perf_counter()
+            response.on_close = partial(_stream_over, observer, exchange, response)
+            return response
         if observer is not None:
-            if isinstance(response, EventStreamResponse):
-                if exchange.first_byte is None:
-                    exchange.first_byte = time.perf_counter()
-                response.on_close = partial(_stream_over, observer, exchange, response)
-            else:
-                await observer.finish(exchange, response.status_code)
+            await observer.finish(exchange, response.status_code)
         if exchange.release is not None:
-            _release_when_sent(response, exchange.release)
+            exchange.release()  # its body is rendered, the request's objects gone
         return response
 
     return wrapped
 
 
 async def _stream_over(
-    observer: Observing, exchange: Exchange, response: EventStreamResponse
+    observer: Observing | None, exchange: Exchange, response: EventStreamResponse
 ) -> None:
     """A stream ended: sent whole, or cut short by a client that left (the Stop button
-    of a chat UI), which is what its metrics, log line and trace then say (499)."""
-    if response.completed:
-        await observer.finish(exchange, response.status_code)
-        return
-    exchange.error = exchange.error or ClientClosedRequest.default_code
-    await observer.finish(exchange, ClientClosedRequest.status)
-
-
-def _release_when_sent(response: Response, release: Callable[[], None]) -> None:
-    """A large body's share goes back when its answer is done: a stream's when the
-    stream is over, any other's now (its body is rendered, the request's objects gone)."""
-    if not isinstance(response, EventStreamResponse):
-        release()
-        return
-    closing = response.on_close
-
-    async def on_close() -> None:
-        try:
-            if closing is not None:
-                await closing()
-        finally:
-            release()
-
-    response.on_close = on_close
+    of a chat UI), which is what its metrics, log line and trace then say (499); a
+    large body's share goes back."""
+    try:
+        if observer is None:
+            return
+        if response.completed:
+            await observer.finish(exchange, response.status_code)
+            return
+        exchange.error = exchange.error or ClientClosedRequest.default_code
+        await observer.finish(exchange, ClientClosedRequest.status)
+    finally:
+        if exchange.release is not None:
+            exchange.release()

@@ -11,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.config import RecordingsConfig
-from gateway.engine.loop import Run
+from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
 from gateway.ops.logs import FIELDS
@@ -107,8 +107,8 @@ class Observer:
             m.first_byte_seconds.labels(tenant, model).observe(
                 exchange.first_byte - exchange.started, exemplar
             )
-        session = exchange.session
-        usage = session.state.usage.totals if session is not None else exchange.usage
+        report = exchange.report
+        usage = report.usage if report is not None else exchange.usage
         prompt, completion = _tokens(usage)
         counts = read_usage(usage) if usage else None
         for kind, tokens in (
@@ -119,8 +119,7 @@ class Observer:
         ):
             if tokens:
                 m.tokens.labels(tenant, model, kind).inc(tokens)
-        budget = session.policy.budget if session is not None else None
-        cost = budget.spent_nanos if budget is not None else exchange.cost_nanos
+        cost = report.cost_nanos if report is not None else exchange.cost_nanos
         if cost:
             m.spend.labels(tenant, model).inc(usd(cost))
         line: dict[str, Any] = {
@@ -132,24 +131,23 @@ class Observer:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
         }
-        if session is not None:
-            state = session.state
-            m.iterations.labels(tenant).observe(state.iterations)
-            for kind in state.caps:
+        if report is not None:
+            m.iterations.labels(tenant).observe(report.iterations)
+            for kind in report.caps:
                 m.cap_hits.labels(tenant, kind).inc()
-            line |= {"iterations": state.iterations, "tool_calls": state.tool_calls}
-            if state.reused_calls:
-                line["tool_calls_reused"] = state.reused_calls
-            if state.kept_calls:  # writes an earlier attempt made, not made again
-                line["tool_calls_kept"] = state.kept_calls
-            if state.caps:
-                line["caps"] = state.caps
-            if session.stopped is not None:
-                line["stopped"] = session.stopped
-            if session.error is not None and not cancelled:
-                exchange.error = session.error.code or session.error.type
-            if cancelled and state.iterations > len(state.rounds):
-                line["round_cut_off"] = state.iterations  # under way when the client left
+            line |= {"iterations": report.iterations, "tool_calls": report.tool_calls}
+            if report.reused_calls:
+                line["tool_calls_reused"] = report.reused_calls
+            if report.kept_calls:  # writes an earlier attempt made, not made again
+                line["tool_calls_kept"] = report.kept_calls
+            if report.caps:
+                line["caps"] = list(report.caps)
+            if report.stopped_by is not None:
+                line["stopped"] = report.stopped_by
+            if report.error is not None and not cancelled:
+                exchange.error = report.error.code or report.error.type
+            if cancelled and report.iterations > len(report.rounds):
+                line["round_cut_off"] = report.iterations  # under way when the client left
         if cancelled:
             line["cancelled"] = True
             m.cancelled.labels(tenant).inc()
@@ -162,13 +160,13 @@ class Observer:
         access.info("request", extra={FIELDS: line})
         if exchange.span is not None:
             self._end_span(exchange, status, usage, cost)
-        if session is not None and self.traces is not None:
-            trace = self._trace(self.traces, session, exchange, line)
+        if report is not None and self.traces is not None:
+            trace = self._trace(self.traces, report, exchange, line)
             ttl_s = None
-            if keeps(exchange.record, status, session):
+            if keeps(exchange.record, status, report):
                 # Off the event loop: a recording holds the whole request (up to
                 # server.max_body_bytes) and every tool result.
-                recorded = await asyncio.to_thread(self._recording, session, exchange, status)
+                recorded = await asyncio.to_thread(self._recording, report, exchange, status)
                 trace["recording"] = recorded
                 ttl_s = max(self.traces.ttl_s, self.recordings.ttl_s)
             await self.traces.save(tenant, exchange.request_id, trace, ttl_s)
@@ -176,10 +174,10 @@ class Observer:
                 request_id, started = exchange.request_id, exchange.wall_start
                 await self.traces.index_recording(tenant, request_id, started, ttl_s)
 
-    def _recording(self, session: Run, exchange: Exchange, status: int) -> dict[str, Any]:
+    def _recording(self, report: RunReport, exchange: Exchange, status: int) -> dict[str, Any]:
         """The request's recording, redacted, or why it is not kept (blocking)."""
         found = recording(
-            session,
+            report,
             loads_object(exchange.sent) if exchange.sent is not None else None,
             exchange.loop_start,
             exchange.route,
@@ -229,39 +227,36 @@ class Observer:
     @staticmethod
     def _end_span(exchange: Exchange, status: int, usage: Any, cost: int | None) -> None:
         assert exchange.span is not None
-        session = exchange.session
-        state = session.state if session is not None else None
+        report = exchange.report
         caps: list[str] = []
-        if state is not None:  # the caps reached, the one that forced the last round among them
-            caps = list(state.caps)
-            if state.stopped is not None and state.stopped not in caps:
-                caps.append(state.stopped)
+        if report is not None:  # the caps reached, the one that forced the last round among them
+            caps = list(report.caps)
+            if report.stopped is not None and report.stopped not in caps:
+                caps.append(report.stopped)
         exchange.span.finish(
             status,
             exchange.tenant,
             exchange.model,
             error=exchange.error,
             usage=usage,
-            iterations=state.iterations if state is not None else None,
-            tool_calls=state.tool_calls if state is not None else None,
-            reused_calls=state.reused_calls if state is not None else None,
+            iterations=report.iterations if report is not None else None,
+            tool_calls=report.tool_calls if report is not None else None,
+            reused_calls=report.reused_calls if report is not None else None,
             cost_usd=usd(cost) if cost is not None else None,
             caps=caps,
-            stopped=session.stopped if session is not None else None,
+            stopped=report.stopped_by if report is not None else None,
         )
 
     def _trace(
-        self, traces: TraceStore, session: Run, exchange: Exchange, line: dict[str, Any]
+        self, traces: TraceStore, report: RunReport, exchange: Exchange, line: dict[str, Any]
     ) -> dict[str, Any]:
+        registry = report.policy.registry
         return {
             **line,
             "started_at": exchange.wall_start,
-            "rounds": session.state.rounds,
-            "tool_calls": [
-                call_entry(session.policy.registry, r, traces.result_chars)
-                for r in session.runner.records
-            ],
-            "usage": session.state.usage.totals,
+            "rounds": list(report.rounds),
+            "tool_calls": [call_entry(registry, r, traces.result_chars) for r in report.calls],
+            "usage": report.usage,
         }
 
 

@@ -19,7 +19,8 @@ import random
 from typing import Any
 
 from gateway.config import Record
-from gateway.engine.loop import Final, HandBack, Run
+from gateway.engine.loop import Final, HandBack
+from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord
 from gateway.values import ToolCall
 from tool_registry import ToolRegistry, definition_fingerprint
@@ -27,17 +28,15 @@ from tool_registry import ToolRegistry, definition_fingerprint
 VERSION = 1
 
 
-def keeps(mode: Record, status: int, session: Run, draw: float | None = None) -> bool:
+def keeps(mode: Record, status: int, report: RunReport, draw: float | None = None) -> bool:
     """Whether a request is recorded: by its tenant's mode and how it went."""
     if mode == "off":
         return False
     if mode == "all":
         return True
     if mode == "errors":
-        failed_call = any(r.outcome != "ok" for r in session.runner.records)
-        return (
-            status >= 400 or failed_call or bool(session.state.caps) or session.stopped is not None
-        )
+        failed_call = any(r.outcome != "ok" for r in report.calls)
+        return status >= 400 or failed_call or bool(report.caps) or report.stopped is not None
     return (random.random() if draw is None else draw) < mode
 
 
@@ -58,8 +57,8 @@ def _tool_call(registry: ToolRegistry, record: CallRecord) -> dict[str, Any]:
     return entry
 
 
-def _ending(session: Run) -> dict[str, Any] | None:
-    outcome = session.outcome
+def _ending(report: RunReport) -> dict[str, Any] | None:
+    outcome = report.choices[0].outcome
     if isinstance(outcome, Final):
         turn = outcome.answer.turn
         return {
@@ -74,7 +73,7 @@ def _ending(session: Run) -> dict[str, Any] | None:
 
 
 def recording(
-    session: Run,
+    report: RunReport,
     request: dict[str, Any] | None,
     loop_start: dict[str, Any] | None,
     route: str,
@@ -83,7 +82,7 @@ def recording(
     error: str | None,
 ) -> dict[str, Any]:
     """What a replay of this request needs (not yet redacted of configured secrets)."""
-    policy = session.policy
+    policy = report.policy
     registry = policy.registry
     tools = []
     for name in policy.server_tools:
@@ -103,16 +102,16 @@ def recording(
         "version": VERSION,
         "route": route,
         "model": model,
-        "upstream_model": session.job.model.model,
+        "upstream_model": report.upstream_model,
         "request": request,
         # The chat-dialect request the loop started from (the Responses surface's
         # input made messages): what a replay sends, whatever the surface.
         "loop": loop_start,
         "tools": tools,
-        "rounds": session.state.answers,
-        "tool_calls": [_tool_call(registry, r) for r in session.runner.records],
-        "ended": _ending(session),
+        "rounds": list(report.answers),
+        "tool_calls": [_tool_call(registry, r) for r in report.calls],
+        "ended": _ending(report),
         "status": status,
         "error": error,
-        "usage": session.state.usage.totals,
+        "usage": report.usage,
     }

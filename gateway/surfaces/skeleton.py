@@ -19,13 +19,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import anyio
-from starlette.background import BackgroundTasks
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import LoopJob, Outcome, Resumed, Run
-from gateway.engine.stream import EventWriter, stream_loop
+from gateway.engine.loop import LoopJob, Resumed
+from gateway.engine.report import RunReport
 from gateway.ops.offload import offload
 from gateway.policy.approvals import ApprovalDesk
 from gateway.policy.background import is_background
@@ -46,6 +44,8 @@ from gateway.surfaces.approvals import Approvals, held_calls, take_answers
 from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
 from gateway.surfaces.http import Exchange, read_body
+from gateway.surfaces.request_end import RequestEnd
+from gateway.surfaces.streaming import EventWriter, event_stream
 from gateway.upstream.chat_model import ChatModel
 from gateway.values import KeepTurn
 from tool_registry import CallContext
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no server tools
-STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
 
 
 class Admission:
@@ -199,13 +198,13 @@ class SurfaceCall(Protocol):
 
     async def prepare(self) -> Plan | Forward: ...
 
-    async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes: ...
+    async def render(self, report: RunReport) -> bytes: ...  # the answer
 
-    def writers(self, runs: list[Run]) -> Sequence[EventWriter]: ...
+    def writers(self, n: int) -> Sequence[EventWriter]: ...  # a stream's, one per choice
 
-    def closing(self, usage: dict[str, Any]) -> list[bytes]: ...
+    def closing(self, report: RunReport) -> list[bytes]: ...  # a stream's last events
 
-    async def streamed(self) -> None: ...  # after a stream, however it ended
+    async def ended(self, report: RunReport) -> None: ...  # however the run ended
 
 
 A = TypeVar("A", bound=Asked)
@@ -312,28 +311,16 @@ class Skeleton(Generic[A]):
         )
         for usage in plan.usage:
             policy.state.usage.add(usage)  # spent for this request before its loop
-        exchange.session = runs[0]  # their state is the request's
+        end = RequestEnd(runs, exchange, call.ended, meter, budget)
         if asked.stream:
-            return await self._stream(call, head, runs)
-        try:
-            outcomes = await gateway.loop.run_all(runs)
-        except BaseException:
-            if budget is not None:  # what the run spent is settled, and said
-                exchange.headers |= budget.headers()
-                with anyio.CancelScope(shield=True):
-                    await budget.close()
-            raise
-        body = await call.render(runs, outcomes)
-        exchange.headers |= loop_headers(runs[0])
-        response = Response(body, media_type="application/json")
-        after = BackgroundTasks()
-        if meter is not None:
-            after.add_task(meter, policy.state.usage.totals)
-        if budget is not None:
-            after.add_task(budget.close)
-        if after.tasks:
-            response.background = after
-        return response
+            writers = call.writers(len(runs))
+            events = event_stream(gateway.loop, runs, writers, end, call.closing)
+            return await start_event_stream(events, partial(first_byte, exchange))
+        async with end:
+            await gateway.loop.run_all(runs)
+            report = end.finish()
+            exchange.headers |= report.headers()
+            return Response(await call.render(report), media_type="application/json")
 
     async def _writes(
         self, request: Request, exchange: Exchange, runtime: Runtime, raw: bytes
@@ -365,23 +352,6 @@ class Skeleton(Generic[A]):
             self._gateway.approval_notice(approvals),
         )
 
-    async def _stream(self, call: SurfaceCall, head: Head, runs: list[Run]) -> Response:
-        usage = head.policy.state.usage
-
-        def closing() -> list[bytes]:
-            return [loop_comment(runs[0]), *call.closing(usage.totals)]
-
-        async def finished() -> None:
-            await call.streamed()
-            if head.meter is not None:
-                await head.meter(usage.totals)
-            if head.policy.budget is not None:
-                await head.policy.budget.close()
-
-        writers = call.writers(runs)
-        events = stream_loop(self._gateway.loop, runs, writers, closing, finished)
-        return await start_event_stream(events, partial(first_byte, head.exchange))
-
 
 def first_byte(exchange: Exchange) -> None:
     exchange.first_byte = time.perf_counter()
@@ -390,24 +360,6 @@ def first_byte(exchange: Exchange) -> None:
 def completion_id(exchange: Exchange) -> str:
     """The id of the completion a request answers with, streamed or not: the gateway's."""
     return f"chatcmpl-{exchange.request_id.removeprefix('req_')}"
-
-
-def loop_headers(run: Run) -> dict[str, str]:
-    """What a loop's answer says of the request's rounds: how many, how many tool
-    calls ran and how many were answered with an earlier call's result, and the cap
-    that forced the last round, if one did."""
-    state = run.state
-    headers = {
-        "x-toolgate-iterations": str(state.iterations),
-        "x-toolgate-tool-calls": str(state.tool_calls),
-        "x-toolgate-tool-calls-reused": str(state.reused_calls),
-    }
-    stopped = run.stopped
-    if stopped is not None:
-        headers[STOPPED_HEADER] = stopped
-    if run.policy.budget is not None:
-        headers |= run.policy.budget.headers()
-    return headers
 
 
 def _narrowing(asked: Asked, tenant: Tenant, request: Request, exchange: Exchange) -> Narrowing:
@@ -449,11 +401,3 @@ async def pass_through_meter(
         await budgets.charge(tenant, route, windows, usage)
 
     return meter, on_usage
-
-
-def loop_comment(run: Run) -> bytes:
-    """``loop_headers`` for a stream, whose headers were sent before they were known:
-    SSE comment lines before the surface's last events (``: x-toolgate-iterations:
-    2``), which every SSE parser skips and a client that wants them can read."""
-    lines = [f": {name}: {value}\n" for name, value in loop_headers(run).items()]
-    return "".join(lines).encode() + b"\n"

@@ -4,7 +4,7 @@ the client's model name, exactly one role delta and one ``finish_reason``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -90,7 +90,7 @@ class ChunkWriter:
             reason = LEGACY_FINISH
         return self.delta({}, reason)
 
-    def usage(self, usage: dict[str, Any]) -> bytes:
+    def usage(self, usage: Mapping[str, Any]) -> bytes:
         return self._chunk([], usage=usage)
 
     @staticmethod

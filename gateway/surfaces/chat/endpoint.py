@@ -9,8 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.engine.loop import Outcome, Run
-from gateway.engine.stream import EventWriter
+from gateway.engine.report import RunReport
 from gateway.errors import BadRequest
 from gateway.ops.offload import offload
 from gateway.policy.limits import effective_tools
@@ -21,6 +20,7 @@ from gateway.surfaces.chat.legacy import from_functions, to_function_call, uses_
 from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.skeleton import Forward, Head, Plan, completion_id
+from gateway.surfaces.streaming import EventWriter
 from gateway.upstream.sse import DONE
 from tool_registry import dumps
 
@@ -70,31 +70,33 @@ class ChatCall:
         n = choices_of(asked.body, head.policy.limits.max_iterations)
         return Plan(asked.body, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed)
 
-    async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
-        usage = runs[0].state.usage.totals
+    async def render(self, report: RunReport) -> bytes:
         asked = self._asked
-        completion = render_completion(outcomes, asked.model, usage, self._id, self._created)
+        completion = render_completion(
+            report.outcomes, asked.model, report.usage, self._id, self._created
+        )
         if asked.single_call_id is not None:
             completion = to_function_call(completion)
         return dumps(completion)
 
-    def writers(self, runs: list[Run]) -> Sequence[EventWriter]:
+    def writers(self, n: int) -> Sequence[EventWriter]:
         legacy = self._asked.single_call_id is not None
         model, created = self._asked.model, self._created
         self._writers = [
             ChunkWriter(self._id, model, legacy=legacy, index=index, created=created)
-            for index in range(len(runs))
+            for index in range(n)
         ]
         return self._writers
 
-    def closing(self, usage: dict[str, Any]) -> list[bytes]:
+    def closing(self, report: RunReport) -> list[bytes]:
         options = self._asked.body.get("stream_options")
+        usage = report.usage
         if isinstance(options, dict) and options.get("include_usage") is True and usage:
             return [self._writers[0].usage(usage), DONE]
         return [DONE]
 
-    async def streamed(self) -> None:
-        return None
+    async def ended(self, report: RunReport) -> None:
+        return None  # a chat completion keeps nothing once answered
 
 
 def choices_of(body: dict[str, Any], max_iterations: int) -> int:

@@ -10,6 +10,7 @@ contradict the sums (llama.cpp's ``timings``, a round's ``usage``, its id).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.engine.loop import HandBack, Outcome
@@ -21,7 +22,7 @@ _KEPT = ("system_fingerprint", "service_tier")
 def render_completion(
     outcomes: list[Outcome],
     model: str,
-    usage: dict[str, Any],
+    usage: Mapping[str, Any],
     completion_id: str,
     created: int,
 ) -> dict[str, Any]:

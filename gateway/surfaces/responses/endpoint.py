@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import Final, HandBack, Outcome, Run
-from gateway.engine.stream import EventWriter
+from gateway.engine.loop import Final, HandBack
+from gateway.engine.report import RunReport
 from gateway.errors import BadRequest, NotFound
 from gateway.ops.offload import offload
 from gateway.policy.identity import owner_digest
@@ -40,6 +40,7 @@ from gateway.surfaces.responses.render import (
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
 from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
+from gateway.surfaces.streaming import EventWriter
 from gateway.upstream import dialect
 from tool_registry import dumps
 
@@ -123,9 +124,9 @@ class ResponseCall:
         self._shape = ResponseShape(asked)
         self._visible: list[dict[str, Any]] = []
         self._conversation: Conversation | None = None
-        self._runs: list[Run] = []
         self._writer: ResponseEvents | None = None
-        self._done: dict[str, Any] | None = None  # the streamed response, once closed
+        self._done: dict[str, Any] | None = None  # the response answered, once it is
+        self._encoded: bytes | None = None  # and its bytes, when sent in one piece
 
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
@@ -181,35 +182,35 @@ class ResponseCall:
         self._head.exchange.headers[DROPPED_HEADER] = ",".join(types)
         return True
 
-    async def render(self, runs: list[Run], outcomes: list[Outcome]) -> bytes:
-        [run], [outcome] = runs, outcomes
+    async def render(self, report: RunReport) -> bytes:
+        [outcome] = report.outcomes
         calls = outcome.calls if isinstance(outcome, HandBack) else ()
         finish = outcome.finish_reason if isinstance(outcome, Final) else None
         incomplete = None if calls else incomplete_reason(finish)
         body = self._shape.response(
             "incomplete" if incomplete else "completed",
             output_of(outcome.answer.turn, calls, self._asked.client_names),
-            run.state.usage.totals,
+            report.usage,
             incomplete=incomplete,
         )
         encoded = dumps(body)
-        await self._keep(run, body, encoded)
+        self._done, self._encoded = body, encoded
         return encoded
 
-    def writers(self, runs: list[Run]) -> Sequence[EventWriter]:
-        self._runs = runs
+    def writers(self, n: int) -> Sequence[EventWriter]:
         self._writer = ResponseEvents(self._shape)
         return [self._writer]
 
-    def closing(self, usage: dict[str, Any]) -> list[bytes]:
+    def closing(self, report: RunReport) -> list[bytes]:
         assert self._writer is not None  # the stream has its writer before it closes
-        events = self._writer.close(usage)
+        events = self._writer.close(report.usage)
         self._done = self._writer.last_response
         return events
 
-    async def streamed(self) -> None:
-        if self._done is not None:
-            await self._keep(self._runs[0], self._done)
+    async def ended(self, report: RunReport) -> None:
+        """Keep the response the run answered with, however it was sent."""
+        if self._done is not None and report.ending not in ("failed", "cancelled"):
+            await self._keep(report, self._done, self._encoded)
 
     async def _fit(
         self,
@@ -249,32 +250,35 @@ class ResponseCall:
         usage.append(answer.usage)
         return answer.turn.content or ""
 
-    async def _keep(self, session: Run, body: dict[str, Any], encoded: bytes | None = None) -> None:
+    async def _keep(
+        self, report: RunReport, body: dict[str, Any], encoded: bytes | None = None
+    ) -> None:
         """Keep a finished response, with the whole conversation through it: the
         visible history, the hidden rounds, and its last turn (with the server calls
         of a hand-back turn answered, so the client's outputs complete it); and add
         its input, hidden rounds and output to its conversation, if it has one."""
-        outcome = session.outcome
+        [choice] = report.choices
+        outcome = choice.outcome
         asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
         if outcome is None or body["status"] == "failed" or not (asked.store or conversation):
             return
         turn = outcome.answer.turn
         if isinstance(outcome, HandBack):
-            last = [dialect.turn_message(turn), *dialect.messages(session.handed_outputs)]
+            last = [dialect.turn_message(turn), *dialect.messages(choice.handed)]
         else:
             last = [{"role": "assistant", "content": turn.content or ""}]
-        hidden = dialect.messages(session.hidden)
+        hidden = dialect.messages(choice.hidden)
         items = await offload(self._head.large, stored_items, asked.items)
         if asked.store:
             owner = owner_digest(self._head.exchange.identity)
             messages = [*self._visible, *hidden, *last]
-            stored = StoredResponse(body, items, messages, owner, session.policy.taint)
+            stored = StoredResponse(body, items, messages, owner, report.taint)
             await self._gateway.responses.save(tenant.id, stored, encoded)
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
             # nothing the turn message does not already carry.
             output = body["output"] or [None]
-            conversation.taint = conversation.taint or session.policy.taint
+            conversation.taint = conversation.taint or report.taint
             conversation.entries += [
                 *visible_entries(items),
                 Entry(None, hidden),

@@ -277,7 +277,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def usage_of(totals: dict[str, Any]) -> dict[str, Any]:
+def usage_of(totals: Mapping[str, Any]) -> dict[str, Any]:
     """Chat-completions usage, summed over the rounds, as the Responses API counts it."""
     prompt = totals.get("prompt_tokens_details")
     completion = totals.get("completion_tokens_details")

@@ -6,7 +6,7 @@ only the items the client sees."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -62,7 +62,7 @@ class ResponseShape:
         self,
         status: str,
         output: list[dict[str, Any]],
-        usage: dict[str, Any] | None = None,
+        usage: Mapping[str, Any] | None = None,
         error: GatewayError | None = None,
         incomplete: str | None = None,
     ) -> dict[str, Any]:
@@ -332,7 +332,7 @@ class ResponseEvents:
         self._finish = finish_reason
         return self._close_message(always=True)
 
-    def close(self, usage: dict[str, Any]) -> list[bytes]:
+    def close(self, usage: Mapping[str, Any]) -> list[bytes]:
         """The last event: the whole response, its usage summed over every round."""
         incomplete = incomplete_reason(self._finish)
         status = "incomplete" if incomplete else "completed"

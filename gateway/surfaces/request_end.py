@@ -1,0 +1,80 @@
+"""The one owner of a run request's end (DESIGN.md §10).
+
+``RequestEnd`` is entered before a request's loops run and left once its answer (or
+its stream) is done, however it ended. Leaving it ends the run with one frozen
+``RunReport`` and hands that report, in order, to everything that follows a run: the
+surface (a Responses answer kept), the rate limits' meter, the budget's settlement,
+and the exchange (the answer's headers; the log line, metrics, trace, span and
+recording read it there). Nothing after the run reads the engine's live state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+import anyio
+
+from gateway.engine.loop import Run
+from gateway.engine.report import RunReport, report_of
+from gateway.policy.budget import RunBudget
+from gateway.surfaces.forward import Meter
+from gateway.surfaces.http import Exchange
+
+Ended = Callable[[RunReport], Awaitable[None]]  # the surface's part of the end
+
+
+class RequestEnd:
+    """Ends a request's runs: ``finish`` when they ended by themselves (the report an
+    answer is rendered from), leaving the block otherwise (failed, cancelled)."""
+
+    def __init__(
+        self,
+        runs: list[Run],
+        exchange: Exchange,
+        ended: Ended,
+        meter: Meter | None = None,
+        budget: RunBudget | None = None,
+    ) -> None:
+        self._runs = runs
+        self._exchange = exchange
+        self._ended = ended
+        self._meter = meter
+        self._budget = budget
+        self._report: RunReport | None = None
+        self._failure: BaseException | None = None
+
+    async def __aenter__(self) -> RequestEnd:
+        return self
+
+    def finish(self) -> RunReport:
+        """The runs ended by themselves: their report."""
+        if self._report is None:
+            self._report = report_of(self._runs, self._failure)
+        return self._report
+
+    def failed(self, exc: BaseException) -> None:
+        """The runs failed, and the failure was answered (written into a stream that
+        had started) rather than raised."""
+        self._failure = exc
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        report = self._report
+        if report is None or exc is not None:
+            report = report_of(self._runs, exc if exc is not None else self._failure)
+        self._exchange.report = report
+        if report.ending in ("failed", "cancelled"):
+            self._exchange.headers |= report.budget_headers  # what the run spent, said
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._ended(report)
+            finally:
+                if self._meter is not None:
+                    await self._meter(report.usage)
+                if self._budget is not None:
+                    await self._budget.close()

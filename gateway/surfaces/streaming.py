@@ -1,0 +1,93 @@
+"""A run's event stream, encoded by its surface (DESIGN.md §7, §10): the engine yields
+typed events (``engine.stream``), a surface's ``EventWriter`` turns each into its wire
+format's bytes, and the request's end (``RequestEnd``) is left whichever way the
+stream ends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol
+
+from gateway.engine.loop import Delta, HandBack, Run, ToolLoop
+from gateway.engine.report import RunReport
+from gateway.engine.stream import Beat, Streamed, stream_events
+from gateway.errors import GatewayError
+from gateway.surfaces.request_end import RequestEnd
+from gateway.upstream.sse import KEEPALIVE
+from gateway.values import Piece, ToolCall
+
+logger = logging.getLogger("gateway.stream")
+
+
+class EventWriter(Protocol):
+    """How a surface encodes the engine's events for its clients (one per choice)."""
+
+    def open(self) -> list[bytes]: ...  # before the first event; empty after that
+
+    def piece(self, piece: Piece) -> list[bytes]: ...
+
+    def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]: ...
+
+    def final(self, finish_reason: str) -> list[bytes]: ...
+
+    def error(self, exc: GatewayError) -> bytes: ...
+
+
+def encode(writer: EventWriter, event: Streamed) -> list[bytes]:
+    """One event of the engine as ``writer`` writes it."""
+    chunks = writer.open()
+    if isinstance(event, Delta):
+        chunks += writer.piece(event.piece)
+    elif isinstance(event, Beat):
+        if event.alive:
+            chunks.append(KEEPALIVE)
+    elif isinstance(event, HandBack):
+        chunks += writer.hand_back(event.calls)
+    else:
+        chunks += writer.final(event.finish_reason)
+    return chunks
+
+
+def loop_comment(report: RunReport) -> bytes:
+    """The report's headers for a stream, whose headers were sent before they were
+    known: SSE comment lines before the surface's last events (``: x-toolgate-
+    iterations: 2``), which every SSE parser skips and a client that wants them reads."""
+    lines = [f": {name}: {value}\n" for name, value in report.headers().items()]
+    return "".join(lines).encode() + b"\n"
+
+
+async def event_stream(
+    loop: ToolLoop,
+    runs: list[Run],
+    writers: Sequence[EventWriter],
+    end: RequestEnd,
+    closing: Callable[[RunReport], list[bytes]],
+) -> AsyncIterator[bytes]:
+    """The client's event stream: every choice's events (``runs[i]`` written by
+    ``writers[i]``), then the report's comment and the surface's last events
+    (``closing``: summed usage, ``[DONE]``). A failure before the first event is
+    raised (the caller answers it as an HTTP error); after it, it is written by the
+    first writer. ``end`` is left however the stream ends."""
+    async with end:
+        started = False
+        try:
+            async for index, event in stream_events(loop, runs):
+                for chunk in encode(writers[index], event):
+                    started = True
+                    yield chunk
+            report = end.finish()
+            yield loop_comment(report)
+            for chunk in closing(report):
+                yield chunk
+        except GatewayError as exc:
+            if not started:
+                raise
+            end.failed(exc)
+            yield writers[0].error(exc)
+        except Exception as exc:
+            if not started:
+                raise
+            logger.exception("stream failed after it started")
+            end.failed(exc)
+            yield writers[0].error(GatewayError("The gateway failed while streaming."))
