@@ -30,8 +30,9 @@ from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import RequestSpan, RoundSpan
-from gateway.policy.budget import RoundGrant, Stop
+from gateway.policy.budget import RoundGrant, RunBudget, Stop
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
+from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.point import PolicyPoint
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
@@ -101,11 +102,12 @@ Outcome = HandBack | Final  # how a loop ended
 
 class Resumed:
     """The held calls a request's history ends with, whose approvals the client has
-    answered (``PolicyPoint.resume`` decided each): run once per request, before its
-    first round, whichever of its choices comes first."""
+    answered (``PolicyPoint.resume`` decided each: ``decided``): run once per request,
+    before its first round, whichever of its choices comes first."""
 
-    def __init__(self, calls: tuple[ToolCall, ...]) -> None:
+    def __init__(self, calls: tuple[ToolCall, ...], decided: Decided) -> None:
         self.calls = calls
+        self.decided = decided
         self._lock = asyncio.Lock()
         self._outputs: list[ToolOutput] | None = None
 
@@ -121,7 +123,7 @@ class LoopJob:
     """Everything one loop needs, from its surface."""
 
     model: ModelServer
-    policy: PolicyPoint  # the request's: its tools, caps and what it has used
+    policy: PolicyPoint  # the request's: its tools, caps, rules and approver
     context: CallContext
     keep: KeepTurn | None = None
     single_call_id: str | None = None  # hand back one call only, under this id
@@ -130,6 +132,9 @@ class LoopJob:
     trace: RequestSpan | None = None  # the request's span, when tracing is on
     record: bool = False  # keep each round's answer, for a recording (issue 26)
     writes: RequestWrites | None = None  # its write results, kept for its retries
+    budget: RunBudget | None = None  # what the run may spend, when anything counts
+    taint: str | None = None  # where the request's input first held untrusted words
+    spent: tuple[Any, ...] = ()  # usage spent for the request before its loop (a summary)
 
 
 class Run:
@@ -139,15 +144,17 @@ class Run:
     def __init__(
         self,
         job: LoopJob,
+        ledger: Ledger,
         executor: ToolExecutor,
         cache: ResultCache | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.job = job
         self.policy = job.policy
-        self.state = job.policy.state  # the request's, shared by its choices
+        self.ledger = ledger  # the request's, shared by its choices
+        self.state = ledger.state
         self.runner = ToolRunner(
-            job.policy, executor, job.context, cache, metrics, job.trace, job.writes
+            job.policy, ledger, executor, job.context, cache, metrics, job.trace, job.writes
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
@@ -173,9 +180,10 @@ class Run:
         while True:
             started = time.perf_counter()
             grant: RoundGrant | None = None
-            if self.policy.budget is not None:
+            budget = self.ledger.budget
+            if budget is not None:
                 verdict = await self.policy.before_round(
-                    self._next_prompt(), self._client_max, first
+                    self.ledger, self._next_prompt(), self._client_max, first
                 )
                 if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
                     assert answer is not None  # the first round is refused instead
@@ -210,14 +218,15 @@ class Run:
             except BaseException as exc:
                 if span is not None:
                     span.failed(exc)
-                if grant is not None and self.policy.budget is not None:
-                    self.policy.budget.release(grant)
+                if grant is not None and budget is not None:
+                    budget.release(grant)
                 raise
             if span is not None:
                 span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
             self._count(answer, iteration, final, started, grant)
             turn = answer.turn
-            step = self.policy.round(turn.calls, final, self._deadline - self._clock.time())
+            time_left = self._deadline - self._clock.time()
+            step = self.policy.round(self.ledger, turn.calls, final, time_left)
             if step.kind == "run_tools":
                 yield Working(partial(self._run_tools, turn, step.runnable))
                 if not self._asked:
@@ -302,15 +311,17 @@ class Run:
         }
         if self.job.choice:
             record["choice"] = self.job.choice
+        ledger = self.ledger
         if self.job.record:
-            self.state.answers.append(_answer(answer, iteration, self.job.choice))
-        if grant is not None and self.policy.budget is not None:
-            record["budget"] = self.policy.budget.after_round(grant, answer.usage)
+            ledger.answers.append(_answer(answer, iteration, self.job.choice))
+        if grant is not None and ledger.budget is not None:
+            record["budget"] = ledger.budget.after_round(grant, answer.usage)
             if grant.max_tokens is not None:
                 record["budget"]["max_tokens"] = grant.max_tokens
             if self._prompt is not None:
                 self._prompt.counted(answer.usage, self.hidden)
-        self.state.count_round(record, answer.usage)
+        ledger.state.count_round(answer.usage)
+        ledger.rounds.append(record)
 
     async def _resume(self) -> None:
         """Run the held calls the client has answered, before the first round."""
@@ -327,7 +338,7 @@ class Run:
             self._asked = await self.policy.hand_to_client(self.runner.held)
             self.handed_outputs = outputs
             if self.job.keep is not None:
-                await self.job.keep(self.hidden, turn, outputs, self._asked, self.policy.taint)
+                await self.job.keep(self.hidden, turn, outputs, self._asked, self.ledger.taint)
             return
         self.hidden += [turn, *outputs]
 
@@ -355,7 +366,7 @@ class Run:
                 self._asked = await self.policy.hand_to_client(self.runner.held)
         self.handed_outputs = outputs
         if self.job.keep is not None and (step.hidden or self.hidden):
-            taint = self.policy.taint
+            taint = self.ledger.taint
             await self.job.keep(self.hidden, turn, outputs, handed + self._asked, taint)
 
     def mark_failure(self, exc: GatewayError) -> None:
@@ -425,10 +436,20 @@ class ToolLoop:
         self._metrics = metrics
 
     def runs(self, job: LoopJob, n: int = 1) -> list[Run]:
-        """One run per choice of the request, sharing its policy point (caps, usage,
-        trace)."""
+        """One run per choice of the request, sharing its policy and its ledger (caps,
+        usage, spend, taint, trace lines)."""
+        decided = dict(job.resumed.decided) if job.resumed is not None else {}
+        ledger = Ledger(budget=job.budget, taint=job.taint, decided=decided)
+        for usage in job.spent:
+            ledger.state.usage.add(usage)
         return [
-            Run(replace(job, choice=i) if i else job, self._executor, self._cache, self._metrics)
+            Run(
+                replace(job, choice=i) if i else job,
+                ledger,
+                self._executor,
+                self._cache,
+                self._metrics,
+            )
             for i in range(n)
         ]
 

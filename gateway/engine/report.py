@@ -108,8 +108,8 @@ def report_of(runs: Sequence[Run], raised: BaseException | None = None) -> RunRe
     """The report of a request's runs (one per choice; they share its state), ended
     as ``raised`` says: by nothing, by an error, or by a cancellation."""
     first = runs[0]
-    state, policy = first.state, first.policy
-    budget = policy.budget
+    ledger, policy = first.ledger, first.policy
+    state, budget = ledger.state, ledger.budget
     error = raised if isinstance(raised, GatewayError) else first.error
     return RunReport(
         ending=ending_of(runs, raised),
@@ -123,13 +123,13 @@ def report_of(runs: Sequence[Run], raised: BaseException | None = None) -> RunRe
         kept_calls=state.kept_calls,
         caps=tuple(state.caps),
         stopped=state.stopped,
-        rounds=tuple(state.rounds),
-        answers=tuple(state.answers),
+        rounds=tuple(ledger.rounds),
+        answers=tuple(ledger.answers),
         calls=tuple(record for run in runs for record in run.runner.records),
         error=error,
         cost_nanos=budget.spent_nanos if budget is not None else None,
         budget_headers=budget.headers() if budget is not None else {},
-        taint=policy.taint,
+        taint=ledger.taint,
         policy=policy,
         upstream_model=first.job.model.model,
     )

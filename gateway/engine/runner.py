@@ -13,7 +13,9 @@ import anyio
 
 from gateway.ops.metrics import NONE, UNKNOWN, Metrics
 from gateway.ops.spans import RequestSpan, ToolSpan
-from gateway.policy.point import Hold, PolicyPoint, Refuse, Run, Why
+from gateway.policy.ledger import Ledger
+from gateway.policy.point import PolicyPoint
+from gateway.policy.verdicts import Hold, Refuse, Run, Why
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
@@ -82,6 +84,7 @@ class ToolRunner:
     def __init__(
         self,
         policy: PolicyPoint,
+        ledger: Ledger,
         executor: ToolExecutor,
         context: CallContext,
         cache: ResultCache | None = None,
@@ -90,12 +93,13 @@ class ToolRunner:
         writes: RequestWrites | None = None,
     ) -> None:
         self._policy = policy
+        self._ledger = ledger
         self._writes = writes  # the request's write results, kept for its retries
         self._registry = policy.registry
         self._executor = executor
         self._context = context
         self._semaphore = asyncio.Semaphore(policy.limits.max_parallel_tools)
-        self._state = policy.state
+        self._state = ledger.state
         self._cache = cache
         self._metrics = metrics
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
@@ -120,8 +124,8 @@ class ToolRunner:
         writes = self._writes
         kept = await self._kept(calls, writes) if writes is not None and writes.scope.retry else {}
         slots, to_run, first_ids, arguments = self._plan(calls, runnable, kept)
-        if self._policy.budget is not None and to_run:
-            for key, refused in (await self._policy.afford(to_run)).items():
+        if self._ledger.budget is not None and to_run:
+            for key, refused in (await self._policy.afford(self._ledger, to_run)).items():
                 self._done[key] = (first_ids[key], refused)
                 self._record(first_ids[key], to_run.pop(key).tool.name, refused, 0.0)
         self._state.start_tools(len(to_run), runnable)
@@ -207,7 +211,7 @@ class ToolRunner:
             if kept and prepared.key in kept:
                 slots.append(Kept(kept[prepared.key], prepared.arguments))
                 continue
-            verdict = policy.clearance(call, allowed.tool)
+            verdict = policy.clearance(self._ledger, call, allowed.tool)
             if verdict.why is not None:
                 self._why[call.id] = verdict.why
             if isinstance(verdict, Refuse):
@@ -285,7 +289,7 @@ class ToolRunner:
                 self._record(call_id, prepared.tool.name, verdict.result, 0.0)
                 return verdict.result
         result = await self._run(call_id, prepared, deadline)
-        self._policy.read(prepared.tool, result)
+        self._policy.read(self._ledger, prepared.tool, result)
         return result
 
     async def _run(

@@ -78,8 +78,6 @@ class LoopState:
     forced_final: bool = False  # the next round is the last, with no tools offered
     stopped: CapKind | None = None  # the cap that made a round the last, once one has
     caps: list[str] = field(default_factory=list)  # caps reached, for metrics and logs
-    rounds: list[dict[str, Any]] = field(default_factory=list)  # for the trace
-    answers: list[dict[str, Any]] = field(default_factory=list)  # each round's, if recorded
 
     def begin_round(self, limits: LoopLimits) -> tuple[int, bool]:
         """A round starts: its number, and whether it is the last (no tools then).
@@ -91,10 +89,9 @@ class LoopState:
         self.iterations += 1
         return self.iterations, final
 
-    def count_round(self, record: dict[str, Any], usage: dict[str, Any] | None) -> None:
-        """A round's answer arrived: its usage, and its line in the trace."""
+    def count_round(self, usage: dict[str, Any] | None) -> None:
+        """A round's answer arrived: its usage."""
         self.usage.add(usage)
-        self.rounds.append(record)
 
     def take(self, step: Step, limits: LoopLimits) -> None:
         """A decision is taken: a cap it reached is recorded (and is a 422 with

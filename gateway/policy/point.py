@@ -1,14 +1,16 @@
 """The policy point (DESIGN.md §13): every verdict on a request's tool calls is made
 here, and nowhere else.
 
-A surface makes one ``PolicyPoint`` per request, from the tenant's policy narrowed by
-the request; the engine asks it, after every round, what comes next (``round``: run
-the tools, hand calls back, answer — and which cap stopped the run, if one did), and
-the tool runner asks it, before any call runs, whether that call may: ``call`` (the
+One factory (``PolicyPoint.of_request``) makes one ``PolicyPoint`` per request, from
+the tenant's policy narrowed by the request, with who approves its held calls; every
+surface and ``/mcp`` use it, and nothing changes it after. What a run accumulates —
+its counts and caps, its spend, its taint, the answers to its approvals — is in the
+run's ``Ledger``, which the engine owns and hands to each verdict that reads or
+records it. The engine asks, after every round, what comes next (``round``: run the
+tools, hand calls back, answer — and which cap stopped the run, if one did), and the
+tool runner asks, before any call runs, whether that call may: ``call`` (the
 allowlist and narrowing: the tool, or a refusal) then ``clearance`` (effects, taint
-and approvals: run, refuse, or hold for a person's answer). Its ``state`` is what the
-request has used so far, shared by the loops of its choices; ``taint`` is where the
-run first read untrusted words, if it has.
+and approvals: run, refuse, or hold for a person's answer).
 
 Holding a call: the client approves it when it can (``hand_to_client``: the run ends
 with an approval request, and the client's next request ``resume``s it), else an
@@ -19,17 +21,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from gateway.config import LimitsConfig
 from gateway.ops.metrics import UNKNOWN, Metrics
 from gateway.policy.approvals import MAX_REASON, Answer, ApprovalDesk, binding_problem
-from gateway.policy.budget import RoundGrant, RunBudget, Stop
-from gateway.policy.caps import LoopState, Step, decide
+from gateway.policy.budget import RoundGrant, Stop
+from gateway.policy.caps import Step, decide
+from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
 from gateway.policy.prices import nanos_of
 from gateway.policy.rules import TenantPolicy
+from gateway.policy.verdicts import Hold, Refuse, Run, Verdict, Why, refusal
 from gateway.store.approvals import ApprovalRecord, Decision
 from gateway.values import ToolCall
 from tool_registry import Outcome, PreparedCall, Tool, ToolRegistry, ToolResult, error_result
@@ -48,58 +50,22 @@ COST_SPENT = error_result(
 
 INPUT_TAINT = "the request's input"  # marked untrusted (x-toolgate-input, or the tenant)
 
-Why = dict[str, Any]  # what the trace says of a verdict: the rule, the taint, the approval
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """The call may run: this is its tool."""
-
-    tool: Tool
-    why: Why | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """The call does not run: the model reads ``result`` in its place."""
-
-    result: ToolResult
-    why: Why | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """The call waits for a person's answer to ``record``."""
-
-    tool: Tool
-    record: ApprovalRecord
-    why: Why
-
-
-Verdict = Run | Refuse | Hold
-
-
-def _refusal(text: str, why: Why) -> Refuse:
-    return Refuse(error_result(text, "denied"), why)
-
 
 class PolicyPoint:
-    """What one request may do with tools, asked before anything runs."""
+    """What one request may do with tools, asked before anything runs. Set once, when
+    the request is admitted; what its run accumulates is in the run's ``Ledger``."""
 
     __slots__ = (
-        "_decided",
         "_in_play",
         "_metrics",
         "_unavailable",
-        "budget",
         "client_tools",
         "desk",
+        "input_taint",
         "limits",
         "registry",
         "rules",
         "server_tools",
-        "state",
-        "taint",
         "tenant",
     )
 
@@ -109,27 +75,26 @@ class PolicyPoint:
         server_tools: Sequence[str],
         client_tools: frozenset[str],
         registry: ToolRegistry,
-        state: LoopState | None = None,
         *,
         rules: TenantPolicy | None = None,
         desk: ApprovalDesk | None = None,
         tenant: str = "",
         metrics: Metrics | None = None,
+        untrusted_input: bool = False,
     ) -> None:
         self.limits = limits
         self.server_tools = tuple(server_tools)
         self._in_play = frozenset(self.server_tools)
         self.client_tools = client_tools
         self.registry = registry  # of the runtime snapshot the request read
-        self.state = state if state is not None else LoopState()
-        self._unavailable: ToolResult | None = None
         self.rules = rules if rules is not None else TenantPolicy()
         self.desk = desk
         self.tenant = tenant
         self._metrics = metrics
-        self.taint: str | None = INPUT_TAINT if self.rules.input == "untrusted" else None
-        self._decided: dict[str, Run | Refuse] = {}  # resumed calls' answers, by call id
-        self.budget: RunBudget | None = None  # what the run may spend, if anything counts
+        untrusted = untrusted_input or self.rules.input == "untrusted"
+        # The run starts tainted when its input is marked untrusted.
+        self.input_taint: str | None = INPUT_TAINT if untrusted else None
+        self._unavailable: ToolResult | None = None  # the refusal of an unavailable tool
 
     @classmethod
     def of_request(
@@ -159,28 +124,24 @@ class PolicyPoint:
             desk=desk,
             tenant=tenant,
             metrics=metrics,
+            untrusted_input=narrowing.untrusted_input,
         )
-        if narrowing.untrusted_input:
-            point.tainted(INPUT_TAINT)
         return point, shadowed
 
-    def tainted(self, source: str) -> None:
-        """The run has read untrusted words from ``source`` (the first one is named)."""
-        if self.taint is None:
-            self.taint = source
-
-    def read(self, tool: Tool, result: ToolResult) -> None:
+    def read(self, ledger: Ledger, tool: Tool, result: ToolResult) -> None:
         """A call's result is in the run: an ``untrusted`` tool's taints it, whatever
         it answered (an error body carries the far side's words too), unless the
         gateway answered in its place (``denied``: nothing was sent)."""
         if result.outcome != "denied" and self.rules.of(tool).output == "untrusted":
-            self.tainted(f"tool {tool.name!r}")
+            ledger.tainted(f"tool {tool.name!r}")
 
-    def round(self, calls: Sequence[ToolCall], final: bool, time_left_s: float) -> Step:
-        """What comes after a round whose turn made ``calls``: recorded in ``state``
-        (a cap with ``on_limit: error`` is a 422 from here)."""
+    def round(
+        self, ledger: Ledger, calls: Sequence[ToolCall], final: bool, time_left_s: float
+    ) -> Step:
+        """What comes after a round whose turn made ``calls``: recorded in the
+        ledger (a cap with ``on_limit: error`` is a 422 from here)."""
         step = decide(
-            self.state,
+            ledger.state,
             self.limits,
             calls,
             self._in_play,
@@ -188,31 +149,33 @@ class PolicyPoint:
             final,
             time_left_s,
         )
-        self.state.take(step, self.limits)
+        ledger.state.take(step, self.limits)
         return step
 
     async def before_round(
-        self, prompt: int, client_max: int | None, first: bool
+        self, ledger: Ledger, prompt: int, client_max: int | None, first: bool
     ) -> RoundGrant | Stop | None:
         """Whether a round whose prompt is about ``prompt`` tokens may be made, and
         within what: its grant; ``Stop`` when the budget ends the run with the answer
         so far; None when nothing is counted. A 422 or 429 comes from here when the
         answer so far will not do (the first round, or ``on_limit: error``). Recorded
-        in ``state``: the budget cap that stopped the run, or made this round its last."""
-        budget = self.budget
+        in the ledger: the budget cap that stopped the run, or made this round its last."""
+        budget = ledger.budget
         if budget is None:
             return None
         grant = await budget.before_round(prompt, client_max, first)
         if isinstance(grant, Stop):
-            self.state.budget_stops(grant.kind, last_round=False)
+            ledger.state.budget_stops(grant.kind, last_round=False)
         elif grant.last is not None:
-            self.state.budget_stops(grant.last, last_round=True)
+            ledger.state.budget_stops(grant.last, last_round=True)
         return grant
 
-    async def afford(self, to_run: Mapping[str, PreparedCall]) -> dict[str, ToolResult]:
+    async def afford(
+        self, ledger: Ledger, to_run: Mapping[str, PreparedCall]
+    ) -> dict[str, ToolResult]:
         """The priced calls of ``to_run`` the budget does not pay for, by key, with
         what the model reads in their place; the others are charged now."""
-        budget = self.budget
+        budget = ledger.budget
         if budget is None:
             return {}
         priced = [(key, nanos_of(self.rules.of(p.tool).cost_usd)) for key, p in to_run.items()]
@@ -237,47 +200,48 @@ class PolicyPoint:
             return Refuse(ToolResult(self._unavailable_text(), outcome))
         return Run(tool)
 
-    def clearance(self, call: ToolCall, tool: Tool) -> Verdict:
+    def clearance(self, ledger: Ledger, call: ToolCall, tool: Tool) -> Verdict:
         """Whether a call the allowlist lets through, its arguments valid, runs now:
-        what the tool does, what the run has read, and who approves it say."""
-        decided = self._decided.pop(call.id, None)
+        what the tool does, what the run has read (``ledger.taint``), and who
+        approves it say."""
+        decided = ledger.decided.pop(call.id, None)
         if decided is not None:  # resumed: its approval was answered
             self._count(tool.name, (decided.why or {}).get("verdict", "refuse"))
             return decided
-        policy = self.rules.of(tool)
+        policy, taint = self.rules.of(tool), ledger.taint
         rule: str | None = None
         if policy.approval == "always":
             rule = "approval: always"
-        elif self.taint is not None and policy.approval == "after_untrusted":
+        elif taint is not None and policy.approval == "after_untrusted":
             rule = "approval: after_untrusted"
-        elif self.taint is not None and policy.effects == "write":
+        elif taint is not None and policy.effects == "write":
             after = self.rules.after_untrusted
             if after == "refuse":
                 self._count(tool.name, "refuse")
-                return _refusal(
+                return refusal(
                     f"This call to {tool.name} was refused: this run has read untrusted "
-                    f"content (from {self.taint}), and {tool.name} changes things "
+                    f"content (from {taint}), and {tool.name} changes things "
                     "(policy after_untrusted: refuse). Answer without it, or tell the "
                     "user what you would have done.",
-                    {"verdict": "refuse", "rule": "after_untrusted: refuse", "taint": self.taint},
+                    {"verdict": "refuse", "rule": "after_untrusted: refuse", "taint": taint},
                 )
             if after == "approve":
                 rule = "after_untrusted: approve"
         if rule is None:
             self._count(tool.name, "run")
             return Run(tool)
-        why: Why = {"verdict": "hold", "rule": rule, "taint": self.taint}
+        why: Why = {"verdict": "hold", "rule": rule, "taint": taint}
         desk = self.desk
         if desk is None or desk.approver is None:
             self._count(tool.name, "refuse")
-            return _refusal(
+            return refusal(
                 f"This call to {tool.name} needs a person's approval ({rule}), and no one "
                 "can approve it in this request. Answer without it, or tell the user what "
                 "you would have done.",
                 why | {"verdict": "refuse", "approver": None},
             )
         self._count(tool.name, "hold")
-        record = desk.record(call, policy, rule, self.taint)
+        record = desk.record(call, policy, rule, taint)
         return Hold(tool, record, why | {"approval": record.id, "approver": desk.approver})
 
     async def hand_to_client(self, holds: Sequence[Hold]) -> tuple[ToolCall, ...]:
@@ -307,7 +271,7 @@ class PolicyPoint:
                 metrics.approvals_pending.dec()
         if decision is None:
             self._count(hold.tool.name, "expired")
-            return _refusal(
+            return refusal(
                 f"This call to {hold.tool.name} needed an operator's approval, which did "
                 "not come in time; it was not made. Answer without it.",
                 hold.why | {"verdict": "expired"},
@@ -316,12 +280,13 @@ class PolicyPoint:
             metrics.approval_seconds.labels("operator").observe(time.time() - record.created)
         return self._answered(hold.tool, decision, record.id, hold.why)
 
-    async def resume(self, answers: Mapping[str, Answer], pending: Sequence[ToolCall]) -> None:
+    async def resume(self, answers: Mapping[str, Answer], pending: Sequence[ToolCall]) -> Decided:
         """A client's answers to the approvals its last response asked for: each held
         call of ``pending`` (the unanswered server calls the history ends with) is
         decided here — approved, denied, or refused because the answer does not bind
-        to it — and runs (or not) when the loop starts."""
+        to it — and runs (or not) when the loop starts (``Ledger.decided``)."""
         desk = self.desk
+        decided: Decided = {}
         found: dict[str, tuple[ApprovalRecord, Answer]] = {}
         if desk is not None and desk.store is not None:
             for answer in answers.values():
@@ -340,7 +305,7 @@ class PolicyPoint:
                 continue  # refused by the allowlist when it comes to run
             entry = found.get(call.id)
             if entry is None:
-                self._decided[call.id] = _refusal(
+                decided[call.id] = refusal(
                     f"This call to {tool.name} was held for approval, and no valid answer "
                     "came back (it expired, was used already, or was never given); it was "
                     "not made.",
@@ -353,7 +318,7 @@ class PolicyPoint:
                 record, call, desk.owner if desk else "", self.rules.of(tool), answer, now
             )
             if problem is not None:
-                self._decided[call.id] = _refusal(
+                decided[call.id] = refusal(
                     f"This call to {tool.name} was not made: its approval does not hold "
                     f"({problem}).",
                     why | {"verdict": "refuse", "binding": problem},
@@ -362,7 +327,8 @@ class PolicyPoint:
             if self._metrics is not None:
                 self._metrics.approval_seconds.labels("client").observe(now - record.created)
             decision = Decision(answer.approve, answer.reason, "client")
-            self._decided[call.id] = self._answered(tool, decision, record.id, why)
+            decided[call.id] = self._answered(tool, decision, record.id, why)
+        return decided
 
     def _answered(self, tool: Tool, decision: Decision, approval: str, why: Why) -> Run | Refuse:
         why = why | {"approval": approval, "decider": decision.decider}
@@ -370,7 +336,7 @@ class PolicyPoint:
             return Run(tool, why | {"verdict": "approved"})
         reason = (decision.reason or "").strip()[:MAX_REASON]
         said = f" The reason given: {reason}" if reason else ""
-        return _refusal(
+        return refusal(
             f"This call to {tool.name} was denied by the {decision.decider.split(':')[0]} "
             f"who approves it; it was not made.{said} Do not try it again; answer without it.",
             why | {"verdict": "denied", "reason": reason or None},

@@ -319,7 +319,7 @@ class Replayer:
             error = exc.message
         return Replayed(
             model,
-            run.state.answers,
+            run.ledger.answers,
             ledger.calls,
             _ending(outcome),
             run.state.usage.totals,

@@ -19,16 +19,19 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
 from gateway.ops.telemetry import otel_settings
 from gateway.ops.webhook import Webhooks
-from gateway.policy.approvals import Notify
+from gateway.policy.approvals import ApprovalDesk, Notify
 from gateway.policy.budgets import Budgets
+from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
+from gateway.policy.limits import Narrowing
 from gateway.policy.models import ModelRouter
+from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
-from gateway.policy.tenants import TenantDirectory
+from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.store import Keys, open_store
-from gateway.store.approvals import ApprovalRecord, ApprovalStore
+from gateway.store.approvals import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budgets import BudgetStore
 from gateway.store.conversations import ConversationStore
 from gateway.store.kept_writes import KeptWrites
@@ -144,6 +147,46 @@ class Gateway:
             self.telemetry = Telemetry(self.otel, metrics, self.redactor, self._span_exporter)
         await self.runtimes.start(tools)
         return self
+
+    def request_policy(
+        self,
+        runtime: Runtime,
+        tenant: Tenant,
+        narrowing: Narrowing,
+        client_tools: frozenset[str],
+        identity: str,
+        client_approves: bool,
+    ) -> tuple[PolicyPoint, tuple[str, ...]]:
+        """The one factory of a request's policy, for every surface and ``/mcp``: the
+        tenant's allowlist, caps and rules narrowed by the request (and the server
+        tools its own tools shadow), with who approves its held calls — the client if
+        it can (``client_approves``), else an operator if the tenant has one, else
+        no one (they are refused)."""
+        desk = None
+        if tenant.tools:  # nothing is held without tools
+            approvals = tenant.policy.approvals
+            approver: Approver | None = (
+                "client" if client_approves else "operator" if approvals.operator else None
+            )
+            desk = ApprovalDesk(
+                self.approvals,
+                tenant.id,
+                owner_digest(identity),
+                approvals,
+                approver,
+                self.approval_notice(approvals),
+            )
+        return PolicyPoint.of_request(
+            tenant.tools,
+            tenant.limits,
+            narrowing,
+            client_tools,
+            runtime.registry,
+            rules=tenant.policy,
+            desk=desk,
+            tenant=tenant.id,
+            metrics=self.metrics,
+        )
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:
         """How a tenant's operator hears of a pending approval: its webhook, if any."""

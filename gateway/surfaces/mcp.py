@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -32,10 +32,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
-from gateway.policy.approvals import ApprovalDesk
-from gateway.policy.identity import owner_digest
-from gateway.policy.limits import Narrowing, effective_limits
-from gateway.policy.point import PolicyPoint
+from gateway.policy.ledger import Ledger
+from gateway.policy.limits import Narrowing
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.surfaces.http import Exchange, error_response, new_request_id
@@ -179,26 +177,12 @@ class McpEndpoint:
         caller = self._caller(ctx)
         gateway, tenant = self._gateway, caller.tenant
         started = time.perf_counter()
-        limits = effective_limits(tenant.limits, Narrowing())
-        approvals = tenant.policy.approvals
-        desk = ApprovalDesk(
-            gateway.approvals,
-            tenant.id,
-            owner_digest(caller.identity),
-            approvals,
-            "operator" if approvals.operator else None,  # an MCP client cannot be asked
-            gateway.approval_notice(approvals),
+        # An MCP client cannot be asked to approve: an operator does, if anyone.
+        policy, _ = gateway.request_policy(
+            caller.runtime, tenant, Narrowing(), frozenset(), caller.identity, False
         )
-        policy = PolicyPoint(
-            replace(limits, max_parallel_tools=1),
-            tenant.tools,
-            frozenset(),
-            caller.runtime.registry,
-            rules=tenant.policy,
-            desk=desk,
-            tenant=tenant.id,
-            metrics=gateway.metrics,
-        )
+        budget = gateway.budgets.for_tools(tenant, policy.limits)
+        ledger = Ledger(budget=budget, taint=policy.input_taint)
         spans = self._observer.spans
         meta = params.meta if isinstance(params.meta, dict) else None
         trace = (
@@ -208,6 +192,7 @@ class McpEndpoint:
         )
         runner = ToolRunner(
             policy,
+            ledger,
             gateway.executor,
             CallContext(tenant.id, caller.headers),
             gateway.cache,
@@ -217,7 +202,6 @@ class McpEndpoint:
         call = ToolCall(caller.request_id, params.name, dumps_text(params.arguments or {}))
         deadline = asyncio.get_running_loop().time() + tenant.limits.request_timeout_s
         runnable = min(1, tenant.limits.max_tool_calls)
-        budget = policy.budget = gateway.budgets.for_tools(tenant, limits)
         outcome = "cancelled"
         try:
             outputs, _ = await runner.run([call], runnable, deadline)

@@ -94,85 +94,83 @@ class Observer:
             exchange.span.finish(499, exchange.tenant, exchange.model, error="cancelled")
 
     async def finish(self, exchange: Exchange, status: int) -> None:
+        """A request is over: its metrics, its log line, its span, and its trace (with
+        its recording, if it is recorded), from its exchange and its run's report."""
+        cancelled = status == ClientClosedRequest.status  # the client left (a Stop button)
+        report = exchange.report
+        if report is not None and report.error is not None and not cancelled:
+            exchange.error = report.error.code or report.error.type
+        usage = report.usage if report is not None else exchange.usage
+        cost = report.cost_nanos if report is not None else exchange.cost_nanos
+        tokens = _tokens(usage)
+        self._count(exchange, status, report, usage, tokens, cost)
+        line = _line(exchange, status, report, tokens, cost)
+        access.info("request", extra={FIELDS: line})
+        if exchange.span is not None:
+            self._end_span(exchange, status, usage, cost)
+        if report is not None and self.traces is not None:
+            await self._keep_trace(self.traces, report, exchange, status, line)
+
+    def _count(
+        self,
+        exchange: Exchange,
+        status: int,
+        report: RunReport | None,
+        usage: Any,
+        tokens: tuple[int, int],
+        cost: int | None,
+    ) -> None:
         m = self.metrics
         m.in_flight.dec()
-        elapsed = time.perf_counter() - exchange.started
         tenant, model = exchange.tenant, exchange.model
         m.requests.labels(tenant, model, status_class(status)).inc()
-        cancelled = status == ClientClosedRequest.status  # the client left (a Stop button)
         span = exchange.span  # a traced request is the latency's exemplar: its trace id
         exemplar = {"trace_id": span.trace_id} if span is not None and span.sampled else None
+        elapsed = time.perf_counter() - exchange.started
         m.request_seconds.labels(tenant, model).observe(elapsed, exemplar)
         if exchange.first_byte is not None:
             m.first_byte_seconds.labels(tenant, model).observe(
                 exchange.first_byte - exchange.started, exemplar
             )
-        report = exchange.report
-        usage = report.usage if report is not None else exchange.usage
-        prompt, completion = _tokens(usage)
         counts = read_usage(usage) if usage else None
-        for kind, tokens in (
-            ("prompt", prompt),
-            ("completion", completion),
+        for kind, n in (
+            ("prompt", tokens[0]),
+            ("completion", tokens[1]),
             ("cached_prompt", counts.cached if counts is not None else 0),
             ("reasoning", counts.reasoning if counts is not None else 0),
         ):
-            if tokens:
-                m.tokens.labels(tenant, model, kind).inc(tokens)
-        cost = report.cost_nanos if report is not None else exchange.cost_nanos
+            if n:
+                m.tokens.labels(tenant, model, kind).inc(n)
         if cost:
             m.spend.labels(tenant, model).inc(usd(cost))
-        line: dict[str, Any] = {
-            "request_id": exchange.request_id,
-            "tenant": tenant,
-            "model": model,
-            "status": status,
-            "latency_ms": round(elapsed * 1000, 3),
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-        }
         if report is not None:
             m.iterations.labels(tenant).observe(report.iterations)
             for kind in report.caps:
                 m.cap_hits.labels(tenant, kind).inc()
-            line |= {"iterations": report.iterations, "tool_calls": report.tool_calls}
-            if report.reused_calls:
-                line["tool_calls_reused"] = report.reused_calls
-            if report.kept_calls:  # writes an earlier attempt made, not made again
-                line["tool_calls_kept"] = report.kept_calls
-            if report.caps:
-                line["caps"] = list(report.caps)
-            if report.stopped_by is not None:
-                line["stopped"] = report.stopped_by
-            if report.error is not None and not cancelled:
-                exchange.error = report.error.code or report.error.type
-            if cancelled and report.iterations > len(report.rounds):
-                line["round_cut_off"] = report.iterations  # under way when the client left
-        if cancelled:
-            line["cancelled"] = True
+        if status == ClientClosedRequest.status:
             m.cancelled.labels(tenant).inc()
-        if cost is not None:
-            line["cost_usd"] = usd(cost)
-        if exchange.error is not None:
-            line["error"] = exchange.error
-        if span is not None:  # the log line and the stored trace name the request's trace
-            line["trace_id"] = span.trace_id
-        access.info("request", extra={FIELDS: line})
-        if exchange.span is not None:
-            self._end_span(exchange, status, usage, cost)
-        if report is not None and self.traces is not None:
-            trace = self._trace(self.traces, report, exchange, line)
-            ttl_s = None
-            if keeps(exchange.record, status, report):
-                # Off the event loop: a recording holds the whole request (up to
-                # server.max_body_bytes) and every tool result.
-                recorded = await asyncio.to_thread(self._recording, report, exchange, status)
-                trace["recording"] = recorded
-                ttl_s = max(self.traces.ttl_s, self.recordings.ttl_s)
-            await self.traces.save(tenant, exchange.request_id, trace, ttl_s)
-            if ttl_s is not None and trace["recording"]["kept"]:
-                request_id, started = exchange.request_id, exchange.wall_start
-                await self.traces.index_recording(tenant, request_id, started, ttl_s)
+
+    async def _keep_trace(
+        self,
+        traces: TraceStore,
+        report: RunReport,
+        exchange: Exchange,
+        status: int,
+        line: dict[str, Any],
+    ) -> None:
+        """The request's trace in the store, with its recording if it is recorded."""
+        trace = self._trace(traces, report, exchange, line)
+        ttl_s = None
+        if keeps(exchange.record, status, report):
+            # Off the event loop: a recording holds the whole request (up to
+            # server.max_body_bytes) and every tool result.
+            recorded = await asyncio.to_thread(self._recording, report, exchange, status)
+            trace["recording"] = recorded
+            ttl_s = max(traces.ttl_s, self.recordings.ttl_s)
+        tenant, request_id = exchange.tenant, exchange.request_id
+        await traces.save(tenant, request_id, trace, ttl_s)
+        if ttl_s is not None and trace["recording"]["kept"]:
+            await traces.index_recording(tenant, request_id, exchange.wall_start, ttl_s)
 
     def _recording(self, report: RunReport, exchange: Exchange, status: int) -> dict[str, Any]:
         """The request's recording, redacted, or why it is not kept (blocking)."""
@@ -258,6 +256,46 @@ class Observer:
             "tool_calls": [call_entry(registry, r, traces.result_chars) for r in report.calls],
             "usage": report.usage,
         }
+
+
+def _line(
+    exchange: Exchange,
+    status: int,
+    report: RunReport | None,
+    tokens: tuple[int, int],
+    cost: int | None,
+) -> dict[str, Any]:
+    """The request's JSON log line."""
+    line: dict[str, Any] = {
+        "request_id": exchange.request_id,
+        "tenant": exchange.tenant,
+        "model": exchange.model,
+        "status": status,
+        "latency_ms": round((time.perf_counter() - exchange.started) * 1000, 3),
+        "prompt_tokens": tokens[0],
+        "completion_tokens": tokens[1],
+    }
+    if report is not None:
+        line |= {"iterations": report.iterations, "tool_calls": report.tool_calls}
+        if report.reused_calls:
+            line["tool_calls_reused"] = report.reused_calls
+        if report.kept_calls:  # writes an earlier attempt made, not made again
+            line["tool_calls_kept"] = report.kept_calls
+        if report.caps:
+            line["caps"] = list(report.caps)
+        if report.stopped_by is not None:
+            line["stopped"] = report.stopped_by
+        if report.round_cut_off is not None:
+            line["round_cut_off"] = report.round_cut_off  # under way when the client left
+    if status == ClientClosedRequest.status:
+        line["cancelled"] = True
+    if cost is not None:
+        line["cost_usd"] = usd(cost)
+    if exchange.error is not None:
+        line["error"] = exchange.error
+    if exchange.span is not None:  # the log line and the stored trace name its trace
+        line["trace_id"] = exchange.span.trace_id
+    return line
 
 
 def _tokens(usage: Any) -> tuple[int, int]:

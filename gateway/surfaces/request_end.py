@@ -17,7 +17,6 @@ import anyio
 
 from gateway.engine.loop import Run
 from gateway.engine.report import RunReport, report_of
-from gateway.policy.budget import RunBudget
 from gateway.surfaces.forward import Meter
 from gateway.surfaces.http import Exchange
 
@@ -34,13 +33,12 @@ class RequestEnd:
         exchange: Exchange,
         ended: Ended,
         meter: Meter | None = None,
-        budget: RunBudget | None = None,
     ) -> None:
         self._runs = runs
         self._exchange = exchange
         self._ended = ended
         self._meter = meter
-        self._budget = budget
+        self._budget = runs[0].ledger.budget  # the request's runs share one
         self._report: RunReport | None = None
         self._failure: BaseException | None = None
 

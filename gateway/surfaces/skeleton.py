@@ -22,22 +22,20 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.engine.loop import LoopJob, Resumed
+from gateway.engine.loop import LoopJob, Resumed, Run
 from gateway.engine.report import RunReport
 from gateway.ops.offload import offload
-from gateway.policy.approvals import ApprovalDesk
 from gateway.policy.background import is_background
 from gateway.policy.budget import COST_HEADER, money
 from gateway.policy.budgets import Budgets
 from gateway.policy.idempotency import write_scope
-from gateway.policy.identity import caller_identity, owner_digest
+from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import Route
 from gateway.policy.point import PolicyPoint
 from gateway.policy.prices import Rates, read_usage
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
-from gateway.store.approvals import Approver
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.turns import TurnStore
 from gateway.surfaces.approvals import Approvals, held_calls, take_answers
@@ -131,6 +129,17 @@ class Head:
 
     turns: TurnStore
     large: bool = False  # a large body: work that grows with it is done off the event loop
+    writes: RequestWrites | None = None  # where its write results are kept for its retries
+    taint: str | None = None  # where the request's input first held untrusted words
+
+    def __post_init__(self) -> None:
+        self.taint = self.policy.input_taint
+
+    def tainted(self, source: str | None) -> None:
+        """The request's input holds untrusted words from ``source`` (a restored turn,
+        a stored response, a conversation): its run starts tainted."""
+        if self.taint is None:
+            self.taint = source
 
     def keeper(self, visible: list[dict[str, Any]]) -> KeepTurn | None:
         """How a turn handed back in this request is kept: bound to what the client
@@ -150,8 +159,7 @@ class Head:
         restored = await self.turns.restore(self.tenant.id, visible, self.exchange.identity)
         if restored is None:
             return None
-        if restored.taint is not None:
-            self.policy.tainted(restored.taint)
+        self.tainted(restored.taint)
         return restored.messages
 
     async def answered(
@@ -166,8 +174,8 @@ class Head:
         if not answers:
             return kept, None
         held = tuple(c for c in held_calls(kept) if c.name in self.policy.server_tools)
-        await self.policy.resume(answers, held)
-        return kept, Resumed(held) if held else None
+        decided = await self.policy.resume(answers, held)
+        return kept, Resumed(held, decided) if held else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +239,26 @@ class Skeleton(Generic[A]):
         self.surface = surface
 
     async def __call__(self, request: Request, exchange: Exchange) -> Response:
+        asked, head, raw = await self._head(request, exchange)
+        call = self.surface.call(asked, head)
+        plan = await call.prepare()
+        if isinstance(plan, Forward):
+            return await self._forward(head, asked, raw, plan)
+        runs = await self._runs(head, plan)
+        end = RequestEnd(runs, exchange, call.ended, head.meter)
+        if asked.stream:
+            writers = call.writers(len(runs))
+            events = event_stream(self._gateway.loop, runs, writers, end, call.closing)
+            return await start_event_stream(events, partial(first_byte, exchange))
+        async with end:
+            await self._gateway.loop.run_all(runs)
+            report = end.finish()
+            exchange.headers |= report.headers()
+            return Response(await call.render(report), media_type="application/json")
+
+    async def _head(self, request: Request, exchange: Exchange) -> tuple[A, Head, bytes]:
+        """Admit the request, read and decode its body, resolve its model, and make
+        its policy: the request as its surface reads it, its head, and its bytes."""
         gateway, surface = self._gateway, self.surface
         runtime, tenant, meter = await self._admit(request, exchange)
         server = runtime.config.server
@@ -242,48 +270,53 @@ class Skeleton(Generic[A]):
         if tenant.record != "off":  # it may be recorded (issue 26)
             exchange.record, exchange.sent = tenant.record, raw
         asked = surface.adapt(asked, tenant)
-        policy, shadowed = PolicyPoint.of_request(
-            tenant.tools,
-            tenant.limits,
+        policy, shadowed = gateway.request_policy(
+            runtime,
+            tenant,
             _narrowing(asked, tenant, request, exchange),
             asked.client_tool_names,
-            runtime.registry,
-            rules=tenant.policy,
-            tenant=tenant.id,
-            metrics=gateway.metrics,
+            exchange.identity,
+            asked.client_approves,
         )
         writes = None
-        if policy.server_tools:  # who approves held calls: nothing to hold without tools
-            policy.desk = self._desk(tenant, exchange, asked.client_approves)
+        if policy.server_tools:
             # Its writes are kept for its retries (DESIGN.md §16); a key reused with
             # another body is refused before anything (an approval) is used up.
             writes = await self._writes(request, exchange, runtime, raw)
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
-        head = Head(request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large)
-        call = surface.call(asked, head)
-        plan = await call.prepare()
-        if isinstance(plan, Forward):
-            meter, on_usage = await pass_through_meter(
-                gateway.budgets, exchange, tenant, route, meter
-            )
-            return await forward_json(
-                gateway.upstream,
-                route,
-                surface.forward_path,
-                raw,
-                asked.body,
-                plan.changed,
-                asked.model,
-                stream=asked.stream,
-                meter=meter,
-                on_usage=on_usage,
-                trace=exchange.span.headers if exchange.span is not None else None,
-            )
+        head = Head(
+            request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large, writes
+        )
+        return asked, head, raw
+
+    async def _forward(self, head: Head, asked: A, raw: bytes, plan: Forward) -> Response:
+        """Pass the request through to its upstream, metered."""
+        gateway, exchange = self._gateway, head.exchange
+        meter, on_usage = await pass_through_meter(
+            gateway.budgets, exchange, head.tenant, head.route, head.meter
+        )
+        return await forward_json(
+            gateway.upstream,
+            head.route,
+            self.surface.forward_path,
+            raw,
+            asked.body,
+            plan.changed,
+            asked.model,
+            stream=asked.stream,
+            meter=meter,
+            on_usage=on_usage,
+            trace=exchange.span.headers if exchange.span is not None else None,
+        )
+
+    async def _runs(self, head: Head, plan: Plan) -> list[Run]:
+        """The request's loops, one per choice, from its plan."""
+        gateway, exchange, policy, route = self._gateway, head.exchange, head.policy, head.route
         if exchange.record != "off":  # where a replay starts its loop (issue 26)
             exchange.loop_start = {"params": plan.params, "client_tools": plan.client_tools}
-        budget = policy.budget = gateway.budgets.run(tenant, route, policy.limits)
-        registry = runtime.registry
+        budget = gateway.budgets.run(head.tenant, route, policy.limits)
+        registry = head.runtime.registry
         model = ChatModel(
             gateway.upstream,
             route.upstream,
@@ -292,35 +325,23 @@ class Skeleton(Generic[A]):
             [*registry.definitions(policy.server_tools), *plan.client_tools],
             policy.client_tools,
         )
-        if budget is not None and large:  # its first round's estimate encodes the history
+        if budget is not None and head.large:  # its first round's estimate encodes the history
             await offload(True, model.prompt_bytes)
-        context = CallContext(tenant.id, request.headers)
-        runs = gateway.loop.runs(
-            LoopJob(
-                model,
-                policy,
-                context,
-                plan.keep,
-                plan.single_call_id,
-                resumed=plan.resumed,
-                trace=exchange.span,
-                record=exchange.record != "off",
-                writes=writes,
-            ),
-            plan.n,
+        job = LoopJob(
+            model,
+            policy,
+            CallContext(head.tenant.id, head.request.headers),
+            plan.keep,
+            plan.single_call_id,
+            resumed=plan.resumed,
+            trace=exchange.span,
+            record=exchange.record != "off",
+            writes=head.writes,
+            budget=budget,
+            taint=head.taint,
+            spent=tuple(plan.usage),
         )
-        for usage in plan.usage:
-            policy.state.usage.add(usage)  # spent for this request before its loop
-        end = RequestEnd(runs, exchange, call.ended, meter, budget)
-        if asked.stream:
-            writers = call.writers(len(runs))
-            events = event_stream(gateway.loop, runs, writers, end, call.closing)
-            return await start_event_stream(events, partial(first_byte, exchange))
-        async with end:
-            await gateway.loop.run_all(runs)
-            report = end.finish()
-            exchange.headers |= report.headers()
-            return Response(await call.render(report), media_type="application/json")
+        return gateway.loop.runs(job, plan.n)
 
     async def _writes(
         self, request: Request, exchange: Exchange, runtime: Runtime, raw: bytes
@@ -335,22 +356,6 @@ class Skeleton(Generic[A]):
         kept = self._gateway.kept_writes
         await kept.bind_body(tenant, scope)
         return kept.of(tenant, scope)
-
-    def _desk(self, tenant: Tenant, exchange: Exchange, client_approves: bool) -> ApprovalDesk:
-        """The client approves held calls if it can; else an operator, if the tenant
-        has one; else no one (they are refused)."""
-        approvals = tenant.policy.approvals
-        approver: Approver | None = (
-            "client" if client_approves else "operator" if approvals.operator else None
-        )
-        return ApprovalDesk(
-            self._gateway.approvals,
-            tenant.id,
-            owner_digest(exchange.identity),
-            approvals,
-            approver,
-            self._gateway.approval_notice(approvals),
-        )
 
 
 def first_byte(exchange: Exchange) -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from gateway.config import ApprovalsConfig, LimitsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
 from gateway.policy.approvals import Answer, ApprovalDesk, arguments_text, binding_problem
+from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rules import TenantPolicy, unmatched_rules
@@ -298,8 +299,8 @@ async def test_a_client_answer_never_uses_up_an_operators_approval() -> None:
     )
     held = desk.record(CALL, point.rules.of(tool), "approval: always", None)
     await store.create(held)
-    await point.resume({held.id: Answer(held.id, True)}, [CALL])
-    verdict = point.clearance(CALL, tool)
+    decided = await point.resume({held.id: Answer(held.id, True)}, [CALL])
+    verdict = point.clearance(Ledger(decided=decided), CALL, tool)
     assert verdict.why is not None
     assert verdict.why["rule"] == "approval missing"  # refused, and...
     assert await store.peek("acme", held.id) == held  # ...the operator's is still there

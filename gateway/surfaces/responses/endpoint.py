@@ -157,10 +157,10 @@ class ResponseCall:
             # A client replaying its whole input: put back the hidden rounds it never
             # saw. A stored response's history has them already.
             visible = await head.restore(visible) or visible
-        elif previous is not None and previous.taint is not None:
-            head.policy.tainted(previous.taint)
-        if self._conversation is not None and self._conversation.taint is not None:
-            head.policy.tainted(self._conversation.taint)
+        elif previous is not None:
+            head.tainted(previous.taint)
+        if self._conversation is not None:
+            head.tainted(self._conversation.taint)
         visible, resumed = await head.answered(visible, approvals)
         summary_usage: list[Any] = []
         visible = await self._fit(asked, head.route, visible, summary_usage)

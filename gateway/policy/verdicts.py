@@ -1,0 +1,45 @@
+"""The policy point's verdicts on one tool call (DESIGN.md §13): it runs, it is
+refused (the model reads why in its place), or it is held for a person's answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.approvals import ApprovalRecord
+from tool_registry import Tool, ToolResult, error_result
+
+Why = dict[str, Any]  # what the trace says of a verdict: the rule, the taint, the approval
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The call may run: this is its tool."""
+
+    tool: Tool
+    why: Why | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The call does not run: the model reads ``result`` in its place."""
+
+    result: ToolResult
+    why: Why | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The call waits for a person's answer to ``record``."""
+
+    tool: Tool
+    record: ApprovalRecord
+    why: Why
+
+
+Verdict = Run | Refuse | Hold
+
+
+def refusal(text: str, why: Why) -> Refuse:
+    """A refusal the model reads as the call's result."""
+    return Refuse(error_result(text, "denied"), why)
