@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/gateway.yaml
 
-.PHONY: run test lint typecheck check bench bench-full clean
+.PHONY: run test test-fast lint typecheck check bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ tests/node/node_modules/.installed: tests/node/package-lock.json
 test: lint typecheck tests/node/node_modules/.installed
 	@scripts/ensure-redis.sh
 	$(BIN)/pytest
+
+# The in-process tier alone: under a minute.
+test-fast: $(VENV)/.installed-dev
+	@scripts/ensure-redis.sh
+	$(BIN)/pytest -m fast
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules

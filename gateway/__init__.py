@@ -10,8 +10,12 @@ A newcomer's glossary (the words the code uses, and OpenAI's where it has one):
 - *server tool* / *client tool*: a tool the gateway runs / one the client declared
   and runs itself (OpenAI: a function tool); a *hand-back* returns client calls.
 - *policy point*: where every verdict on a tool call is made (run, refuse, hold,
-  stop: ``policy/point.py``); *taint*: untrusted words read in a run; a *hold* waits
-  for an approval.
+  stop: ``policy/point.py``), set once per request; *taint*: untrusted words read in
+  a run; a *hold* waits for an approval.
+- *ledger*: what a run accumulates — counts, caps, spend, taint, trace lines — owned
+  by the engine (``policy/ledger.py``); the *run report*: how a run ended, frozen,
+  the one thing read after it (``engine/report.py``), handed out by the request's
+  one *end* (``surfaces/request_end.py``).
 - *snapshot* / *runtime*: the immutable configuration a request reads once
   (``runtime/``); *tenant*: whom an API key names.
 - *write scope*: a request's identity across its retries, under which its writes'

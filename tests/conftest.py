@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -29,6 +30,34 @@ HOW_TO_START = (
     "(`make test` does this itself when redis-server is installed), point REDIS_URL at "
     "another, or set TOOLGATE_SKIP_REDIS=1 to skip the Redis tests"
 )
+
+
+# The two tiers (``pytest -m fast``, ``pytest -m wire``). ``fast``: in-process, the app
+# between ``httpx.ASGITransport`` and ``MockTransport`` fakes, and the store on memory
+# or the shared Redis. ``wire``: real servers on loopback ports and real processes —
+# the gateway under uvicorn, fake upstreams and tools, MCP servers, the SDKs, a Redis
+# Cluster or Sentinel started for the run, the CLI.
+WIRE_FOLDERS = frozenset({"e2e", "faults", "security"})
+WIRE_FILES = frozenset({"test_deploy_files.py", "test_kubernetes.py", "test_gc_tuning.py"})
+WIRE_FIXTURES = frozenset({"harness", "stack", "redis_cluster_url", "redis_sentinel_url"})
+WIRE_BACKENDS = frozenset({"cluster", "sentinel"})  # the store tests' own servers
+
+
+def tier_of(item: pytest.Item) -> str:
+    parts = item.path.relative_to(Path(__file__).parent).parts
+    if parts[0] in WIRE_FOLDERS or parts[-1] in WIRE_FILES:
+        return "wire"
+    if WIRE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "wire"
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") in WIRE_BACKENDS:
+        return "wire"
+    return "fast"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier_of(item))
 
 
 @pytest.fixture

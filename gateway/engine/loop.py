@@ -30,10 +30,10 @@ from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import RequestSpan, RoundSpan
-from gateway.policy.budget import RoundGrant, RunBudget, Stop
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
 from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.point import PolicyPoint
+from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
@@ -97,7 +97,7 @@ class Final:
 
 
 Event = Delta | Working | HandBack | Final
-Outcome = HandBack | Final  # how a loop ended
+LoopEnd = HandBack | Final  # how a loop ended
 
 
 class Resumed:
@@ -159,7 +159,7 @@ class Run:
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
         self.hidden: list[Hidden] = []  # the rounds the client does not see
-        self.outcome: Outcome | None = None  # how the loop ended, once it has
+        self.outcome: LoopEnd | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
         self.error: GatewayError | None = None
         self._asked: tuple[ToolCall, ...] = ()  # approvals the client is asked for
@@ -453,7 +453,7 @@ class ToolLoop:
             for i in range(n)
         ]
 
-    async def run_all(self, runs: list[Run]) -> list[Outcome]:
+    async def run_all(self, runs: list[Run]) -> list[LoopEnd]:
         """How every choice's loop ended, run concurrently; the first failure ends them all."""
         if len(runs) == 1:
             return [await self.run(runs[0])]
@@ -464,7 +464,7 @@ class ToolLoop:
             raise _first_error(failed) from None
         return [task.result() for task in tasks]
 
-    async def run(self, run: Run) -> Outcome:
+    async def run(self, run: Run) -> LoopEnd:
         """The non-streaming driver: runs the work, keeps the last event."""
         try:
             async for event in run.events(stream=False):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.engine.loop import HandBack, Outcome, Run
+from gateway.engine.loop import HandBack, LoopEnd, Run
 from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
@@ -33,7 +33,7 @@ class ChoiceReport:
     """One choice's loop as it ended: how, the rounds the client did not see, and the
     outputs of the server calls of a turn handed back."""
 
-    outcome: Outcome | None  # None: it did not end (failed or cancelled)
+    outcome: LoopEnd | None  # None: it did not end (failed or cancelled)
     hidden: tuple[Hidden, ...]
     handed: tuple[ToolOutput, ...]
 
@@ -87,7 +87,7 @@ class RunReport:
         return headers | dict(self.budget_headers)
 
     @property
-    def outcomes(self) -> list[Outcome]:
+    def outcomes(self) -> list[LoopEnd]:
         """How every choice ended (an ended run's: each has an outcome)."""
         found = [choice.outcome for choice in self.choices]
         assert all(o is not None for o in found), "a run that ended has every outcome"

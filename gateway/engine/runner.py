@@ -15,7 +15,7 @@ from gateway.ops.metrics import NONE, UNKNOWN, Metrics
 from gateway.ops.spans import RequestSpan, ToolSpan
 from gateway.policy.ledger import Ledger
 from gateway.policy.point import PolicyPoint
-from gateway.policy.verdicts import Hold, Refuse, Run, Why
+from gateway.policy.verdicts import Allow, Hold, Refuse, Why
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import ToolCall, ToolOutput
@@ -202,7 +202,7 @@ class ToolRunner:
             if isinstance(allowed, Refuse):
                 slots.append(allowed.result)
                 continue
-            assert isinstance(allowed, Run)  # the allowlist runs or refuses
+            assert isinstance(allowed, Allow)  # the allowlist runs or refuses
             try:
                 prepared = allowed.tool.prepare(call.arguments, self._context)
             except ToolArgumentsInvalid as exc:

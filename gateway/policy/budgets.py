@@ -10,13 +10,13 @@ from typing import Any
 from gateway.config import ModelPrice, OnStoreError
 from gateway.errors import StoreUnavailable
 from gateway.ops.metrics import Metrics
-from gateway.policy.budget import DEFAULT_ROUND_OUTPUT, RunBudget, quota_error, window_limits
 from gateway.policy.limits import LoopLimits
-from gateway.policy.models import Route
+from gateway.policy.models import ModelRoute
 from gateway.policy.prices import Rates, read_usage
+from gateway.policy.run_budget import DEFAULT_ROUND_OUTPUT, RunBudget, quota_error, window_limits
 from gateway.policy.tenants import Tenant
 from gateway.store.base import Granted, Spend
-from gateway.store.budgets import BudgetStore, TenantWindow
+from gateway.store.budget_counters import BudgetStore, TenantWindow
 
 logger = logging.getLogger("gateway.budget")
 
@@ -35,7 +35,7 @@ class Budgets:
         self._on_store_error = on_store_error
         self._metrics = metrics
 
-    def run(self, tenant: Tenant, route: Route, limits: LoopLimits) -> RunBudget | None:
+    def run(self, tenant: Tenant, route: ModelRoute, limits: LoopLimits) -> RunBudget | None:
         """The budget of one run, if anything is counted (the request's own narrowing
         may be all there is)."""
         envelope = (
@@ -97,7 +97,7 @@ class Budgets:
         return windows
 
     async def charge(
-        self, tenant: Tenant, route: Route, windows: list[TenantWindow], usage: Any
+        self, tenant: Tenant, route: ModelRoute, windows: list[TenantWindow], usage: Any
     ) -> int:
         """Charge a request passed through with its usage, after the fact: its cost in
         nano-USD (none counted when the upstream reported no believable usage)."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.policy.budget import RunBudget
 from gateway.policy.caps import LoopState
-from gateway.policy.verdicts import Refuse, Run
+from gateway.policy.run_budget import RunBudget
+from gateway.policy.verdicts import Allow, Refuse
 
-Decided = dict[str, Run | Refuse]  # resumed held calls' verdicts, by call id
+Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 
 
 @dataclass(slots=True)

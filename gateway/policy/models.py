@@ -11,7 +11,7 @@ from gateway.policy.tenants import Tenant
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class ModelRoute:
     model: ModelConfig
     upstream: UpstreamConfig
 
@@ -19,9 +19,9 @@ class Route:
 class ModelRouter:
     def __init__(self, config: GatewayConfig) -> None:
         upstreams = {u.name: u for u in config.upstreams}
-        self._routes = {m.name: Route(m, upstreams[m.upstream]) for m in config.models}
+        self._routes = {m.name: ModelRoute(m, upstreams[m.upstream]) for m in config.models}
 
-    def route(self, name: str) -> Route:
+    def route(self, name: str) -> ModelRoute:
         """The route of a model, whoever asks; 404 if unknown."""
         route = self._routes.get(name)
         if route is None:
@@ -30,7 +30,7 @@ class ModelRouter:
             )
         return route
 
-    def resolve(self, name: str, tenant: Tenant) -> Route:
+    def resolve(self, name: str, tenant: Tenant) -> ModelRoute:
         """The route of a model; 404 if unknown, 403 if the tenant may not use it."""
         route = self.route(name)
         if name not in tenant.models:

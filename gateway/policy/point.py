@@ -24,15 +24,15 @@ from collections.abc import Mapping, Sequence
 
 from gateway.config import LimitsConfig
 from gateway.ops.metrics import UNKNOWN, Metrics
-from gateway.policy.approvals import MAX_REASON, Answer, ApprovalDesk, binding_problem
-from gateway.policy.budget import RoundGrant, Stop
+from gateway.policy.approval_desk import MAX_REASON, Answer, ApprovalDesk, binding_problem
 from gateway.policy.caps import Step, decide
 from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
 from gateway.policy.prices import nanos_of
 from gateway.policy.rules import TenantPolicy
-from gateway.policy.verdicts import Hold, Refuse, Run, Verdict, Why, refusal
-from gateway.store.approvals import ApprovalRecord, Decision
+from gateway.policy.run_budget import RoundGrant, Stop
+from gateway.policy.verdicts import Allow, Hold, Refuse, Verdict, Why, refusal
+from gateway.store.approval_records import ApprovalRecord, Decision
 from gateway.values import ToolCall
 from tool_registry import Outcome, PreparedCall, Tool, ToolRegistry, ToolResult, error_result
 
@@ -198,7 +198,7 @@ class PolicyPoint:
             outcome: Outcome = "denied" if name in self.registry else "unknown"
             self._count(name if outcome == "denied" else None, "refuse")
             return Refuse(ToolResult(self._unavailable_text(), outcome))
-        return Run(tool)
+        return Allow(tool)
 
     def clearance(self, ledger: Ledger, call: ToolCall, tool: Tool) -> Verdict:
         """Whether a call the allowlist lets through, its arguments valid, runs now:
@@ -229,7 +229,7 @@ class PolicyPoint:
                 rule = "after_untrusted: approve"
         if rule is None:
             self._count(tool.name, "run")
-            return Run(tool)
+            return Allow(tool)
         why: Why = {"verdict": "hold", "rule": rule, "taint": taint}
         desk = self.desk
         if desk is None or desk.approver is None:
@@ -256,7 +256,7 @@ class PolicyPoint:
             asked.append(ToolCall(record.id, record.tool, record.arguments, kind="approval"))
         return tuple(asked)
 
-    async def wait_for(self, hold: Hold, deadline: float | None) -> Run | Refuse:
+    async def wait_for(self, hold: Hold, deadline: float | None) -> Allow | Refuse:
         """An operator's answer to a held call, waited for (the run's streams keep
         alive meanwhile); none in time is a refusal."""
         assert self.desk is not None
@@ -330,10 +330,10 @@ class PolicyPoint:
             decided[call.id] = self._answered(tool, decision, record.id, why)
         return decided
 
-    def _answered(self, tool: Tool, decision: Decision, approval: str, why: Why) -> Run | Refuse:
+    def _answered(self, tool: Tool, decision: Decision, approval: str, why: Why) -> Allow | Refuse:
         why = why | {"approval": approval, "decider": decision.decider}
         if decision.approve:
-            return Run(tool, why | {"verdict": "approved"})
+            return Allow(tool, why | {"verdict": "approved"})
         reason = (decision.reason or "").strip()[:MAX_REASON]
         said = f" The reason given: {reason}" if reason else ""
         return refusal(

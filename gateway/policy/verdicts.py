@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.store.approvals import ApprovalRecord
+from gateway.store.approval_records import ApprovalRecord
 from tool_registry import Tool, ToolResult, error_result
 
 Why = dict[str, Any]  # what the trace says of a verdict: the rule, the taint, the approval
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class Allow:
     """The call may run: this is its tool."""
 
     tool: Tool
@@ -37,7 +37,7 @@ class Hold:
     why: Why
 
 
-Verdict = Run | Refuse | Hold
+Verdict = Allow | Refuse | Hold
 
 
 def refusal(text: str, why: Why) -> Refuse:

@@ -27,8 +27,7 @@ from typing import Any, Literal, get_args
 import httpx
 
 from gateway.config import GatewayConfig, LimitsConfig
-from gateway.engine.loop import Final, HandBack, LoopJob, ToolLoop
-from gateway.engine.loop import Outcome as Ending
+from gateway.engine.loop import Final, HandBack, LoopEnd, LoopJob, ToolLoop
 from gateway.errors import BadRequest, GatewayError
 from gateway.policy.limits import Narrowing
 from gateway.policy.point import PolicyPoint
@@ -312,7 +311,7 @@ class Replayer:
         loop = ToolLoop(self._executor)
         (run,) = loop.runs(LoopJob(chat, policy, context, record=True))
         error = None
-        outcome: Ending | None = None
+        outcome: LoopEnd | None = None
         try:
             outcome = await loop.run(run)
         except GatewayError as exc:
@@ -328,7 +327,7 @@ class Replayer:
         )
 
 
-def _ending(outcome: Ending | None) -> dict[str, Any] | None:
+def _ending(outcome: LoopEnd | None) -> dict[str, Any] | None:
     if isinstance(outcome, Final):
         turn = outcome.answer.turn
         return {"kind": "final", "content": turn.content, "finish_reason": outcome.finish_reason}

@@ -19,7 +19,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
 from gateway.ops.telemetry import otel_settings
 from gateway.ops.webhook import Webhooks
-from gateway.policy.approvals import ApprovalDesk, Notify
+from gateway.policy.approval_desk import ApprovalDesk, Notify
 from gateway.policy.budgets import Budgets
 from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
@@ -31,8 +31,8 @@ from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.store import Keys, open_store
-from gateway.store.approvals import ApprovalRecord, ApprovalStore, Approver
-from gateway.store.budgets import BudgetStore
+from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
+from gateway.store.budget_counters import BudgetStore
 from gateway.store.conversations import ConversationStore
 from gateway.store.kept_writes import KeptWrites
 from gateway.store.responses import ResponseStore

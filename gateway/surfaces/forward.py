@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from gateway.config import UpstreamConfig
 from gateway.errors import NotFound, UpstreamError
-from gateway.policy.models import Route
+from gateway.policy.models import ModelRoute
 from gateway.surfaces.event_stream import STREAM_HEADERS, EventStreamResponse
 from gateway.upstream.client import (
     UpstreamClient,
@@ -85,7 +85,7 @@ async def _parsed_stream(
 
 async def forward_json(
     client: UpstreamClient,
-    route: Route,
+    route: ModelRoute,
     path: str,
     raw: bytes,
     body: dict[str, Any],

@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from gateway.errors import AuthError, BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
-from gateway.store.approvals import Decision
+from gateway.store.approval_records import Decision
 from gateway.surfaces.http import Exchange, bearer_digest, is_key, json_response
 from tool_registry import loads_object
 

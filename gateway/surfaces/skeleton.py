@@ -26,19 +26,19 @@ from gateway.engine.loop import LoopJob, Resumed, Run
 from gateway.engine.report import RunReport
 from gateway.ops.offload import offload
 from gateway.policy.background import is_background
-from gateway.policy.budget import COST_HEADER, money
 from gateway.policy.budgets import Budgets
 from gateway.policy.idempotency import write_scope
 from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
-from gateway.policy.models import Route
+from gateway.policy.models import ModelRoute
 from gateway.policy.point import PolicyPoint
 from gateway.policy.prices import Rates, read_usage
+from gateway.policy.run_budget import COST_HEADER, money
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.turns import TurnStore
-from gateway.surfaces.approvals import Approvals, held_calls, take_answers
+from gateway.surfaces.approval_answers import Approvals, held_calls, take_answers
 from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
 from gateway.surfaces.http import Exchange, read_body
@@ -124,7 +124,7 @@ class Head:
     runtime: Runtime
     tenant: Tenant
     meter: Meter | None
-    route: Route
+    route: ModelRoute
     policy: PolicyPoint
 
     turns: TurnStore
@@ -380,7 +380,11 @@ def _narrowing(asked: Asked, tenant: Tenant, request: Request, exchange: Exchang
 
 
 async def pass_through_meter(
-    budgets: Budgets, exchange: Exchange, tenant: Tenant, route: Route, rate_meter: Meter | None
+    budgets: Budgets,
+    exchange: Exchange,
+    tenant: Tenant,
+    route: ModelRoute,
+    rate_meter: Meter | None,
 ) -> tuple[Meter | None, Callable[[Any], None]]:
     """For a request passed through: what is charged once its usage is known (its
     tenant's rate limits, and its budget windows when it has a budget or the model a

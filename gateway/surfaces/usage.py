@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import BadRequest, NotFound, PolicyDenied
-from gateway.policy.budget import window_limits
 from gateway.policy.prices import usd
+from gateway.policy.run_budget import window_limits
 from gateway.policy.tenants import Tenant
-from gateway.store.budgets import WINDOWS, TenantWindow, WindowName
+from gateway.store.budget_counters import WINDOWS, TenantWindow, WindowName
 from gateway.surfaces.http import Exchange, bearer_digest, is_key, json_response
 
 if TYPE_CHECKING:

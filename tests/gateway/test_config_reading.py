@@ -21,9 +21,8 @@ from gateway.errors import ConfigError
 from gateway.runtime.runtimes import Reloaded, Runtimes
 from gateway.runtime.services import Gateway
 from gateway.runtime.watch import ConfigWatcher, applied
+from tests.gateway.runtime.test_runtimes import CONFIG
 from tool_registry import ToolConfigError, load_yaml, read_bounded
-
-from .test_runtimes import CONFIG
 
 BOMB = "\n".join(
     ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

@@ -14,7 +14,7 @@ from gateway.errors import BadRequest
 from gateway.ops.offload import offload
 from gateway.policy.limits import effective_tools
 from gateway.policy.tenants import Tenant
-from gateway.surfaces.approvals import asked_in
+from gateway.surfaces.approval_answers import asked_in
 from gateway.surfaces.chat.chunks import ChunkWriter
 from gateway.surfaces.chat.legacy import from_functions, to_function_call, uses_functions
 from gateway.surfaces.chat.render import render_completion

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.engine.loop import HandBack, Outcome
+from gateway.engine.loop import HandBack, LoopEnd
 from gateway.upstream.dialect import call_dict
 
 _KEPT = ("system_fingerprint", "service_tier")
 
 
 def render_completion(
-    outcomes: list[Outcome],
+    outcomes: list[LoopEnd],
     model: str,
     usage: Mapping[str, Any],
     completion_id: str,
@@ -43,7 +43,7 @@ def render_completion(
     return response
 
 
-def _choice(outcome: Outcome, index: int) -> dict[str, Any]:
+def _choice(outcome: LoopEnd, index: int) -> dict[str, Any]:
     """One loop's choice: its last turn, with only the calls the client is to see."""
     raw = outcome.answer.raw or {}
     choices = raw.get("choices")

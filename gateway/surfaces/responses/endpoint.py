@@ -21,7 +21,7 @@ from gateway.policy.tenants import Tenant
 from gateway.store import StoreUnavailable
 from gateway.store.conversations import Conversation, Entry
 from gateway.store.responses import StoredResponse
-from gateway.surfaces.approvals import asked_in
+from gateway.surfaces.approval_answers import asked_in
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.listing import page
 from gateway.surfaces.responses.context_fit import (
@@ -49,7 +49,7 @@ logger = logging.getLogger("gateway.responses")
 DROPPED_HEADER = "x-toolgate-dropped-tools"  # hosted tool types left out (hosted_tools: drop)
 
 if TYPE_CHECKING:
-    from gateway.policy.models import Route
+    from gateway.policy.models import ModelRoute
     from gateway.runtime.services import Gateway
 
 
@@ -215,7 +215,7 @@ class ResponseCall:
     async def _fit(
         self,
         asked: ResponsesRequest,
-        route: Route,
+        route: ModelRoute,
         visible: list[dict[str, Any]],
         usage: list[Any],
     ) -> list[dict[str, Any]]:
@@ -241,7 +241,7 @@ class ResponseCall:
         return visible
 
     async def _summarise(
-        self, route: Route, usage: list[Any], messages: list[dict[str, Any]]
+        self, route: ModelRoute, usage: list[Any], messages: list[dict[str, Any]]
     ) -> str:
         body = {"model": route.model.target, "messages": messages}
         answer = dialect.parse_completion(

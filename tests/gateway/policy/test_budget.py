@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from gateway.config import ModelPrice
 from gateway.errors import BadRequest, BudgetExceeded, QuotaExceeded
-from gateway.policy.budget import RoundGrant, RunBudget, Stop
 from gateway.policy.limits import LoopLimits
 from gateway.policy.prices import Counts, Rates, read_usage
+from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store import GuardedStore, Keys
-from gateway.store.budgets import BudgetStore
+from gateway.store.budget_counters import BudgetStore
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.request import parse_narrowing
 from gateway.upstream.numbers import MAX_COUNT as ABSURD_TOKENS

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from gateway.config import MAX_TOKENS
 from gateway.errors import QuotaExceeded
-from gateway.policy.budget import RoundGrant, RunBudget
 from gateway.policy.limits import LoopLimits
 from gateway.policy.prices import Rates
+from gateway.policy.run_budget import RoundGrant, RunBudget
 from gateway.store import GuardedStore, Keys
 from gateway.store.base import Spend, Window, spend_counters
-from gateway.store.budgets import BudgetStore, Limits, WindowName, period
+from gateway.store.budget_counters import BudgetStore, Limits, WindowName, period
 from gateway.store.redis import RedisStore, redis_client
 
 pytestmark = pytest.mark.anyio

@@ -13,15 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ApprovalsConfig, LimitsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
-from gateway.policy.approvals import Answer, ApprovalDesk, arguments_text, binding_problem
+from gateway.policy.approval_desk import Answer, ApprovalDesk, arguments_text, binding_problem
 from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rules import TenantPolicy, unmatched_rules
 from gateway.store import GuardedStore, Keys
-from gateway.store.approvals import ApprovalRecord, ApprovalStore
+from gateway.store.approval_records import ApprovalRecord, ApprovalStore
 from gateway.store.memory import MemoryStore
-from gateway.surfaces.approvals import asked_in, held_calls, take_answers
+from gateway.surfaces.approval_answers import asked_in, held_calls, take_answers
 from gateway.values import ToolCall
 from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolRegistry, ToolSpec
 from tool_registry.sources.mcp import McpTool

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.policy.approvals import Answer
+from gateway.policy.approval_desk import Answer
 from gateway.values import APPROVAL_TOOL, ToolCall
 from tool_registry import dumps_text, loads_object
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gateway.config import ApprovalsConfig
 from gateway.errors import StoreUnavailable
 from gateway.policy.rules import ToolPolicy
-from gateway.store.approvals import ApprovalRecord, ApprovalStore, Approver, Decision
+from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver, Decision
 from gateway.values import ToolCall
 from tool_registry import ToolArgumentsInvalid, canonical_arguments, parse_arguments
 

@@ -37,7 +37,7 @@ from gateway.policy.limits import LoopLimits
 from gateway.policy.prices import Rates, nanos_of, read_usage, usd
 from gateway.policy.rate_limit import duration
 from gateway.store.base import Granted, Spend
-from gateway.store.budgets import BudgetStore, Limits, TenantWindow, WindowName
+from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
 from gateway.values import CapKind
 
 logger = logging.getLogger("gateway.budget")

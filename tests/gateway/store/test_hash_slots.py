@@ -5,7 +5,7 @@ tenant's budget windows) must have them in one slot; ``get_many`` (MGET, split b
 on a cluster), ``delete`` (DEL, split by slot), ``counters`` (a non-transactional
 pipeline) may span slots. The rest name one key each (``rate``'s script, ``field_put``'s
 transaction on one hash). The contract tests run on a real cluster too
-(``tests/store/conftest.py``); here, the keys' slots by the cluster's own rule, and a
+(``tests/gateway/store/conftest.py``); here, the keys' slots by the cluster's own rule, and a
 cross-slot script shown refused by the real cluster, so a passing cluster tier means
 no script spans slots."""
 
@@ -19,7 +19,7 @@ from redis.crc import key_slot
 from gateway.errors import StoreUnavailable
 from gateway.store import Keys
 from gateway.store.base import Spend, Window
-from gateway.store.budgets import WINDOWS, BudgetStore
+from gateway.store.budget_counters import WINDOWS, BudgetStore
 from gateway.store.memory import MemoryStore
 from gateway.store.redis import RedisStore, redis_client
 
