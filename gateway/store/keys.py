@@ -13,7 +13,12 @@ class Keys:
     def rate(self, tenant: str, kind: str) -> str:
         return f"{self.prefix}t:{tenant}:rate:{kind}"
 
+    def saved_turn(self, tenant: str, call_id: str) -> str:
+        """A saved turn (``turn_codec`` version 2 and later)."""
+        return f"{self.prefix}t:{tenant}:turn2:{call_id}"
+
     def turn(self, tenant: str, call_id: str) -> str:
+        """Where version 1 kept a saved turn: read, never written."""
         return f"{self.prefix}t:{tenant}:turn:{call_id}"
 
     def tool_result(self, tenant: str, call_key: str) -> str:

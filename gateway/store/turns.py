@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.ops.metrics import Metrics
 from gateway.ops.offload import offload
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from gateway.upstream import dialect
+from gateway.store.turn_codec import SavedTurn, TurnUnreadable, decode, encode
 from gateway.values import Hidden, KeepTurn, ToolCall, ToolOutput, Turn
-from tool_registry import canonical, dumps, loads_object
+from tool_registry import canonical
 
 logger = logging.getLogger("gateway.turns")
 
@@ -32,39 +33,33 @@ _MARK_TTL_FACTOR = 24  # "there was a hidden turn here" outlives the turn itself
 _MANY_MESSAGES = 1000  # digesting more (about 2 µs each) is done off the event loop
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One visible message as the turns read it, decoded by its surface: what
+    identifies it however a client re-serialises it (its role, its text, its tool call
+    ids, the call it answers: ``identity``, as the client sent them), and the ids of
+    the tool calls an assistant message makes (``calls``: where a turn may be kept)."""
+
+    identity: tuple[Any, ...]
+    calls: tuple[str, ...] = ()
 
 
-def _visible(message: dict[str, Any]) -> list[Any]:
-    """What identifies a message however a client re-serialises it: its role, its text,
-    its tool call ids, the call it answers."""
-    calls = message.get("tool_calls")
-    ids = [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    return [message.get("role"), _text(message.get("content")), ids, message.get("tool_call_id")]
-
-
-def prefix_digests(messages: list[dict[str, Any]], identity: str) -> list[str]:
-    """``digests[i]`` binds ``messages[:i]`` to ``identity`` (``len(messages) + 1`` of them)."""
+def prefix_digests(history: Sequence[Seen], identity: str) -> list[str]:
+    """``digests[i]`` binds ``history[:i]`` to ``identity`` (``len(history) + 1`` of them)."""
     running = hashlib.sha256(identity.encode() + b"\0")
     digests = [running.hexdigest()]
-    for message in messages:
-        running.update(canonical(_visible(message)).encode() + b"\0")
+    for seen in history:
+        running.update(canonical(list(seen.identity)).encode() + b"\0")
         digests.append(running.hexdigest())
     return digests
 
 
 @dataclass(frozen=True, slots=True)
 class Restored:
-    """A history with its hidden turns put back, and the first taint they carried."""
+    """The saved turns that apply to a history, by the index of the message that
+    handed calls back, and the first taint they carried."""
 
-    messages: list[dict[str, Any]]
+    turns: dict[int, SavedTurn]
     taint: str | None
 
 
@@ -89,20 +84,19 @@ class TurnStore:
         self.misses = 0  # hidden turns that were gone (expired, or the store was down)
 
     @staticmethod
-    async def _digests(messages: list[dict[str, Any]], identity: str) -> list[str]:
+    async def _digests(history: Sequence[Seen], identity: str) -> list[str]:
         """``prefix_digests``: off the event loop for a long conversation."""
-        heavy = len(messages) > _MANY_MESSAGES
-        return await offload(heavy, prefix_digests, messages, identity)
+        heavy = len(history) > _MANY_MESSAGES
+        return await offload(heavy, prefix_digests, history, identity)
 
-    async def conversation(self, messages: list[dict[str, Any]], identity: str) -> str:
-        """The digest a turn saved after ``messages`` (as the client sent them) is bound to."""
-        return (await self._digests(messages, identity))[-1]
+    async def conversation(self, history: Sequence[Seen], identity: str) -> str:
+        """The digest a turn saved after ``history`` (as the client sent it) is bound to."""
+        return (await self._digests(history, identity))[-1]
 
-    def keeper(self, tenant: str, messages: list[dict[str, Any]], identity: str) -> KeepTurn:
-        """How a loop that hands calls back keeps its hidden turns here: bound to
-        ``messages`` (the visible history as the client sent it) and to who sent it.
-        The binding is digested only if a turn is kept (most requests keep none)."""
-        messages = list(messages)  # as they are now, whatever the loop does to the list
+    def keeper(self, tenant: str, history: Callable[[], Sequence[Seen]], identity: str) -> KeepTurn:
+        """How a loop that hands calls back keeps its hidden turns here: bound to the
+        visible history as the client sent it (``history``, read only if a turn is
+        kept: most requests keep none) and to who sent it."""
 
         async def keep(
             before: list[Hidden],
@@ -111,38 +105,19 @@ class TurnStore:
             handed: tuple[ToolCall, ...],
             taint: str | None,
         ) -> None:
-            await self.save(
-                tenant,
-                await self.conversation(messages, identity),
-                dialect.messages(before),
-                dialect.turn_message(turn),
-                dialect.messages(outputs),
-                [call.id for call in handed],
-                taint,
-            )
+            ids = tuple(call.id for call in handed)
+            saved = SavedTurn(tuple(before), turn, tuple(outputs), ids, taint)
+            await self.save(tenant, await self.conversation(history(), identity), saved)
 
         return keep
 
-    async def save(
-        self,
-        tenant: str,
-        conversation: str,
-        before: list[dict[str, Any]],
-        assistant: dict[str, Any],
-        results: list[dict[str, Any]],
-        client_ids: list[str],
-        taint: str | None = None,
-    ) -> None:
-        """Keep the hidden rounds ``before`` the hand-back, its full assistant message
-        and the server results of that message, under each client id, with where the
-        run first read untrusted words (``taint``), if it had."""
-        turn = {"before": before, "assistant": assistant, "results": results, "ids": client_ids}
-        if taint is not None:
-            turn["taint"] = taint
-        value = dumps(turn)
+    async def save(self, tenant: str, conversation: str, saved: SavedTurn) -> None:
+        """Keep the hidden rounds before a hand-back, its whole turn and the server
+        outputs of that turn, under each client call's id."""
+        value = encode(saved)
         writes = []
-        for call_id in client_ids:
-            key = self._keys.turn(tenant, _bound_id(conversation, call_id))
+        for call_id in saved.ids:
+            key = self._keys.saved_turn(tenant, _bound_id(conversation, call_id))
             writes.append(self._store.put(key, value, self._ttl_s))
             writes.append(self._store.put(key + ":mark", b"1", self._ttl_s * _MARK_TTL_FACTOR))
         try:
@@ -157,53 +132,58 @@ class TurnStore:
         if self._metrics is not None:
             self._metrics.turn_misses.inc()
 
-    async def restore(
-        self, tenant: str, messages: list[dict[str, Any]], identity: str
-    ) -> Restored | None:
-        """The history with every saved hidden turn put back, or None if none applies."""
-        calls_at: list[tuple[int, list[str]]] = []
-        for index, message in enumerate(messages):
-            calls = message.get("tool_calls")
-            if message.get("role") != "assistant" or not isinstance(calls, list):
-                continue
-            ids = [str(c.get("id")) for c in calls if isinstance(c, dict)]
-            if ids:
-                calls_at.append((index, ids))
+    def _keys_of(self, tenant: str, bound: list[str]) -> list[str]:
+        """Where the turns bound as ``bound`` may be: each under today's key, then
+        under the key version 1 wrote (read until what it wrote has expired), then
+        the marks of both."""
+        keys = [self._keys.saved_turn(tenant, b) for b in bound]
+        old = [self._keys.turn(tenant, b) for b in bound]
+        return [*keys, *old, *(key + ":mark" for key in keys), *(key + ":mark" for key in old)]
+
+    async def restore(self, tenant: str, history: Sequence[Seen], identity: str) -> Restored | None:
+        """Every saved turn that applies to ``history``, or None if none does."""
+        calls_at = [(index, seen.calls) for index, seen in enumerate(history) if seen.calls]
         if not calls_at:
             return None
-        digests = await self._digests(messages, identity)
+        digests = await self._digests(history, identity)
         places = [(index, [_bound_id(digests[index], i) for i in ids]) for index, ids in calls_at]
         bound = [bound_id for _, ids in places for bound_id in ids]
-        keys = [self._keys.turn(tenant, b) for b in bound]
         try:
-            values = await self._store.get_many(keys + [key + ":mark" for key in keys])
+            values = await self._store.get_many(self._keys_of(tenant, bound))
         except StoreUnavailable:
             self._missed()
             logger.warning("hidden turns of tenant %s not restored: store unavailable", tenant)
             return None
-        turns = dict(zip(bound, values[: len(bound)], strict=True))
-        marks = dict(zip(bound, values[len(bound) :], strict=True))
-        by_index = dict(places)
-        restored: list[dict[str, Any]] = []
-        found = False
+        n = len(bound)
+        turns = {
+            b: values[i] if values[i] is not None else values[n + i] for i, b in enumerate(bound)
+        }
+        marks = {
+            b: values[2 * n + i] is not None or values[3 * n + i] is not None
+            for i, b in enumerate(bound)
+        }
+        found: dict[int, SavedTurn] = {}
         taint: str | None = None
-        for index, message in enumerate(messages):
-            ids = by_index.get(index, [])
-            saved = next((turns[i] for i in ids if turns[i] is not None), None)
-            turn = loads_object(saved) if saved is not None else None
-            if turn is None:
-                if any(marks[i] is not None for i in ids):
+        for index, ids in places:
+            saved = self._read(tenant, next((turns[i] for i in ids if turns[i] is not None), None))
+            if saved is None:
+                if any(marks[i] for i in ids):
                     self._missed()
                     logger.info("a hidden turn of tenant %s has expired", tenant)
-                restored.append(message)
                 continue
-            restored.extend(turn.get("before") or [])
-            restored.append(turn["assistant"])
-            restored.extend(turn["results"])
-            found = True
-            if taint is None and isinstance(turn.get("taint"), str):
-                taint = turn["taint"]
+            found[index] = saved
+            taint = taint or saved.taint
         if not found:
             return None
         self.restored += 1
-        return Restored(restored, taint)
+        return Restored(found, taint)
+
+    @staticmethod
+    def _read(tenant: str, value: bytes | None) -> SavedTurn | None:
+        if value is None:
+            return None
+        try:
+            return decode(value)
+        except TurnUnreadable as exc:
+            logger.warning("a hidden turn of tenant %s could not be read: %s", tenant, exc)
+            return None

@@ -41,6 +41,7 @@ from gateway.store.turns import TurnStore
 from gateway.surfaces.approval_answers import Approvals, held_calls, take_answers
 from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
+from gateway.surfaces.history import put_back_into, seen_all
 from gateway.surfaces.http import Exchange, read_body
 from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import EventWriter, event_stream
@@ -148,7 +149,8 @@ class Head:
         client_approves = policy.desk is not None and policy.desk.approver == "client"
         if not (policy.server_tools and (policy.client_tools or client_approves)):
             return None
-        return self.turns.keeper(self.tenant.id, visible, self.exchange.identity)
+        history = partial(seen_all, list(visible))  # as it is now, whatever the loop does
+        return self.turns.keeper(self.tenant.id, history, self.exchange.identity)
 
     async def restore(self, visible: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """A client returning with tool results may be answering a mixed turn: the
@@ -156,11 +158,12 @@ class Head:
         for the same caller), or None. The run is tainted if that turn's was."""
         if not any(m.get("role") == "tool" for m in visible):
             return None
-        restored = await self.turns.restore(self.tenant.id, visible, self.exchange.identity)
+        history = seen_all(visible)
+        restored = await self.turns.restore(self.tenant.id, history, self.exchange.identity)
         if restored is None:
             return None
         self.tainted(restored.taint)
-        return restored.messages
+        return put_back_into(visible, restored)
 
     async def answered(
         self, visible: list[dict[str, Any]], asked: Approvals

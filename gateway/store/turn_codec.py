@@ -1,0 +1,198 @@
+"""How a saved turn is written and read (DESIGN.md §6, §10): the engine's values, with
+a version, never a wire dialect.
+
+Version 2 (written now)::
+
+    {"v": 2, "before": [ITEM, ...], "turn": TURN, "outputs": [OUTPUT, ...],
+     "ids": [str, ...], "taint": str | null}
+
+    ITEM   = {"turn": TURN} | {"output": OUTPUT}
+    TURN   = {"content": str | null, "refusal": str | null, "calls": [CALL, ...]}
+    CALL   = {"id": str, "name": str | null, "arguments": str,
+              "kind": "function" | "custom" | "approval"}
+    OUTPUT = {"call_id": str, "content": str}
+
+Version 1 (what the gateway wrote before: no ``v``) held chat-completions messages —
+``before`` and ``results`` tool and assistant messages, ``assistant`` one assistant
+message — under the same fields this module reads them from, so an upgrade loses no
+saved turn. A record in neither shape reads as none (``TurnUnreadable``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from gateway.values import CallKind, Hidden, ToolCall, ToolOutput, Turn
+from tool_registry import dumps, loads_object
+
+VERSION = 2
+
+
+class TurnUnreadable(ValueError):
+    """A stored record is not a saved turn of any version this code reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class SavedTurn:
+    """The hidden rounds before a hand-back, its whole turn (the server calls in it
+    with the client's), the server calls' outputs, the client calls' ids, and where
+    the run first read untrusted words, if it had."""
+
+    before: tuple[Hidden, ...]
+    turn: Turn
+    outputs: tuple[ToolOutput, ...]
+    ids: tuple[str, ...]
+    taint: str | None = None
+
+
+def encode(saved: SavedTurn) -> bytes:
+    return dumps(
+        {
+            "v": VERSION,
+            "before": [_item(item) for item in saved.before],
+            "turn": _turn(saved.turn),
+            "outputs": [_output(output) for output in saved.outputs],
+            "ids": list(saved.ids),
+            "taint": saved.taint,
+        }
+    )
+
+
+def decode(data: bytes) -> SavedTurn:
+    found = loads_object(data)
+    if found is None:
+        raise TurnUnreadable("not a JSON object")
+    version = found.get("v", 1)
+    if version == VERSION:
+        return SavedTurn(
+            tuple(_read_item(item) for item in _list(found.get("before"))),
+            _read_turn(found.get("turn")),
+            tuple(_read_output(output) for output in _list(found.get("outputs"))),
+            tuple(_str(i) for i in _list(found.get("ids"))),
+            _taint(found.get("taint")),
+        )
+    if version == 1:
+        return _version_1(found)
+    raise TurnUnreadable(f"version {version!r} is not one this gateway reads")
+
+
+# -- version 2 ----------------------------------------------------------------------
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments, "kind": call.kind}
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    return {
+        "content": turn.content,
+        "refusal": turn.refusal,
+        "calls": [_call(call) for call in turn.calls],
+    }
+
+
+def _output(output: ToolOutput) -> dict[str, Any]:
+    return {"call_id": output.call_id, "content": output.content}
+
+
+def _item(item: Hidden) -> dict[str, Any]:
+    return {"turn": _turn(item)} if isinstance(item, Turn) else {"output": _output(item)}
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TurnUnreadable("a list is missing")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TurnUnreadable("a string is missing")
+    return value
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _taint(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TurnUnreadable("an object is missing")
+    return value
+
+
+def _read_call(value: Any) -> ToolCall:
+    call = _dict(value)
+    kind: CallKind | None = next((k for k in get_args(CallKind) if k == call.get("kind")), None)
+    if kind is None:
+        raise TurnUnreadable(f"a call of kind {call.get('kind')!r}")
+    return ToolCall(
+        _str(call.get("id")), _optional(call.get("name")), _str(call.get("arguments")), kind
+    )
+
+
+def _read_turn(value: Any) -> Turn:
+    turn = _dict(value)
+    calls = tuple(_read_call(call) for call in _list(turn.get("calls")))
+    return Turn(_optional(turn.get("content")), calls, _optional(turn.get("refusal")))
+
+
+def _read_output(value: Any) -> ToolOutput:
+    output = _dict(value)
+    return ToolOutput(_str(output.get("call_id")), _str(output.get("content")))
+
+
+def _read_item(value: Any) -> Hidden:
+    item = _dict(value)
+    if "turn" in item:
+        return _read_turn(item["turn"])
+    return _read_output(item.get("output"))
+
+
+# -- version 1: chat-completions messages ---------------------------------------------
+
+
+def _version_1(found: dict[str, Any]) -> SavedTurn:
+    before = tuple(_v1_message(message) for message in _list(found.get("before") or []))
+    turn = _v1_message(found.get("assistant"))
+    if not isinstance(turn, Turn):
+        raise TurnUnreadable("the turn is not an assistant message")
+    outputs = tuple(_v1_message(message) for message in _list(found.get("results")))
+    if not all(isinstance(output, ToolOutput) for output in outputs):
+        raise TurnUnreadable("a result is not a tool message")
+    ids = tuple(_str(i) for i in _list(found.get("ids") or []))
+    return SavedTurn(before, turn, outputs, ids, _taint(found.get("taint")))  # type: ignore[arg-type]
+
+
+def _v1_message(value: Any) -> Hidden:
+    """A message as version 1 wrote it: an assistant turn (``dialect.turn_message``)
+    or a tool's output (``dialect.output_message``)."""
+    message = _dict(value)
+    if message.get("role") == "tool":
+        return ToolOutput(_str(message.get("tool_call_id")), _str(message.get("content")))
+    if message.get("role") != "assistant":
+        raise TurnUnreadable("a message of another role")
+    calls = tuple(_v1_call(call) for call in _list(message.get("tool_calls") or []))
+    return Turn(_optional(message.get("content")), calls)
+
+
+def _v1_call(value: Any) -> ToolCall:
+    call = _dict(value)
+    call_id = _str(call.get("id"))
+    if call.get("type") == "custom":
+        custom = _dict(call.get("custom"))
+        return ToolCall(call_id, _optional(custom.get("name")), _str(custom.get("input")), "custom")
+    function = _dict(call.get("function"))
+    # A function call, as it was written: read back, it is written the same way.
+    return ToolCall(call_id, _optional(function.get("name")), _str(function.get("arguments")))
+
+
+def put_back(saved: SavedTurn) -> tuple[Hidden, ...]:
+    """Everything a saved turn puts back, in order: the rounds before its hand-back,
+    its turn, and its server calls' outputs."""
+    return (*saved.before, saved.turn, *saved.outputs)
