@@ -4,9 +4,10 @@ A newcomer's glossary (the words the code uses, and OpenAI's where it has one):
 
 - *surface*: an API a client speaks (chat completions, the Responses API, ``/mcp``);
   it decodes its request and encodes the answer (``surfaces/``).
-- *round*: one upstream call and its answer (OpenAI: a chat completion); a *turn* is
-  the assistant message in it; a *piece* a streamed delta; an *ask* what one round
-  is sent; *hidden* items the rounds the client does not see.
+- *round*: one upstream call (a ``CompletionRequest`` in) and its answer (a
+  ``Completion``, as OpenAI's chat completion; ``ChoiceDelta``s first when streamed);
+  its *turn* is the ``AssistantMessage`` in it; ``HiddenItem``s are the turns and
+  tool outputs of the rounds the client does not see.
 - *server tool* / *client tool*: a tool the gateway runs / one the client declared
   and runs itself (OpenAI: a function tool); a *hand-back* returns client calls.
 - *policy point*: where every verdict on a tool call is made (run, refuse, hold,

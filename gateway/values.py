@@ -30,7 +30,7 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class Turn:
+class AssistantMessage:
     """An assistant turn: its text, its tool calls, a refusal if it refused."""
 
     content: str | None
@@ -46,7 +46,7 @@ class ToolOutput:
     content: str
 
 
-Hidden = Turn | ToolOutput  # an item of the rounds the client does not see
+HiddenItem = AssistantMessage | ToolOutput  # an item of the rounds the client does not see
 
 
 class Usage:
@@ -93,13 +93,13 @@ def _add(total: dict[str, Any], usage: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Round:
+class Completion:
     """One upstream round's answer. ``usage`` is as the upstream reported it (summed by
     ``Usage``); ``raw`` is the dialect's whole answer when it came in one piece, which
     the engine never reads (a surface that speaks the same dialect keeps the fields of
     the message it renders)."""
 
-    turn: Turn
+    turn: AssistantMessage
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     raw: dict[str, Any] | None = field(default=None, compare=False)
@@ -108,7 +108,7 @@ class Round:
 
 
 @dataclass(frozen=True, slots=True)
-class Piece:
+class ChoiceDelta:
     """What a streamed round has for the client at once: text deltas (``content``,
     ``refusal``), and their logprobs if the upstream sent them."""
 
@@ -117,12 +117,12 @@ class Piece:
 
 
 @dataclass(frozen=True, slots=True)
-class Ask:
+class CompletionRequest:
     """What the engine asks of one round: the hidden items so far (after the visible
     history the model server holds), whether it is the first round, and whether it is
     the last (no tools are offered then)."""
 
-    hidden: list[Hidden]
+    hidden: list[HiddenItem]
     first: bool
     final: bool
     max_tokens: int | None = None  # the budget's bound on the round's answer, if any
@@ -134,5 +134,6 @@ class Ask:
 # that turn, the calls handed back (approvals among them), and where the run first
 # read untrusted words, if it has (DESIGN.md §13: taint survives a hand-back).
 KeepTurn = Callable[
-    [list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...], str | None], Awaitable[None]
+    [list[HiddenItem], AssistantMessage, list[ToolOutput], tuple[ToolCall, ...], str | None],
+    Awaitable[None],
 ]

@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.policy.prices import read_usage
-from gateway.values import Hidden, ToolOutput, Turn
+from gateway.values import AssistantMessage, HiddenItem, ToolOutput
 
 BYTES_PER_TOKEN = 3
 ITEM_TOKENS = 8  # what a message's framing costs, beyond its text
 
 
-def hidden_bytes(items: Sequence[Hidden]) -> int:
+def hidden_bytes(items: Sequence[HiddenItem]) -> int:
     size = 0
     for item in items:
         if isinstance(item, ToolOutput):
             size += len(item.content.encode()) + len(item.call_id)
-        elif isinstance(item, Turn):
+        elif isinstance(item, AssistantMessage):
             size += len((item.content or "").encode())
             for call in item.calls:
                 size += len(call.arguments.encode()) + len(call.name or "") + len(call.id)
@@ -44,14 +44,14 @@ class PromptSize:
         self._base = base_bytes
         self._known: tuple[int, int] | None = None  # counted tokens, hidden items then
 
-    def next(self, hidden: Sequence[Hidden]) -> int:
+    def next(self, hidden: Sequence[HiddenItem]) -> int:
         if self._known is None:
             return guess(self._base + hidden_bytes(hidden), len(hidden) + 1)
         tokens, counted = self._known
         added = hidden[counted:]
         return tokens + guess(hidden_bytes(added), len(added))
 
-    def counted(self, usage: object, hidden: Sequence[Hidden]) -> None:
+    def counted(self, usage: object, hidden: Sequence[HiddenItem]) -> None:
         """A round answered with ``usage`` after ``hidden``: its turn joins the history
         next, and both were counted."""
         counts = read_usage(usage)

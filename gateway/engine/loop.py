@@ -3,17 +3,17 @@ run the tools or hand calls back, ask again — one round skeleton for every mod
 
 ``Run.events`` is the loop. It yields what a driver needs to know, in order:
 
-- ``Delta``: text the client may see at once (streamed rounds only);
+- ``ChoiceDelta``: text the client may see at once (streamed rounds only);
 - ``Working``: work to do before the loop goes on (tools running, or a turn being
   kept before a hand-back) — the driver runs it, with keep-alives if it streams;
 - ``HandBack``: the client's own calls, which end the loop;
 - ``Final``: the answer, which ends the loop.
 
 The engine works on the values of ``gateway.values`` only: it asks its ``ModelServer``
-port with an ``Ask`` and gets a ``Round`` back (``upstream.chat_model`` speaks the
-chat-completions dialect behind it). ``ToolLoop.run`` is the non-streaming driver (it
-keeps the last event), ``engine.stream`` the streaming one (it encodes every event);
-a surface renders what they give in its own wire format.
+port with a ``CompletionRequest`` and gets a ``Completion`` back (``upstream.chat_model``
+speaks the chat-completions dialect behind it). ``ToolLoop.run`` is the non-streaming
+driver (it keeps the last event), ``engine.stream`` the streaming one (it yields every
+event); a surface encodes what they give in its own wire format.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
-    Ask,
-    Hidden,
+    AssistantMessage,
+    ChoiceDelta,
+    Completion,
+    CompletionRequest,
+    HiddenItem,
     KeepTurn,
-    Piece,
-    Round,
     ToolCall,
     ToolOutput,
-    Turn,
 )
 from tool_registry import CallContext, ToolExecutor
 
@@ -66,16 +66,15 @@ class ModelServer(Protocol):
 
     def prompt_bytes(self) -> int: ...  # what every round sends before its hidden items
 
-    def transcript(self, ask: Ask) -> Iterable[dict[str, Any]]: ...  # for telemetry, lazily
+    def transcript(
+        self, ask: CompletionRequest
+    ) -> Iterable[dict[str, Any]]: ...  # for telemetry, lazily
 
-    async def answer(self, ask: Ask) -> Round: ...
+    async def answer(self, ask: CompletionRequest) -> Completion: ...
 
-    def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]: ...  # the Round comes last
-
-
-@dataclass(frozen=True, slots=True)
-class Delta:
-    piece: Piece
+    def stream(
+        self, ask: CompletionRequest
+    ) -> AsyncIterator[ChoiceDelta | Completion]: ...  # the Completion comes last
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +85,17 @@ class Working:
 @dataclass(frozen=True, slots=True)
 class HandBack:
     calls: tuple[ToolCall, ...]  # the client's calls, as the client is to see them
-    answer: Round  # its turn as kept: the server calls of the same turn included
+    answer: Completion  # its turn as kept: the server calls of the same turn included
 
 
 @dataclass(frozen=True, slots=True)
 class Final:
-    answer: Round
+    answer: Completion
     finish_reason: str
     dropped: bool  # the model still asked for tools that will not run
 
 
-Event = Delta | Working | HandBack | Final
+Event = ChoiceDelta | Working | HandBack | Final
 LoopEnd = HandBack | Final  # how a loop ended
 
 
@@ -158,7 +157,7 @@ class Run:
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
-        self.hidden: list[Hidden] = []  # the rounds the client does not see
+        self.hidden: list[HiddenItem] = []  # the rounds the client does not see
         self.outcome: LoopEnd | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
         self.error: GatewayError | None = None
@@ -175,7 +174,7 @@ class Run:
         limits, state, first = self.policy.limits, self.state, True
         if self.job.resumed is not None:
             yield Working(self._resume)
-        answer: Round | None = None
+        answer: Completion | None = None
         shown = ""  # the last text streamed: the next round's first is set apart from it
         while True:
             started = time.perf_counter()
@@ -195,14 +194,14 @@ class Run:
             max_tokens = grant.max_tokens if grant is not None else None
             span = self._round_span(iteration, final, max_tokens)
             trace = span.headers if span is not None else None
-            ask = Ask(self.hidden, first, final, max_tokens, trace)
+            ask = CompletionRequest(self.hidden, first, final, max_tokens, trace)
             first = False
             try:
                 if stream:
                     answer = None
                     apart = shown  # this round's first text follows an earlier round's
                     async for piece in self._streamed(ask):
-                        if isinstance(piece, Round):
+                        if isinstance(piece, Completion):
                             answer = piece
                             continue
                         text = piece.delta.get("content")
@@ -211,7 +210,7 @@ class Run:
                                 piece = set_apart(piece, shown)
                                 apart = ""
                             shown = text
-                        yield Delta(piece)
+                        yield piece
                     assert answer is not None  # a model server's stream ends with its round
                 else:
                     answer = await self._within_deadline(self.job.model.answer(ask))
@@ -248,7 +247,7 @@ class Run:
             yield self.outcome
             return
 
-    async def _streamed(self, ask: Ask) -> AsyncIterator[Piece | Round]:
+    async def _streamed(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """One streamed round, every wait within the request's deadline."""
         pieces = self.job.model.stream(ask)
         try:
@@ -294,7 +293,7 @@ class Run:
 
     def _count(
         self,
-        answer: Round,
+        answer: Completion,
         iteration: int,
         final: bool,
         started: float,
@@ -328,7 +327,7 @@ class Run:
         assert self.job.resumed is not None
         self.hidden += await self.job.resumed.outputs(self.runner, self._deadline)
 
-    async def _run_tools(self, turn: Turn, runnable: int) -> None:
+    async def _run_tools(self, turn: AssistantMessage, runnable: int) -> None:
         """Run the turn's calls and add the turn and their outputs to the history; if
         the client is to approve some of them, keep the turn for its answer instead."""
         outputs, timed_out = await self.runner.run(turn.calls, runnable, self._deadline)
@@ -342,7 +341,9 @@ class Run:
             return
         self.hidden += [turn, *outputs]
 
-    def _handed(self, turn: Turn, step: Step) -> tuple[Turn, tuple[ToolCall, ...]]:
+    def _handed(
+        self, turn: AssistantMessage, step: Step
+    ) -> tuple[AssistantMessage, tuple[ToolCall, ...]]:
         """The turn as it is kept, and the client calls to hand back. With
         ``single_call_id`` (the legacy ``functions`` shape holds one call) the first is
         handed back under that id, and the others leave the turn."""
@@ -355,7 +356,9 @@ class Run:
         calls = tuple(kept if c is first else c for c in turn.calls if id(c) not in others)
         return replace(turn, calls=calls), (kept,)
 
-    async def _hand_back(self, turn: Turn, step: Step, handed: tuple[ToolCall, ...]) -> None:
+    async def _hand_back(
+        self, turn: AssistantMessage, step: Step, handed: tuple[ToolCall, ...]
+    ) -> None:
         """Before handing client calls back: run the server calls of the same turn, and
         keep every hidden item of the loop — earlier rounds and this one — for when the
         client returns (``LoopJob.keep``, DESIGN.md §6)."""
@@ -380,7 +383,7 @@ class Run:
 ROUND_SEPARATOR = "\n\n"  # between the streamed texts of two rounds: a new paragraph
 
 
-def set_apart(piece: Piece, before: str) -> Piece:
+def set_apart(piece: ChoiceDelta, before: str) -> ChoiceDelta:
     """The first text of a round after one whose text was streamed (``before`` ends
     it), begun with a blank line: "…first." and "It has 4 characters." read as two
     paragraphs, not one word (a text that already ends with line breaks gets fewer)."""
@@ -391,7 +394,7 @@ def set_apart(piece: Piece, before: str) -> Piece:
     return replace(piece, delta={**piece.delta, "content": separator + piece.delta["content"]})
 
 
-def _answer(answer: Round, iteration: int, choice: int) -> dict[str, Any]:
+def _answer(answer: Completion, iteration: int, choice: int) -> dict[str, Any]:
     """A round's answer as a recording keeps it."""
     turn = answer.turn
     calls = [

@@ -18,7 +18,7 @@ from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
 from gateway.policy.point import PolicyPoint
-from gateway.values import CapKind, Hidden, ToolOutput
+from gateway.values import CapKind, HiddenItem, ToolOutput
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error
@@ -34,7 +34,7 @@ class ChoiceReport:
     outputs of the server calls of a turn handed back."""
 
     outcome: LoopEnd | None  # None: it did not end (failed or cancelled)
-    hidden: tuple[Hidden, ...]
+    hidden: tuple[HiddenItem, ...]
     handed: tuple[ToolOutput, ...]
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import anyio
 
-from gateway.engine.loop import Delta, Final, HandBack, Run, ToolLoop, Working
+from gateway.engine.loop import Final, HandBack, Run, ToolLoop, Working
 from gateway.errors import GatewayError
+from gateway.values import ChoiceDelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,7 @@ class Beat:
     alive: bool
 
 
-Streamed = Delta | Beat | HandBack | Final
+Streamed = ChoiceDelta | Beat | HandBack | Final
 Choice = tuple[int, Streamed]  # which choice of the request an event is of, and it
 
 

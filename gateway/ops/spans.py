@@ -24,9 +24,10 @@ from urllib.parse import urlsplit
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from gateway.errors import GatewayError
-from gateway.values import Round, ToolCall, Turn
+from gateway.values import AssistantMessage, Completion, ToolCall
 from tool_registry import Redactor, dumps_text
 
 # GenAI semantic conventions.
@@ -132,7 +133,7 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     return {name: value for name, value in found.items() if value is not None}
 
 
-def output_messages(turn: Turn, finish_reason: str | None) -> list[dict[str, Any]]:
+def output_messages(turn: AssistantMessage, finish_reason: str | None) -> list[dict[str, Any]]:
     """An assistant turn as the GenAI conventions write an output message."""
     parts: list[dict[str, Any]] = []
     if turn.content:
@@ -147,6 +148,9 @@ def _call_part(call: ToolCall) -> dict[str, Any]:
     return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
 
 
+Attributes = dict[str, AttributeValue]  # a span's, as OpenTelemetry types them
+
+
 class Spans:
     """The app's GenAI spans: its tracer, and what may be recorded of content."""
 
@@ -157,9 +161,9 @@ class Spans:
         self._redactor = redactor
         self.capture = capture_content
         self._chars = content_chars
-        self._servers: dict[str, dict[str, Any]] = {}  # base URL → its server.* attributes
+        self._servers: dict[str, Attributes] = {}  # base URL → its server.* attributes
 
-    def server(self, base_url: str) -> dict[str, Any]:
+    def server(self, base_url: str) -> Attributes:
         """``server.address`` and ``server.port`` of a model server, worked out once."""
         found = self._servers.get(base_url)
         if found is None:
@@ -202,9 +206,7 @@ class Spans:
             return [self._cut(item) for item in value]
         return value
 
-    def start(
-        self, name: str, kind: SpanKind, parent: Span | None, attributes: dict[str, Any]
-    ) -> Span:
+    def start(self, name: str, kind: SpanKind, parent: Span | None, attributes: Attributes) -> Span:
         context = trace.set_span_in_context(parent) if parent is not None else None
         return self._tracer.start_span(name, context, kind, attributes)
 
@@ -219,7 +221,7 @@ class Spans:
     ) -> RequestSpan:
         """A request's span, its parent the client's ``traceparent`` when it is valid
         (an invalid one is ignored: the request starts a trace of its own)."""
-        attributes: dict[str, Any] = {
+        attributes: Attributes = {
             HTTP_METHOD: method,
             HTTP_ROUTE: route,
             URL_SCHEME: scheme,
@@ -249,7 +251,7 @@ class Spans:
             if isinstance(value := (meta or {}).get(key), str)
         }
         tool = tool[:_HEADER_CHARS]  # the client's, whatever it is
-        attributes: dict[str, Any] = {
+        attributes: Attributes = {
             MCP_METHOD: "tools/call",
             OPERATION: "execute_tool",
             TOOL_NAME: tool,
@@ -299,7 +301,7 @@ class RequestSpan:
         """A ``chat`` span for one upstream round."""
         if not self.sampled:
             return RoundSpan(self._spans, None, self.headers)
-        attributes: dict[str, Any] = {
+        attributes: Attributes = {
             OPERATION: "chat",
             PROVIDER: provider,
             REQUEST_MODEL: model,
@@ -319,7 +321,7 @@ class RequestSpan:
         if not self.sampled:
             return ToolSpan(self._spans, None, self.headers)
         name = name[:_HEADER_CHARS]  # a name the model made up may be anything
-        attributes: dict[str, Any] = {
+        attributes: Attributes = {
             OPERATION: "execute_tool",
             TOOL_NAME: name,
             TOOL_CALL_ID: call_id[:_HEADER_CHARS],
@@ -349,7 +351,7 @@ class RequestSpan:
         """The request is over: what it came to, then the span ends."""
         span = self.span
         if self.sampled:
-            attributes: dict[str, Any] = {HTTP_STATUS: status, TENANT: tenant}
+            attributes: Attributes = {HTTP_STATUS: status, TENANT: tenant}
             if model:
                 attributes[REQUEST_MODEL] = model
             attributes |= usage_attributes(usage)
@@ -415,13 +417,15 @@ class RoundSpan(ChildSpan):
         """Whether the round's messages are recorded (``otel.capture_content``)."""
         return self._spans.capture and self.span is not None
 
-    def answered(self, answer: Round, transcript: Iterable[dict[str, Any]] | None = None) -> None:
+    def answered(
+        self, answer: Completion, transcript: Iterable[dict[str, Any]] | None = None
+    ) -> None:
         """The round's answer came: what the model server said of it."""
         span = self.span
         if span is None:
             return
         if span.is_recording():
-            attributes: dict[str, Any] = usage_attributes(answer.usage)
+            attributes: Attributes = {**usage_attributes(answer.usage)}
             if answer.finish_reason:
                 attributes[FINISH_REASONS] = (answer.finish_reason,)
             if answer.id:
@@ -461,7 +465,7 @@ class ToolSpan(ChildSpan):
         if span is None:
             return
         if span.is_recording():
-            attributes: dict[str, Any] = {TOOL_OUTCOME: outcome}
+            attributes: Attributes = {TOOL_OUTCOME: outcome}
             if status is not None:
                 attributes[HTTP_STATUS] = status
             if code is not None:
@@ -485,9 +489,9 @@ class ToolSpan(ChildSpan):
         span.end()
 
 
-def _flat(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def _flat(prefix: str, values: Mapping[str, Any]) -> Attributes:
     """A verdict's reasons as event attributes: scalars as they are, the rest as JSON."""
-    flat: dict[str, Any] = {}
+    flat: Attributes = {}
     for key, value in values.items():
         if value is None:
             continue

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from gateway.values import CallKind, Hidden, ToolCall, ToolOutput, Turn
+from gateway.values import AssistantMessage, CallKind, HiddenItem, ToolCall, ToolOutput
 from tool_registry import dumps, loads_object
 
 VERSION = 2
@@ -39,8 +39,8 @@ class SavedTurn:
     with the client's), the server calls' outputs, the client calls' ids, and where
     the run first read untrusted words, if it had."""
 
-    before: tuple[Hidden, ...]
-    turn: Turn
+    before: tuple[HiddenItem, ...]
+    turn: AssistantMessage
     outputs: tuple[ToolOutput, ...]
     ids: tuple[str, ...]
     taint: str | None = None
@@ -84,7 +84,7 @@ def _call(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "arguments": call.arguments, "kind": call.kind}
 
 
-def _turn(turn: Turn) -> dict[str, Any]:
+def _turn(turn: AssistantMessage) -> dict[str, Any]:
     return {
         "content": turn.content,
         "refusal": turn.refusal,
@@ -96,8 +96,10 @@ def _output(output: ToolOutput) -> dict[str, Any]:
     return {"call_id": output.call_id, "content": output.content}
 
 
-def _item(item: Hidden) -> dict[str, Any]:
-    return {"turn": _turn(item)} if isinstance(item, Turn) else {"output": _output(item)}
+def _item(item: HiddenItem) -> dict[str, Any]:
+    return (
+        {"turn": _turn(item)} if isinstance(item, AssistantMessage) else {"output": _output(item)}
+    )
 
 
 def _list(value: Any) -> list[Any]:
@@ -136,10 +138,10 @@ def _read_call(value: Any) -> ToolCall:
     )
 
 
-def _read_turn(value: Any) -> Turn:
+def _read_turn(value: Any) -> AssistantMessage:
     turn = _dict(value)
     calls = tuple(_read_call(call) for call in _list(turn.get("calls")))
-    return Turn(_optional(turn.get("content")), calls, _optional(turn.get("refusal")))
+    return AssistantMessage(_optional(turn.get("content")), calls, _optional(turn.get("refusal")))
 
 
 def _read_output(value: Any) -> ToolOutput:
@@ -147,7 +149,7 @@ def _read_output(value: Any) -> ToolOutput:
     return ToolOutput(_str(output.get("call_id")), _str(output.get("content")))
 
 
-def _read_item(value: Any) -> Hidden:
+def _read_item(value: Any) -> HiddenItem:
     item = _dict(value)
     if "turn" in item:
         return _read_turn(item["turn"])
@@ -160,7 +162,7 @@ def _read_item(value: Any) -> Hidden:
 def _version_1(found: dict[str, Any]) -> SavedTurn:
     before = tuple(_v1_message(message) for message in _list(found.get("before") or []))
     turn = _v1_message(found.get("assistant"))
-    if not isinstance(turn, Turn):
+    if not isinstance(turn, AssistantMessage):
         raise TurnUnreadable("the turn is not an assistant message")
     outputs = tuple(_v1_message(message) for message in _list(found.get("results")))
     if not all(isinstance(output, ToolOutput) for output in outputs):
@@ -169,7 +171,7 @@ def _version_1(found: dict[str, Any]) -> SavedTurn:
     return SavedTurn(before, turn, outputs, ids, _taint(found.get("taint")))  # type: ignore[arg-type]
 
 
-def _v1_message(value: Any) -> Hidden:
+def _v1_message(value: Any) -> HiddenItem:
     """A message as version 1 wrote it: an assistant turn (``dialect.turn_message``)
     or a tool's output (``dialect.output_message``)."""
     message = _dict(value)
@@ -178,7 +180,7 @@ def _v1_message(value: Any) -> Hidden:
     if message.get("role") != "assistant":
         raise TurnUnreadable("a message of another role")
     calls = tuple(_v1_call(call) for call in _list(message.get("tool_calls") or []))
-    return Turn(_optional(message.get("content")), calls)
+    return AssistantMessage(_optional(message.get("content")), calls)
 
 
 def _v1_call(value: Any) -> ToolCall:
@@ -192,7 +194,7 @@ def _v1_call(value: Any) -> ToolCall:
     return ToolCall(call_id, _optional(function.get("name")), _str(function.get("arguments")))
 
 
-def put_back(saved: SavedTurn) -> tuple[Hidden, ...]:
+def put_back(saved: SavedTurn) -> tuple[HiddenItem, ...]:
     """Everything a saved turn puts back, in order: the rounds before its hand-back,
     its turn, and its server calls' outputs."""
     return (*saved.before, saved.turn, *saved.outputs)

@@ -24,7 +24,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.offload import offload
 from gateway.store import GuardedStore, Keys, StoreUnavailable
 from gateway.store.turn_codec import SavedTurn, TurnUnreadable, decode, encode
-from gateway.values import Hidden, KeepTurn, ToolCall, ToolOutput, Turn
+from gateway.values import AssistantMessage, HiddenItem, KeepTurn, ToolCall, ToolOutput
 from tool_registry import canonical
 
 logger = logging.getLogger("gateway.turns")
@@ -99,8 +99,8 @@ class TurnStore:
         kept: most requests keep none) and to who sent it."""
 
         async def keep(
-            before: list[Hidden],
-            turn: Turn,
+            before: list[HiddenItem],
+            turn: AssistantMessage,
             outputs: list[ToolOutput],
             handed: tuple[ToolCall, ...],
             taint: str | None,

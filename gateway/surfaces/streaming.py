@@ -9,13 +9,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
-from gateway.engine.loop import Delta, HandBack, Run, ToolLoop
+from gateway.engine.loop import HandBack, Run, ToolLoop
 from gateway.engine.report import RunReport
 from gateway.engine.stream import Beat, Streamed, stream_events
 from gateway.errors import GatewayError
 from gateway.surfaces.request_end import RequestEnd
 from gateway.upstream.sse import KEEPALIVE
-from gateway.values import Piece, ToolCall
+from gateway.values import ChoiceDelta, ToolCall
 
 logger = logging.getLogger("gateway.stream")
 
@@ -25,7 +25,7 @@ class EventWriter(Protocol):
 
     def open(self) -> list[bytes]: ...  # before the first event; empty after that
 
-    def piece(self, piece: Piece) -> list[bytes]: ...
+    def choice_delta(self, delta: ChoiceDelta) -> list[bytes]: ...
 
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]: ...
 
@@ -37,8 +37,8 @@ class EventWriter(Protocol):
 def encode(writer: EventWriter, event: Streamed) -> list[bytes]:
     """One event of the engine as ``writer`` writes it."""
     chunks = writer.open()
-    if isinstance(event, Delta):
-        chunks += writer.piece(event.piece)
+    if isinstance(event, ChoiceDelta):
+        chunks += writer.choice_delta(event)
     elif isinstance(event, Beat):
         if event.alive:
             chunks.append(KEEPALIVE)

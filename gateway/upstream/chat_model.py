@@ -1,7 +1,8 @@
 """A chat-completions server as the engine's model server: one request's parameters,
 visible history and tools bound, each round asked with the engine's values
-(``Ask``) and answered with them (``Round``, or ``Piece``s then the ``Round`` when
-streamed). The dialect's dicts go no further than this module and ``dialect``."""
+(``CompletionRequest``) and answered with them (``Completion``, or ``ChoiceDelta``s then
+the ``Completion`` when streamed). The dialect's dicts go no further than this module
+and ``dialect``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from gateway.upstream.dialect import (
     round_body,
     round_tool_choice,
 )
-from gateway.values import Ask, Piece, Round
+from gateway.values import ChoiceDelta, Completion, CompletionRequest
 from tool_registry import dumps
 
 Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
@@ -94,15 +95,15 @@ class ChatModel:
     def base_url(self) -> str:
         return self.upstream.base_url
 
-    def _history(self, ask: Ask) -> list[dict[str, Any]]:
+    def _history(self, ask: CompletionRequest) -> list[dict[str, Any]]:
         return [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
 
-    def transcript(self, ask: Ask) -> Iterator[dict[str, Any]]:
+    def transcript(self, ask: CompletionRequest) -> Iterator[dict[str, Any]]:
         """What a round sends, as telemetry that records content writes it (lazily: it
         takes only what fits)."""
         return genai_messages(self._history(ask))
 
-    def body(self, ask: Ask, stream: bool) -> dict[str, Any]:
+    def body(self, ask: CompletionRequest, stream: bool) -> dict[str, Any]:
         """The request of one round."""
         history = self._history(ask)
         params = self._params
@@ -115,11 +116,11 @@ class ChatModel:
         choice = round_tool_choice(params.get("tool_choice"), ask.first, False, self._client_tools)
         return round_body(params, params["model"], history, self._tools, stream, choice)
 
-    async def answer(self, ask: Ask) -> Round:
+    async def answer(self, ask: CompletionRequest) -> Completion:
         body = self.body(ask, False)
         return parse_completion(await self._client.chat(self.upstream, body, ask.trace), self.name)
 
-    async def stream(self, ask: Ask) -> AsyncIterator[Piece | Round]:
+    async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """The round's pieces as they come, then the round they made up."""
         assembler = RoundAssembler(self.name)
         chunks = self._client.chat_stream(self.upstream, self.body(ask, True), ask.trace)

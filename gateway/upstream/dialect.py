@@ -15,7 +15,15 @@ from typing import Any, TypeVar
 from gateway.errors import UpstreamError
 from gateway.upstream.client import server_failed
 from gateway.upstream.numbers import believed_usage
-from gateway.values import APPROVAL_TOOL, Hidden, Piece, Round, ToolCall, ToolOutput, Turn
+from gateway.values import (
+    APPROVAL_TOOL,
+    AssistantMessage,
+    ChoiceDelta,
+    Completion,
+    HiddenItem,
+    ToolCall,
+    ToolOutput,
+)
 from tool_registry import dumps_text, parse_arguments
 
 T = TypeVar("T")
@@ -100,7 +108,7 @@ def call_dict(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def turn_message(turn: Turn) -> dict[str, Any]:
+def turn_message(turn: AssistantMessage) -> dict[str, Any]:
     """An assistant turn as it goes back into the history: only the fields every
     server accepts (no refusal, reasoning or audio fields)."""
     calls = [call_dict(call) for call in turn.calls]
@@ -111,9 +119,11 @@ def output_message(output: ToolOutput) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": output.call_id, "content": output.content}
 
 
-def messages(items: Iterable[Hidden]) -> list[dict[str, Any]]:
+def messages(items: Iterable[HiddenItem]) -> list[dict[str, Any]]:
     """Hidden items as chat messages."""
-    return [turn_message(i) if isinstance(i, Turn) else output_message(i) for i in items]
+    return [
+        turn_message(i) if isinstance(i, AssistantMessage) else output_message(i) for i in items
+    ]
 
 
 def genai_messages(history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -210,12 +220,12 @@ def parse_call(call: Any) -> ToolCall:
     )
 
 
-def parse_turn(message: dict[str, Any]) -> Turn:
+def parse_turn(message: dict[str, Any]) -> AssistantMessage:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise UpstreamError("The upstream model server sent malformed tool calls.")
     content, refusal = message.get("content"), message.get("refusal")
-    return Turn(
+    return AssistantMessage(
         content if isinstance(content, str) else None,
         tuple(parse_call(call) for call in calls),
         refusal if isinstance(refusal, str) else None,
@@ -226,7 +236,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def parse_completion(response: dict[str, Any], upstream: str = "") -> Round:
+def parse_completion(response: dict[str, Any], upstream: str = "") -> Completion:
     """A whole chat completion as a round: its first choice's message (its usage as
     ``numbers.believed_usage`` reads it)."""
     choices = response.get("choices")
@@ -236,7 +246,7 @@ def parse_completion(response: dict[str, Any], upstream: str = "") -> Round:
         if isinstance(message, dict):
             finish = choice.get("finish_reason")
             finish = finish if isinstance(finish, str) else None
-            return Round(
+            return Completion(
                 parse_turn(message),
                 believed_usage(response.get("usage"), upstream),
                 finish,
@@ -269,7 +279,7 @@ class RoundAssembler:
         self.id: str | None = None
         self.model: str | None = None
 
-    def add(self, chunk: dict[str, Any]) -> list[Piece]:
+    def add(self, chunk: dict[str, Any]) -> list[ChoiceDelta]:
         """The deltas of one chunk to forward; a chunk of the wrong shape is the
         upstream's fault (``UpstreamError``, a 502), whatever part of it is wrong."""
         error = chunk.get("error")
@@ -283,7 +293,7 @@ class RoundAssembler:
         if self.id is None:
             self.id, self.model = _text(chunk.get("id")), _text(chunk.get("model"))
         choices = _typed(chunk.get("choices"), list, "stream chunk's choices")
-        forward: list[Piece] = []
+        forward: list[ChoiceDelta] = []
         for choice in choices or ():
             choice = _present(choice, dict, "a choice")
             if choice.get("index", 0) != 0:
@@ -302,7 +312,7 @@ class RoundAssembler:
                     out[key] = text
             logprobs = _typed(choice.get("logprobs"), dict, "stream chunk's logprobs")
             if out or logprobs:
-                forward.append(Piece(out, logprobs))
+                forward.append(ChoiceDelta(out, logprobs))
             for call in _typed(delta.get("tool_calls"), list, "stream chunk's tool_calls") or ():
                 self._add_call(_present(call, dict, "a tool call"))
         return forward
@@ -326,13 +336,13 @@ class RoundAssembler:
         if arguments:
             call[2].append(arguments)
 
-    def round(self) -> Round:
+    def round(self) -> Completion:
         """The round the chunks made up."""
         calls = tuple(
             ToolCall(call_id or _new_id(), name or None, "".join(pieces))
             for call_id, name, pieces in (self._calls[i] for i in sorted(self._calls))
         )
         refusal = "".join(self._text["refusal"]) or None
-        turn = Turn("".join(self._text["content"]) or None, calls, refusal)
+        turn = AssistantMessage("".join(self._text["content"]) or None, calls, refusal)
         usage = believed_usage(self.usage, self.upstream)
-        return Round(turn, usage, self.finish_reason, None, self.id, self.model)
+        return Completion(turn, usage, self.finish_reason, None, self.id, self.model)

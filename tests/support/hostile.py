@@ -11,9 +11,9 @@ blocked by a validation or a rebuild shows as a long gap.
 from __future__ import annotations
 
 import asyncio
-import time
 import json
 import threading
+import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer

@@ -11,7 +11,7 @@ from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
 from gateway.upstream.dialect import call_dict
 from gateway.upstream.sse import encode
-from gateway.values import Piece, ToolCall
+from gateway.values import ChoiceDelta, ToolCall
 
 
 class ChunkWriter:
@@ -76,8 +76,8 @@ class ChunkWriter:
     def open(self) -> list[bytes]:
         return []  # the role goes with the first delta
 
-    def piece(self, piece: Piece) -> list[bytes]:
-        return [self.delta(piece.delta, logprobs=piece.logprobs)]
+    def choice_delta(self, delta: ChoiceDelta) -> list[bytes]:
+        return [self.delta(delta.delta, logprobs=delta.logprobs)]
 
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
         return [self.tool_calls(calls), self.finish("tool_calls")]

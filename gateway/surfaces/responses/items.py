@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.values import APPROVAL_TOOL, ToolCall, Turn
+from gateway.values import APPROVAL_TOOL, AssistantMessage, ToolCall
 from tool_registry import dumps, loads_object, tool_name
 
 APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
@@ -185,7 +185,7 @@ def _call_of(item: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def message_item(turn: Turn, item_id: str, status: str = "completed") -> dict[str, Any]:
+def message_item(turn: AssistantMessage, item_id: str, status: str = "completed") -> dict[str, Any]:
     """The assistant's text (or refusal) as an output ``message`` item."""
     content: list[dict[str, Any]] = []
     if turn.refusal:

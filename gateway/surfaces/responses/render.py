@@ -19,7 +19,7 @@ from gateway.surfaces.responses.items import (
 )
 from gateway.surfaces.responses.request import ResponsesRequest
 from gateway.upstream.sse import encode
-from gateway.values import Piece, ToolCall, Turn
+from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 
 
 class ResponseShape:
@@ -123,7 +123,7 @@ def incomplete_reason(finish_reason: str | None) -> str | None:
 
 
 def output_of(
-    turn: Turn, calls: Sequence[ToolCall], names: ClientNames | None = None
+    turn: AssistantMessage, calls: Sequence[ToolCall], names: ClientNames | None = None
 ) -> list[dict[str, Any]]:
     """A non-streamed answer's output: its text, then the client calls handed back."""
     output = []
@@ -241,7 +241,7 @@ class ResponseEvents:
         self._part = None
         return events
 
-    def piece(self, piece: Piece) -> list[bytes]:
+    def choice_delta(self, piece: ChoiceDelta) -> list[bytes]:
         events = self._open_message()
         assert self._message is not None
         for kind in ("refusal", "content"):

@@ -13,7 +13,6 @@ import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.engine.loop import (
-    Delta,
     Event,
     Final,
     HandBack,
@@ -27,7 +26,7 @@ from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
 from gateway.upstream.chat_model import ChatModel, Trace
-from gateway.values import Hidden, Piece, ToolCall, ToolOutput, Turn
+from gateway.values import AssistantMessage, ChoiceDelta, HiddenItem, ToolCall, ToolOutput
 from tool_registry import (
     CallContext,
     EgressPolicy,
@@ -108,13 +107,15 @@ def doubling(request: httpx.Request) -> httpx.Response:
 
 class Kept:
     def __init__(self) -> None:
-        self.turns: list[tuple[list[Hidden], Turn, list[ToolOutput], tuple[ToolCall, ...]]] = []
+        self.turns: list[
+            tuple[list[HiddenItem], AssistantMessage, list[ToolOutput], tuple[ToolCall, ...]]
+        ] = []
         self.taints: list[str | None] = []
 
     async def __call__(
         self,
-        before: list[Hidden],
-        turn: Turn,
+        before: list[HiddenItem],
+        turn: AssistantMessage,
         outputs: list[ToolOutput],
         handed: tuple[ToolCall, ...],
         taint: str | None,
@@ -165,13 +166,15 @@ async def test_a_server_tool_round_then_the_answer(stream: bool) -> None:
     seen = await events(model, loop, stream)
     kinds = [type(e).__name__ for e in seen]
     assert kinds == (
-        ["Working", "Delta", "Delta", "Delta", "Final"] if stream else ["Working", "Final"]
+        ["Working", "ChoiceDelta", "ChoiceDelta", "ChoiceDelta", "Final"]
+        if stream
+        else ["Working", "Final"]
     )
     final = seen[-1]
     assert isinstance(final, Final)
-    assert final.answer.turn == Turn("it is 42" if not stream else "itis42")
+    assert final.answer.turn == AssistantMessage("it is 42" if not stream else "itis42")
     assert (final.finish_reason, final.dropped) == ("stop", False)
-    assert [d.piece.delta for d in seen if isinstance(d, Delta)] == (
+    assert [d.delta for d in seen if isinstance(d, ChoiceDelta)] == (
         [{"content": w} for w in ("it", "is", "42")] if stream else []
     )
     # What the model read in the second round: the hidden turn and the tool's answer.
@@ -188,7 +191,7 @@ async def test_a_server_tool_round_then_the_answer(stream: bool) -> None:
         "total_tokens": 6,
     }
     assert loop.hidden == [
-        Turn(None, (ToolCall("t1", "double", '{"n": 21}'),)),
+        AssistantMessage(None, (ToolCall("t1", "double", '{"n": 21}'),)),
         ToolOutput("t1", "42"),
     ]
 
@@ -207,7 +210,10 @@ async def test_a_mixed_turn_runs_the_server_call_and_hands_the_client_call_back(
     assert hand_back.calls == (ToolCall("c1", "ask_user", "{}"),)
     assert hand_back.answer.raw is not None  # the surface renders from the whole completion
     [(before, turn, outputs, handed)] = kept.turns
-    assert before == [Turn(None, (ToolCall("s0", "double", '{"n": 1}'),)), ToolOutput("s0", "2")]
+    assert before == [
+        AssistantMessage(None, (ToolCall("s0", "double", '{"n": 1}'),)),
+        ToolOutput("s0", "2"),
+    ]
     assert [c.id for c in turn.calls] == ["s1", "c1"]
     assert outputs == [ToolOutput("s1", "4")]
     assert handed == hand_back.calls
@@ -274,5 +280,5 @@ async def test_unknown_tools_are_answered_not_run() -> None:
     [("first.", "\n\nIt"), ("first.\n", "\nIt"), ("first.\n\n", "It"), ("a\n\n\n", "It")],
 )
 def test_a_rounds_text_is_set_apart_from_the_last_one(before: str, starts: str) -> None:
-    piece = set_apart(Piece({"content": "It", "refusal": "r"}), before)
+    piece = set_apart(ChoiceDelta({"content": "It", "refusal": "r"}), before)
     assert piece.delta == {"content": starts, "refusal": "r"}

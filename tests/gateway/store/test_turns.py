@@ -18,7 +18,7 @@ from gateway.store.turn_codec import SavedTurn, TurnUnreadable, decode, encode, 
 from gateway.store.turns import TurnStore, prefix_digests
 from gateway.surfaces.history import put_back_into, seen_all
 from gateway.upstream import dialect
-from gateway.values import ToolCall, ToolOutput, Turn
+from gateway.values import AssistantMessage, ToolCall, ToolOutput
 from tool_registry import canonical
 
 pytestmark = pytest.mark.anyio
@@ -42,10 +42,10 @@ VISIBLE: list[dict[str, Any]] = [
 ASKED = VISIBLE[:2]  # what the request that handed the call back had
 
 BEFORE = (
-    Turn(None, (ToolCall("s0", "lookup", '{"q": "x"}'),)),
+    AssistantMessage(None, (ToolCall("s0", "lookup", '{"q": "x"}'),)),
     ToolOutput("s0", "found"),
 )
-TURN = Turn(
+TURN = AssistantMessage(
     "checking",
     (
         ToolCall("s1", "weather", '{"city": "Oslo"}'),

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.errors import UpstreamError
 from gateway.upstream import dialect
-from gateway.values import Round, ToolCall, ToolOutput, Turn
+from gateway.values import AssistantMessage, Completion, ToolCall, ToolOutput
 
 
 def test_a_turn_goes_back_with_only_portable_fields() -> None:
@@ -81,7 +81,7 @@ def test_a_completion_is_a_round_that_keeps_the_raw_answer() -> None:
         "system_fingerprint": "fp",
     }
     answer = dialect.parse_completion(response)
-    assert answer == Round(Turn("hi"), {"total_tokens": 2}, "length")
+    assert answer == Completion(AssistantMessage("hi"), {"total_tokens": 2}, "length")
     assert answer.raw is response
     with pytest.raises(UpstreamError, match="without a message"):
         dialect.parse_completion({"choices": [{"text": "hi"}]})

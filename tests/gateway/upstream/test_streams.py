@@ -11,7 +11,7 @@ from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.surfaces.chat.chunks import ChunkWriter
 from gateway.upstream.dialect import RoundAssembler
 from gateway.upstream.sse import SSEParser
-from gateway.values import Round, ToolCall, Turn
+from gateway.values import AssistantMessage, Completion, ToolCall
 from tests.support.schema import assert_valid, assert_valid_error
 
 STREAM = (
@@ -85,7 +85,9 @@ def test_the_assembler_forwards_text_and_collects_calls() -> None:
         forwarded += [piece.delta for piece in assembler.add(chunk)]
     assert forwarded == [{"content": "Checking "}]
     calls = (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", ""))
-    assert assembler.round() == Round(Turn("Checking ", calls), {"total_tokens": 9}, "tool_calls")
+    assert assembler.round() == Completion(
+        AssistantMessage("Checking ", calls), {"total_tokens": 9}, "tool_calls"
+    )
 
 
 def test_the_assembler_turns_error_events_into_upstream_errors() -> None:

@@ -21,7 +21,7 @@ from gateway.surfaces.responses.items import (
 )
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
-from gateway.values import Piece, ToolCall, Turn
+from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 from tests.support.schema import assert_valid_response
 
 
@@ -139,9 +139,9 @@ def test_every_event_of_a_lifecycle_is_valid_and_numbered() -> None:
     writer = ResponseEvents(ResponseShape(parse(input="hi")))
     chunks = [
         *writer.open(),
-        *writer.piece(Piece({"content": "Hel"})),
-        *writer.piece(Piece({"refusal": "no"})),
-        *writer.piece(Piece({"content": "lo"})),
+        *writer.choice_delta(ChoiceDelta({"content": "Hel"})),
+        *writer.choice_delta(ChoiceDelta({"refusal": "no"})),
+        *writer.choice_delta(ChoiceDelta({"content": "lo"})),
         *writer.hand_back([ToolCall("c1", "f", '{"a": 1}')]),
         *writer.close({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}),
     ]
@@ -228,7 +228,7 @@ def test_any_request_is_runnable_or_a_400_and_renders_valid(
         return  # an error the client can read (the envelope is tested end to end)
     assert all(m["role"] in ("system", "user", "assistant", "tool") for m in messages)
     shape = ResponseShape(asked)
-    turn = Turn("answer")
+    turn = AssistantMessage("answer")
     response = shape.response("completed", output_of(turn, [ToolCall("c", "f", "{}")]), {})
     assert_valid_response(response)
 
@@ -449,7 +449,7 @@ _NAMES = {
 def test_a_call_goes_back_in_the_shape_of_the_clients_tool_and_returns_as_the_model_made_it(
     call: ToolCall, item: dict[str, Any]
 ) -> None:
-    [rendered] = output_of(Turn(None), [call], _NAMES)  # no text: the call alone
+    [rendered] = output_of(AssistantMessage(None), [call], _NAMES)  # no text: the call alone
     assert {k: v for k, v in rendered.items() if k != "id"} == item
     prefix = "ctc_" if item["type"] == "custom_tool_call" else "fc_"
     assert rendered["id"].startswith(prefix)
@@ -559,7 +559,7 @@ def test_any_tools_are_a_400_or_offered_so_each_call_goes_back_valid_and_returns
         ToolCall(f"c{i}", name, json.dumps({"input": text}) if name in names else "{}")
         for i, name in enumerate(offered)
     ]
-    output = output_of(Turn(None), calls, names)
+    output = output_of(AssistantMessage(None), calls, names)
     assert_valid_response(ResponseShape(asked).response("completed", output, {}))
     if not calls:
         return
