@@ -88,7 +88,7 @@ async def forward_json(
     route: ModelRoute,
     path: str,
     raw: bytes,
-    body: dict[str, Any],
+    body: Mapping[str, Any],
     changed: bool,
     client_model: str,
     stream: bool = False,
@@ -112,11 +112,10 @@ async def forward_json(
         options = body.get("stream_options")
         if not (isinstance(options, dict) and options.get("include_usage") is True):
             kept = options if isinstance(options, dict) else {}
-            body["stream_options"] = {**kept, "include_usage": True}
+            body = {**body, "stream_options": {**kept, "include_usage": True}}
             hide_usage = changed = True
     if renamed or changed:
-        body["model"] = route.model.target
-        raw = dumps(body)
+        raw = dumps({**body, "model": route.model.target})
     response = await client.send(
         route.upstream, path, raw, accept="text/event-stream" if stream else None, trace=trace
     )

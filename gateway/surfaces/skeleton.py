@@ -96,7 +96,7 @@ class Asked(Protocol):
     """What every surface's parsed request says."""
 
     @property
-    def body(self) -> dict[str, Any]: ...  # as the client sent it, less ``toolgate``
+    def body(self) -> Mapping[str, Any]: ...  # as the client sent it, less ``toolgate``
 
     @property
     def model(self) -> str: ...
@@ -183,10 +183,11 @@ class Head:
 
 @dataclass(frozen=True, slots=True)
 class Forward:
-    """Pass the request through to the upstream as it came (``changed``: the body
-    differs from the bytes received)."""
+    """Pass the request through to the upstream: as it came, or (``changed``) as
+    ``body`` (the request's own body when None) says."""
 
     changed: bool
+    body: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -195,7 +196,7 @@ class Plan:
     ``messages`` the visible history), the client's own tools in that dialect, how a
     hand-back is kept, and how many choices run."""
 
-    params: dict[str, Any]
+    params: Mapping[str, Any]
     client_tools: list[dict[str, Any]]
     keep: KeepTurn | None = None
     single_call_id: str | None = None
@@ -304,7 +305,7 @@ class Skeleton(Generic[A]):
             head.route,
             self.surface.forward_path,
             raw,
-            asked.body,
+            plan.body if plan.body is not None else asked.body,
             plan.changed,
             asked.model,
             stream=asked.stream,

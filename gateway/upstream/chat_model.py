@@ -62,7 +62,7 @@ class ChatModel:
         self,
         client: ChatClient,
         upstream: UpstreamConfig,
-        params: dict[str, Any],
+        params: Mapping[str, Any],
         model: str,
         tools: list[dict[str, Any]],
         client_tools: frozenset[str],

@@ -7,6 +7,7 @@ recorded follows ``record``. Driven by the real ``openai`` SDK under uvicorn."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import openai
@@ -234,3 +235,46 @@ def test_a_recording_holds_the_request_as_the_client_sent_it(harness: Harness) -
     assert raw.status_code == 200, raw.text
     recorded = trace(harness, gateway, raw.headers["x-request-id"])["recording"]
     assert recorded["request"] == hosted  # the hosted tool the gateway dropped is there
+
+
+def test_a_streamed_request_is_recorded_as_the_client_sent_it(harness: Harness) -> None:
+    """The same, streamed, on both surfaces: the recording's request is the client's
+    body, whatever the loop started from."""
+    model = Model(asks(call("lookup", {"id": "c1"}, "call_s")), says("Found."))
+    gateway = start(harness, model, "all")
+    http = harness.client(gateway)
+    bodies = {
+        "/v1/chat/completions": {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "find c1"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        "/v1/responses": {
+            "model": MODEL,
+            "input": "find c1",
+            "stream": True,
+            "tools": [{"type": "web_search"}],
+        },
+    }
+    for path, body in bodies.items():
+        sent = json.dumps(body, indent=1).encode()  # the bytes, not a re-encoding of them
+        headers = {"x-user": USER, "content-type": "application/json"}
+        with http.stream("POST", path, content=sent, headers=headers) as response:
+            assert response.status_code == 200
+            request_id = response.headers["x-request-id"]
+            assert "Found." in "".join(response.iter_text())
+        recorded = wait_for_trace(harness, gateway, request_id)["recording"]
+        assert recorded["request"] == json.loads(sent), path
+        assert recorded["ended"]["kind"] == "final"
+
+
+def wait_for_trace(harness: Harness, gateway: ServerThread, request_id: str) -> dict[str, Any]:
+    """A stream's trace is kept once the stream is over, just after its last byte."""
+    http = harness.client(gateway)
+    for _ in range(100):
+        found = http.get(f"/v1/toolgate/traces/{request_id}")
+        if found.status_code == 200:
+            return dict(found.json())
+        time.sleep(0.02)
+    raise AssertionError(f"no trace of {request_id}")

@@ -58,17 +58,18 @@ class ChatCall:
 
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
-        messages = asked.body["messages"]
+        sent = asked.body["messages"]
         # Answered below: they are the gateway's, not the model's.
-        approvals = await offload(head.large, asked_in, messages)
-        keep = head.keeper(messages)  # bound to what the client sent
-        restored = await head.restore(messages)
-        messages, resumed = await head.answered(restored or messages, approvals)
-        asked.body["messages"] = messages
+        approvals = await offload(head.large, asked_in, sent)
+        keep = head.keeper(sent)  # bound to what the client sent
+        restored = await head.restore(sent)
+        messages, resumed = await head.answered(restored or sent, approvals)
+        params = {**asked.body, "messages": messages}  # the body stays as it was sent
         if not head.policy.server_tools:
-            return Forward(restored is not None or bool(approvals) or asked.changed)
-        n = choices_of(asked.body, head.policy.limits.max_iterations)
-        return Plan(asked.body, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed)
+            changed = restored is not None or bool(approvals) or asked.changed
+            return Forward(changed, params)
+        n = choices_of(params, head.policy.limits.max_iterations)
+        return Plan(params, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed)
 
     async def render(self, report: RunReport) -> bytes:
         asked = self._asked

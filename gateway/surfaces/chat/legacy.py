@@ -12,7 +12,9 @@ model makes at once, the first is handed back and the rest are dropped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -21,7 +23,7 @@ from gateway.surfaces.chat.request import ChatRequest, client_tool_name
 LEGACY_FINISH = "function_call"
 
 
-def uses_functions(body: dict[str, Any]) -> bool:
+def uses_functions(body: Mapping[str, Any]) -> bool:
     """Whether a request is in the legacy shape (its functions, or a legacy history)."""
     if "functions" in body or "function_call" in body:
         return True
@@ -108,7 +110,7 @@ def from_functions(chat: ChatRequest) -> ChatRequest:
     single = call_id(len(chat.body["messages"]))
     return replace(
         chat,
-        body=body,
+        body=MappingProxyType(body),
         client_tools=tools,
         client_tool_names=names,
         changed=True,

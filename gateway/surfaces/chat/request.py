@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -16,7 +17,7 @@ from gateway.values import APPROVAL_TOOL
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
+    body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
     model: str
     stream: bool
     client_tools: list[dict[str, Any]]
@@ -92,7 +93,14 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     names = frozenset(n for n in (client_tool_name(t) for t in client_tools) if n is not None)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     return ChatRequest(
-        body, model, bool(stream), client_tools, names, narrowing, changed, client_approves=approves
+        MappingProxyType(body),
+        model,
+        bool(stream),
+        client_tools,
+        names,
+        narrowing,
+        changed,
+        client_approves=approves,
     )
 
 

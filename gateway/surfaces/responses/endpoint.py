@@ -133,8 +133,9 @@ class ResponseCall:
         if not head.policy.server_tools and head.route.upstream.responses_api:
             if asked.hosted and head.tenant.hosted_tools == "pass":
                 return Forward("toolgate" in asked.body)  # it runs them itself
-            return Forward(self._drop_hosted() or "toolgate" in asked.body)
-        self._drop_hosted()  # the loop offers the model function tools only
+            body = self._without_hosted()
+            return Forward(body is not None or "toolgate" in asked.body, body)
+        self._without_hosted()  # the loop offers the model function tools only
         history: list[dict[str, Any]] = []
         previous: StoredResponse | None = None
         tenant, identity = head.tenant, head.exchange.identity
@@ -169,18 +170,17 @@ class ResponseCall:
         params = {**asked.params, "messages": [*system, *visible]}
         return Plan(params, asked.client_tools, keep, usage=summary_usage, resumed=resumed)
 
-    def _drop_hosted(self) -> bool:
-        """Leave the request's hosted tools out of what the upstream sees, and say so
-        (``x-toolgate-dropped-tools``). Whether any were."""
+    def _without_hosted(self) -> dict[str, Any] | None:
+        """The request with its hosted tools left out of what the upstream sees, and
+        said (``x-toolgate-dropped-tools``); None when it had none."""
         hosted = self._asked.hosted
         if not hosted:
-            return False
+            return None
         body = self._asked.body
         dropped = {h.index for h in hosted}
-        body["tools"] = [t for i, t in enumerate(body["tools"]) if i not in dropped]
         types = dict.fromkeys(h.type for h in hosted)
         self._head.exchange.headers[DROPPED_HEADER] = ",".join(types)
-        return True
+        return {**body, "tools": [t for i, t in enumerate(body["tools"]) if i not in dropped]}
 
     async def render(self, report: RunReport) -> bytes:
         [outcome] = report.outcomes

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -27,7 +28,7 @@ class Hosted:
 
 @dataclass(frozen=True, slots=True)
 class ResponsesRequest:
-    body: dict[str, Any]  # as the client sent it, less the ``toolgate`` field
+    body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
     model: str
     stream: bool
     items: list[dict[str, Any]]  # ``input`` as items
@@ -361,7 +362,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         narrowed = max_tool_calls if current is None else min(current, max_tool_calls)
         narrowing = replace(narrowing, max_tool_calls=narrowed)
     return ResponsesRequest(
-        body=body,
+        body=MappingProxyType(body),
         model=model,
         stream=bool(stream),
         items=input_items(body.get("input", [])),
