@@ -25,25 +25,13 @@ from typing import Any
 import httpx
 
 from gateway import GatewayConfig, create_app
+from tests.gateway.test_app import CONFIG, completion  # the in-process tier's gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "tool_registry")
 # Top to bottom, as tests/test_layers.py holds them; tool_registry stands under all.
 LAYERS = ("cli", "app", "surfaces", "runtime", "engine", "policy", "store", "upstream", "ops")
 BASE = {"gateway/values.py", "gateway/errors.py", "gateway/config.py"}
-
-CONFIG: dict[str, Any] = {
-    "upstreams": [{"name": "up", "base_url": "http://upstream.test/v1", "max_retries": 0}],
-    "models": [{"name": "m", "upstream": "up"}],
-    "tools": [
-        {
-            "name": "double",
-            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
-            "http": {"url": "http://tools.test/double/{n}"},
-            "result": {"pick": "value"},
-        }
-    ],
-}
 
 
 def layer(path: str) -> int:
@@ -101,17 +89,6 @@ def traced(trip: Trip) -> Iterator[None]:
         yield
     finally:
         sys.setprofile(None)
-
-
-def completion(message: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
-    }
 
 
 def chunks(message: dict[str, Any]) -> bytes:

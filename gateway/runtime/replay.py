@@ -78,8 +78,9 @@ def call_key(name: str, arguments: Any) -> str:
 
 
 @dataclass(slots=True)
-class Ledger:
-    """What the replay's tool calls were served from, in order."""
+class ServedCalls:
+    """What the replay's tool calls were served from, in order (a replay's own list:
+    the run's ledger is ``policy.ledger``'s)."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
 
@@ -120,13 +121,13 @@ class ReplayTool(Tool):
     """A recorded tool: its definition as the model saw it, its recorded results, and
     the gateway's judgement of its live namesake."""
 
-    __slots__ = ("_context", "_effects", "_ledger", "_live", "_results", "_writes")
+    __slots__ = ("_context", "_effects", "_live", "_results", "_served", "_writes")
 
     def __init__(
         self,
         recorded: dict[str, Any],
         results: dict[str, ToolResult],
-        ledger: Ledger,
+        served: ServedCalls,
         judged: LiveJudgement,
         live_read: bool,
         context: CallContext,
@@ -143,7 +144,7 @@ class ReplayTool(Tool):
         self._effects: Effects = judged.effects
         self._writes = judged.refused == "write"  # the gateway's word, not the recording's
         self._results = results
-        self._ledger = ledger
+        self._served = served
         self._live = judged.tool if live_read and judged.refused is None else None
         self._context = context
 
@@ -154,17 +155,17 @@ class ReplayTool(Tool):
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         found = self._results.get(call_key(self.name, call.arguments))
         if found is not None:
-            self._ledger.add(self.name, call.arguments, "recorded")
+            self._served.add(self.name, call.arguments, "recorded")
             return found
         if self._live is not None:
-            self._ledger.add(self.name, call.arguments, "live")
+            self._served.add(self.name, call.arguments, "live")
             try:  # the live tool's own schema and bound values, not the recording's
                 live = self._live.prepare(dumps_text(call.arguments), self._context)
             except ToolArgumentsInvalid as exc:
                 return error_result(str(exc), "invalid_args")
             return await self._live.run(live, deadline, http)
         refused = "write_refused" if self._writes else "not_recorded"
-        self._ledger.add(self.name, call.arguments, refused)
+        self._served.add(self.name, call.arguments, refused)
         message = WRITE_REFUSED if self._writes else NOT_RECORDED
         return error_result(message, "denied")
 
@@ -273,7 +274,7 @@ class Replayer:
         runtime = self._runtime
         owner = runtime.tenants.by_id(tenant) if tenant is not None else None
         route = runtime.models.route(model)
-        ledger = Ledger()
+        served = ServedCalls()
         results = recorded_results(recording)
         context = CallContext(owner.id if owner is not None else "replay", {})
         tools, warnings = [], []
@@ -286,7 +287,7 @@ class Replayer:
                 warnings.append(
                     f"tool {name[:64]!r}: the recorded definition differs from the gateway's"
                 )
-            tool = ReplayTool(recorded, results.get(name, {}), ledger, judged, live_read, context)
+            tool = ReplayTool(recorded, results.get(name, {}), served, judged, live_read, context)
             tools.append(tool)
         try:
             registry = ToolRegistry(tools)
@@ -319,7 +320,7 @@ class Replayer:
         return Replayed(
             model,
             run.ledger.answers,
-            ledger.calls,
+            served.calls,
             _ending(outcome),
             run.state.usage.totals,
             error,
