@@ -200,17 +200,17 @@ class Run:
                 if stream:
                     answer = None
                     apart = shown  # this round's first text follows an earlier round's
-                    async for piece in self._streamed(ask):
-                        if isinstance(piece, Completion):
-                            answer = piece
+                    async for delta in self._streamed(ask):
+                        if isinstance(delta, Completion):
+                            answer = delta
                             continue
-                        text = piece.delta.get("content")
+                        text = delta.delta.get("content")
                         if text:
                             if apart:
-                                piece = set_apart(piece, shown)
+                                delta = set_apart(delta, shown)
                                 apart = ""
                             shown = text
-                        yield piece
+                        yield delta
                     assert answer is not None  # a model server's stream ends with its round
                 else:
                     answer = await self._within_deadline(self.job.model.answer(ask))

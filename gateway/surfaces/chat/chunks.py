@@ -71,7 +71,7 @@ class ChunkWriter:
         pieces = [{"index": index, **call_dict(call)} for index, call in enumerate(calls)]
         return self.delta({"tool_calls": pieces})
 
-    # The writer protocol of ``stream_loop``.
+    # The writer protocol of ``surfaces.streaming``.
 
     def open(self) -> list[bytes]:
         return []  # the role goes with the first delta

@@ -140,7 +140,7 @@ def _call_id(call: ToolCall, names: ClientNames | None) -> str:
 
 
 class ResponseEvents:
-    """Writes one response's event stream (``stream_loop``'s writer protocol)."""
+    """Writes one response's event stream (``surfaces.streaming``'s writer protocol)."""
 
     __slots__ = (
         "_finish",
@@ -241,11 +241,11 @@ class ResponseEvents:
         self._part = None
         return events
 
-    def choice_delta(self, piece: ChoiceDelta) -> list[bytes]:
+    def choice_delta(self, delta: ChoiceDelta) -> list[bytes]:
         events = self._open_message()
         assert self._message is not None
         for kind in ("refusal", "content"):
-            text = piece.delta.get(kind)
+            text = delta.delta.get(kind)
             if not text:
                 continue
             if self._part != kind:
