@@ -27,7 +27,7 @@ from tool_registry.schemas import schema_problem
 from tool_registry.sources.fetch import parse_document
 from tool_registry.sources.openapi_schema import SchemaResolver
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "openapi"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "openapi"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
