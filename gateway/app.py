@@ -29,7 +29,7 @@ from gateway.runtime.runtimes import reload_on_sighup
 from gateway.runtime.services import Gateway
 from gateway.runtime.watch import watching
 from gateway.surfaces.http import error_response, new_request_id
-from gateway.surfaces.mcp import McpEndpoint
+from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.routes import build_routes
 from gateway.surfaces.skeleton import Admission

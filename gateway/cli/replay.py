@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
-from gateway.runtime.replay import Replayer
+from gateway.runtime.replayer import Replayer
 from gateway.runtime.trajectories import replay_all, summary
 from gateway.store import Keys, open_store
 from gateway.store.traces import TraceStore

@@ -18,7 +18,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.policy.prices import Rates, read_usage, usd
-from gateway.runtime.replay import Replayed, Replayer, call_key
+from gateway.runtime.replayer import Replayed, Replayer, call_key
 
 
 def _calls(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:

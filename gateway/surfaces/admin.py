@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import AuthError, BadRequest, GatewayError, NotFound
-from gateway.runtime.replay import Replayer
+from gateway.runtime.replayer import Replayer
 from gateway.runtime.trajectories import replay_all, summary
 from gateway.surfaces.http import Exchange, json_response, read_body
 from tool_registry import loads

@@ -24,7 +24,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.runtime.probe import probe_tools
-from gateway.runtime.replay import Replayer
+from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.servers import ServerThread

@@ -30,7 +30,7 @@ from gateway.surfaces.responses.context_fit import (
     estimate_tokens,
     truncate,
 )
-from gateway.surfaces.responses.conversations import Conversations, visible_entries
+from gateway.surfaces.responses.conversation_routes import Conversations, visible_entries
 from gateway.surfaces.responses.items import approval_answers, stored_items, to_messages
 from gateway.surfaces.responses.render import (
     ResponseEvents,

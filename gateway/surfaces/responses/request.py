@@ -14,7 +14,7 @@ from typing import Any
 from gateway.errors import BadRequest
 from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
-from gateway.surfaces.request import model_request, parse_narrowing
+from gateway.surfaces.request_fields import model_request, parse_narrowing
 from gateway.surfaces.responses.items import ClientName, input_items, qualified
 
 

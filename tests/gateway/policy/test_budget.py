@@ -17,7 +17,7 @@ from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store import GuardedStore, Keys
 from gateway.store.budget_counters import BudgetStore
 from gateway.store.memory import MemoryStore
-from gateway.surfaces.request import parse_narrowing
+from gateway.surfaces.request_fields import parse_narrowing
 from gateway.upstream.numbers import MAX_COUNT as ABSURD_TOKENS
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ from gateway.policy.caps import CapDecision, LoopState, check_caps, decide, last
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
 from gateway.policy.partition import partition_calls
 from gateway.surfaces.chat.request import parse_chat_request
-from gateway.surfaces.request import parse_narrowing
+from gateway.surfaces.request_fields import parse_narrowing
 from gateway.values import ToolCall, Usage
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.config import GatewayConfig
 from gateway.errors import BadRequest
-from gateway.runtime.replay import Replayer, malformed
+from gateway.runtime.replayer import Replayer, malformed
 from gateway.runtime.trajectories import compare
 from tool_registry import EgressPolicy, create_tool_transport
 
