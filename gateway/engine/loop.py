@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -164,8 +163,6 @@ class Run:
         self.error: GatewayError | None = None
         self._asked: tuple[ToolCall, ...] = ()  # approvals the client is asked for
         self._prompt: PromptSize | None = None  # for budgets: the next prompt's size
-        self._final = False  # the round under way is the last (no tools offered)
-        self._shown = ""  # the last text streamed: the next round's first is set apart
 
     @property
     def stopped(self) -> str | None:
@@ -174,30 +171,61 @@ class Run:
 
     async def events(self, stream: bool) -> AsyncIterator[Event]:
         """The loop, to its end (``HandBack`` or ``Final``)."""
+        limits, state, first = self.policy.limits, self.state, True
         if self.job.resumed is not None:
             yield Working(self._resume)
         answer: Completion | None = None
-        first = True
+        shown = ""  # the last text streamed: the next round's first is set apart from it
         while True:
             started = time.perf_counter()
-            grant = await self._grant(first)
-            if isinstance(grant, Stop):  # no round fits: the answer so far is the answer
-                assert answer is not None  # the first round is refused instead
-                self.outcome = Final(answer, "length", bool(answer.turn.calls))
-                yield self.outcome
-                return
-            answer = None
-            async with aclosing(self._round(first, grant, started, stream)) as round_:
-                async for item in round_:
-                    if isinstance(item, Completion):
-                        answer = item
-                    else:
-                        yield item
-            assert answer is not None  # a round ends with its answer
+            grant: RoundGrant | None = None
+            budget = self.ledger.budget
+            if budget is not None:
+                verdict = await self.policy.before_round(
+                    self.ledger, self._next_prompt(), self._client_max, first
+                )
+                if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
+                    assert answer is not None  # the first round is refused instead
+                    self.outcome = Final(answer, "length", bool(answer.turn.calls))
+                    yield self.outcome
+                    return
+                grant = verdict
+            iteration, final = state.begin_round(limits)
+            max_tokens = grant.max_tokens if grant is not None else None
+            span = self._round_span(iteration, final, max_tokens)
+            trace = span.headers if span is not None else None
+            ask = CompletionRequest(self.hidden, first, final, max_tokens, trace)
             first = False
+            try:
+                if stream:
+                    answer = None
+                    apart = shown  # this round's first text follows an earlier round's
+                    async for delta in self._streamed(ask):
+                        if isinstance(delta, Completion):
+                            answer = delta
+                            continue
+                        text = delta.delta.get("content")
+                        if text:
+                            if apart:
+                                delta = set_apart(delta, shown)
+                                apart = ""
+                            shown = text
+                        yield delta
+                    assert answer is not None  # a model server's stream ends with its round
+                else:
+                    answer = await self._within_deadline(self.job.model.answer(ask))
+            except BaseException as exc:
+                if span is not None:
+                    span.failed(exc)
+                if grant is not None and budget is not None:
+                    budget.release(grant)
+                raise
+            if span is not None:
+                span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
+            self._count(answer, iteration, final, started, grant)
             turn = answer.turn
             time_left = self._deadline - self._clock.time()
-            step = self.policy.round(self.ledger, turn.calls, self._final, time_left)
+            step = self.policy.round(self.ledger, turn.calls, final, time_left)
             if step.kind == "run_tools":
                 yield Working(partial(self._run_tools, turn, step.runnable))
                 if not self._asked:
@@ -213,58 +241,11 @@ class Run:
                 return
             dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
             finish = "stop" if dropped else answer.finish_reason or "stop"
-            if self.state.stopped in BUDGET_CAPS:
+            if state.stopped in BUDGET_CAPS:
                 finish = "length"  # the budget cut the run short (DESIGN.md §13)
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome
             return
-
-    async def _grant(self, first: bool) -> RoundGrant | Stop | None:
-        """What the budget allows the next round (None: nothing is counted)."""
-        if self.ledger.budget is None:
-            return None
-        prompt = self._next_prompt()
-        return await self.policy.before_round(self.ledger, prompt, self._client_max, first)
-
-    async def _round(
-        self, first: bool, grant: RoundGrant | None, started: float, stream: bool
-    ) -> AsyncGenerator[ChoiceDelta | Completion, None]:
-        """One round: the model asked within the deadline, its text deltas as they
-        come (the first set apart from an earlier round's), then its answer, counted.
-        A round that fails or is left gives back what its grant reserved."""
-        iteration, self._final = self.state.begin_round(self.policy.limits)
-        max_tokens = grant.max_tokens if grant is not None else None
-        span = self._round_span(iteration, self._final, max_tokens)
-        trace = span.headers if span is not None else None
-        ask = CompletionRequest(self.hidden, first, self._final, max_tokens, trace)
-        answer: Completion | None = None
-        try:
-            if stream:
-                apart = self._shown  # this round's first text follows an earlier round's
-                async for delta in self._streamed(ask):
-                    if isinstance(delta, Completion):
-                        answer = delta
-                        continue
-                    text = delta.delta.get("content")
-                    if text:
-                        if apart:
-                            delta = set_apart(delta, self._shown)
-                            apart = ""
-                        self._shown = text
-                    yield delta
-                assert answer is not None  # a model server's stream ends with its round
-            else:
-                answer = await self._within_deadline(self.job.model.answer(ask))
-        except BaseException as exc:
-            if span is not None:
-                span.failed(exc)
-            if grant is not None and self.ledger.budget is not None:
-                self.ledger.budget.release(grant)
-            raise
-        if span is not None:
-            span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
-        self._count(answer, iteration, self._final, started, grant)
-        yield answer
 
     async def _streamed(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """One streamed round, every wait within the request's deadline."""
