@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
-from gateway import GatewayConfig, create_app
-from tests.gateway.test_app import CONFIG, completion  # the in-process tier's gateway
+# The in-process tier's gateway: the app between httpx.ASGITransport and MockTransports.
+from tests.gateway.test_app import completion, gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "tool_registry")
@@ -144,19 +144,12 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 async def measure(send: Callable[[httpx.AsyncClient], Any]) -> Trip:
-    app = create_app(
-        GatewayConfig.model_validate(CONFIG),
-        upstream_transport=httpx.MockTransport(model),
-        tool_transport=httpx.MockTransport(tools),
-    )
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-            await send(client)  # warm: the first request fills caches
-            trip = Trip()
-            with traced(trip):
-                await send(client)
-                await asyncio.sleep(0.05)  # what runs after the answer (metering, logs)
+    async with gateway(model, tools) as client:
+        await send(client)  # warm: the first request fills caches
+        trip = Trip()
+        with traced(trip):
+            await send(client)
+            await asyncio.sleep(0.05)  # what runs after the answer (metering, logs)
     return trip
 
 
