@@ -7,7 +7,9 @@ A newcomer's glossary (the words the code uses, and OpenAI's where it has one):
 - *round*: one upstream call (a ``CompletionRequest`` in) and its answer (a
   ``Completion``, as OpenAI's chat completion; ``ChoiceDelta``s first when streamed);
   its *turn* is the ``AssistantMessage`` in it; ``HiddenItem``s are the turns and
-  tool outputs of the rounds the client does not see.
+  tool outputs of the rounds the client does not see; the *history* a model reads
+  is ``Message``s (the client's, decoded at its surface's edge, hidden items put
+  back).
 - *server tool* / *client tool*: a tool the gateway runs / one the client declared
   and runs itself (OpenAI: a function tool); a *hand-back* returns client calls.
 - *policy point*: where every verdict on a tool call is made (run, refuse, hold,

@@ -4,8 +4,9 @@ turn wire dicts into these and back; the engine sees nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 # ``approval``: not the model's — a held call handed to the client to approve
@@ -47,6 +48,78 @@ class ToolOutput:
 
 
 HiddenItem = AssistantMessage | ToolOutput  # an item of the rounds the client does not see
+
+# What a value keeps of its wire form that the gateway does not read, as it came.
+Extra = Mapping[str, object]
+
+
+class _Nothing(Mapping[str, object]):
+    """The empty ``Extra``: immutable, and hashable, so a default of frozen values."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+NO_EXTRA: Extra = _Nothing()
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A part of a message's content: its ``type``, its ``text`` when it has one (a
+    text part's), and whatever else it holds (an image's URL, audio) as it came."""
+
+    type: str
+    text: str | None = None
+    extra: Extra = NO_EXTRA
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message of the history a model reads: the client's, a stored one, or a hidden
+    item put back. Typed where the gateway reads it — its role, its content (text, or
+    parts), an assistant's tool calls, the call a tool message answers — and lossless:
+    what the gateway does not read, or reads in no shape it knows (a ``name``, audio,
+    a content that is neither text nor parts), is in ``extra`` as it came. ``content``
+    None means no text was read; ``extra`` then says whether it was null or absent."""
+
+    role: str
+    content: str | tuple[Part, ...] | None = None
+    calls: tuple[ToolCall, ...] = ()
+    call_id: str | None = None  # a tool message's: the call it answers
+    extra: Extra = NO_EXTRA
+
+    @property
+    def text(self) -> str:
+        """Its text: the content's, or its parts' joined."""
+        content = self.content
+        if isinstance(content, str):
+            return content
+        if content is None:
+            return ""
+        return "".join(part.text for part in content if part.text is not None)
+
+
+NULL_CONTENT: Extra = MappingProxyType({"content": None})  # an assistant turn with no text
+
+
+def as_message(item: HiddenItem) -> Message:
+    """A hidden item as a message of the history (an assistant turn says its content is
+    null when it has no text, as the dialect writes it)."""
+    if isinstance(item, ToolOutput):
+        return Message("tool", item.content, call_id=item.call_id)
+    extra = NULL_CONTENT if item.content is None else NO_EXTRA
+    return Message("assistant", item.content, item.calls, extra=extra)
 
 
 class Usage:

@@ -37,6 +37,7 @@ from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import static_tools
 from gateway.upstream.chat_model import ChatModel
 from gateway.upstream.client import UpstreamClient
+from gateway.upstream.message_codec import decode_messages
 from tool_registry import (
     CallContext,
     Effects,
@@ -176,8 +177,11 @@ def malformed(recording: dict[str, Any]) -> str | None:
     loop_start = recording.get("loop")
     if not isinstance(loop_start, dict) or not isinstance(loop_start.get("params"), dict):
         return "it holds no loop to replay"
-    if not isinstance(loop_start["params"].get("messages"), list):
+    messages = loop_start["params"].get("messages")
+    if not isinstance(messages, list):
         return "its loop has no messages"
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        return "a message of its loop has no role"
     client_tools = loop_start.get("client_tools") or []
     if not isinstance(client_tools, list) or not all(isinstance(t, dict) for t in client_tools):
         return "its client tools are not a list of objects"
@@ -304,7 +308,8 @@ class Replayer:
         chat = ChatModel(
             self._upstream,
             route.upstream,
-            dict(loop_start["params"]),
+            loop_start["params"],
+            decode_messages(loop_start["params"]["messages"]),
             route.model.target,
             [*registry.definitions(policy.server_tools), *client_tools],
             client_names,

@@ -1,19 +1,40 @@
 """Conversations as the store keeps them (DESIGN.md §11): their items, each with the
-messages it stands for, and the hidden rounds between them."""
+messages it stands for, and the hidden rounds between them.
+
+Version 2 (written now, under a key of its own) keeps the messages as the gateway's
+values (``message_records``). Version 1 (no ``v``, under the old key) kept
+chat-completions messages and is still read; saved again, it moves to version 2. An
+older replica does not read version 2 (it answers not found). A record of neither
+shape is logged and not found.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.store import GuardedStore, Keys
+from gateway.store.message_records import (
+    RecordUnreadable,
+    listed,
+    mapping,
+    message_records,
+    read_messages,
+    read_v1,
+)
+from gateway.values import Message
 from tool_registry import dumps, loads_object
+
+logger = logging.getLogger("gateway.responses")
+
+VERSION = 2
 
 
 @dataclass(slots=True)
 class Entry:
     item: dict[str, Any] | None  # None: hidden rounds
-    messages: list[dict[str, Any]]
+    messages: list[Message]
 
 
 @dataclass(slots=True)
@@ -24,6 +45,7 @@ class Conversation:
     owner: str  # who created it: only the same identity reads, changes or continues it
     entries: list[Entry] = field(default_factory=list)
     taint: str | None = None  # where a run of it first read untrusted words (DESIGN.md §13)
+    version: int = VERSION  # of the record it was read from
 
     def resource(self) -> dict[str, Any]:
         return {
@@ -34,7 +56,7 @@ class Conversation:
         }
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[Message]:
         return [message for entry in self.entries for message in entry.messages]
 
     @property
@@ -59,34 +81,70 @@ class ConversationStore:
         self._keys = keys
         self._ttl_s = ttl_s
 
+    def _keys_of(self, tenant: str, conversation_id: str) -> list[str]:
+        return [
+            self._keys.stored_conversation(tenant, conversation_id),
+            self._keys.conversation(tenant, conversation_id),
+        ]
+
     async def save(self, tenant: str, conversation: Conversation) -> None:
         value = dumps(
             {
+                "v": VERSION,
                 "id": conversation.id,
                 "created_at": conversation.created_at,
                 "metadata": conversation.metadata,
                 "owner": conversation.owner,
-                "entries": [[e.item, e.messages] for e in conversation.entries],
+                "entries": [[e.item, message_records(e.messages)] for e in conversation.entries],
                 "taint": conversation.taint,
             }
         )
-        await self._store.put(self._keys.conversation(tenant, conversation.id), value, self._ttl_s)
+        new, old = self._keys_of(tenant, conversation.id)
+        await self._store.put(new, value, self._ttl_s)
+        if conversation.version != VERSION:  # moved: the old record would come back
+            await self._store.delete([old])
+            conversation.version = VERSION
 
     async def load(self, tenant: str, conversation_id: str) -> Conversation | None:
-        value = await self._store.get(self._keys.conversation(tenant, conversation_id))
+        values = await self._store.get_many(self._keys_of(tenant, conversation_id))
+        value = next((v for v in values if v is not None), None)
         found = loads_object(value) if value is not None else None
         if found is None:
             return None
-        entries = [Entry(item, messages) for item, messages in found["entries"]]
-        taint = found.get("taint")
-        return Conversation(
-            found["id"],
-            found["created_at"],
-            found["metadata"],
-            found.get("owner", ""),
-            entries,
-            taint if isinstance(taint, str) else None,
-        )
+        try:
+            return _read(found)
+        except RecordUnreadable as exc:
+            logger.warning(
+                "conversation %s of tenant %s could not be read: %s", conversation_id, tenant, exc
+            )
+            return None
 
     async def delete(self, tenant: str, conversation_id: str) -> None:
-        await self._store.delete([self._keys.conversation(tenant, conversation_id)])
+        await self._store.delete(self._keys_of(tenant, conversation_id))
+
+
+def _read(found: dict[str, Any]) -> Conversation:
+    version = found.get("v", 1)
+    if version not in (1, VERSION):
+        raise RecordUnreadable(f"version {version!r} is not one this gateway reads")
+    read = read_messages if version == VERSION else read_v1
+    entries = []
+    for entry in listed(found.get("entries")):
+        pair = listed(entry)
+        if len(pair) != 2:
+            raise RecordUnreadable("an entry is not an item and its messages")
+        item, messages = pair
+        entries.append(Entry(None if item is None else mapping(item), read(messages)))
+    created, metadata = found.get("created_at"), mapping(found.get("metadata"))
+    owner, taint = found.get("owner", ""), found.get("taint")
+    if not isinstance(found.get("id"), str) or not isinstance(created, int):
+        raise RecordUnreadable("the conversation has no id or time")
+    return Conversation(
+        found["id"],
+        created,
+        metadata,
+        owner if isinstance(owner, str) else "",
+        entries,
+        taint if isinstance(taint, str) else None,
+        version,
+    )

@@ -41,10 +41,20 @@ class Keys:
         """The index of a tenant's recorded requests (a hash: request id → when)."""
         return f"{self.prefix}t:{tenant}:recordings"
 
+    def stored_response(self, tenant: str, response_id: str) -> str:
+        """A stored response (version 2 and later)."""
+        return f"{self.prefix}t:{tenant}:response2:{response_id}"
+
     def response(self, tenant: str, response_id: str) -> str:
+        """Where version 1 kept a stored response: read and deleted, never written."""
         return f"{self.prefix}t:{tenant}:response:{response_id}"
 
+    def stored_conversation(self, tenant: str, conversation_id: str) -> str:
+        """A conversation (version 2 and later)."""
+        return f"{self.prefix}t:{tenant}:conversation2:{conversation_id}"
+
     def conversation(self, tenant: str, conversation_id: str) -> str:
+        """Where version 1 kept a conversation: read and deleted, never written."""
         return f"{self.prefix}t:{tenant}:conversation:{conversation_id}"
 
     def approval(self, tenant: str, approval_id: str) -> str:

@@ -1,8 +1,15 @@
 """Stored responses (DESIGN.md §11): a response, its input items and the whole
-conversation that led to it (hidden rounds included, in the upstream dialect), kept
-under its ``resp_…`` id and its tenant for ``responses.ttl_s``, with the digest of the
-identity that made it (``identity.owner_digest``). ``previous_response_id`` continues
-from it on any replica; another tenant's id, or another user's, is not found."""
+conversation that led to it (hidden rounds included), kept under its ``resp_…`` id and
+its tenant for ``responses.ttl_s``, with the digest of the identity that made it
+(``identity.owner_digest``). ``previous_response_id`` continues from it on any replica;
+another tenant's id, or another user's, is not found.
+
+Version 2 (written now, under a key of its own) keeps the conversation as the
+gateway's values (``message_records``). Version 1 (no ``v``, under the old key) kept
+chat-completions messages and is still read, so an upgrade loses no stored response;
+an older replica does not read version 2 (it answers not found). A record of neither
+shape is logged and not found.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +18,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store.message_records import (
+    RecordUnreadable,
+    listed,
+    mapping,
+    message_records,
+    read_messages,
+    read_v1,
+)
+from gateway.values import Message
 from tool_registry import dumps, loads_object
 
 logger = logging.getLogger("gateway.responses")
 
+VERSION = 2
+
 
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
-    response: dict[str, Any]
-    input_items: list[dict[str, Any]]
-    messages: list[dict[str, Any]]  # the conversation through this response's output
+    response: dict[str, Any]  # as it was answered (the Responses API's object)
+    input_items: list[dict[str, Any]]  # as ``input_items`` lists them
+    messages: list[Message]  # the conversation through this response's output
     owner: str  # who made it: only the same identity reads or continues it
     taint: str | None = None  # where its run first read untrusted words (DESIGN.md §13)
 
@@ -36,12 +54,12 @@ class ResponseStore:
         (and a log line) when the store is unavailable."""
         value = b"".join(
             (
-                b'{"response":',
+                b'{"v":2,"response":',
                 encoded if encoded is not None else dumps(stored.response),
                 b',"input_items":',
                 dumps(stored.input_items),
                 b',"messages":',
-                dumps(stored.messages),
+                dumps(message_records(stored.messages)),
                 b',"owner":',
                 dumps(stored.owner),
                 b',"taint":',
@@ -49,7 +67,7 @@ class ResponseStore:
                 b"}",
             )
         )
-        key = self._keys.response(tenant, stored.response["id"])
+        key = self._keys.stored_response(tenant, stored.response["id"])
         try:
             await self._store.put(key, value, self._ttl_s)
         except StoreUnavailable:
@@ -57,23 +75,50 @@ class ResponseStore:
             return False
         return True
 
+    def _keys_of(self, tenant: str, response_id: str) -> list[str]:
+        return [
+            self._keys.stored_response(tenant, response_id),
+            self._keys.response(tenant, response_id),
+        ]
+
     async def load(self, tenant: str, response_id: str) -> StoredResponse | None:
-        value = await self._store.get(self._keys.response(tenant, response_id))
+        values = await self._store.get_many(self._keys_of(tenant, response_id))
+        value = next((v for v in values if v is not None), None)
         found = loads_object(value) if value is not None else None
         if found is None:
             return None
-        taint = found.get("taint")
-        return StoredResponse(
-            found["response"],
-            found["input_items"],
-            found["messages"],
-            found.get("owner", ""),
-            taint if isinstance(taint, str) else None,
-        )
+        try:
+            return _read(found)
+        except RecordUnreadable as exc:
+            logger.warning(
+                "response %s of tenant %s could not be read: %s", response_id, tenant, exc
+            )
+            return None
 
     async def delete(self, tenant: str, response_id: str) -> bool:
-        key = self._keys.response(tenant, response_id)
-        if await self._store.get(key) is None:
+        keys = self._keys_of(tenant, response_id)
+        if all(value is None for value in await self._store.get_many(keys)):
             return False
-        await self._store.delete([key])
+        await self._store.delete(keys)
         return True
+
+
+def _read(found: dict[str, Any]) -> StoredResponse:
+    version = found.get("v", 1)
+    if version == VERSION:
+        messages = read_messages(found.get("messages"))
+    elif version == 1:
+        messages = read_v1(found.get("messages"))
+    else:
+        raise RecordUnreadable(f"version {version!r} is not one this gateway reads")
+    response = mapping(found.get("response"))
+    if not isinstance(response.get("id"), str):
+        raise RecordUnreadable("the response has no id")
+    owner, taint = found.get("owner", ""), found.get("taint")
+    return StoredResponse(
+        response,
+        [mapping(item) for item in listed(found.get("input_items"))],
+        messages,
+        owner if isinstance(owner, str) else "",
+        taint if isinstance(taint, str) else None,
+    )

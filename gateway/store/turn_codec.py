@@ -15,22 +15,27 @@ Version 2 (written now)::
 Version 1 (what the gateway wrote before: no ``v``) held chat-completions messages —
 ``before`` and ``results`` tool and assistant messages, ``assistant`` one assistant
 message — under the same fields this module reads them from, so an upgrade loses no
-saved turn. A record in neither shape reads as none (``TurnUnreadable``).
+saved turn. A record in neither shape reads as none (``RecordUnreadable``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
-from gateway.values import AssistantMessage, CallKind, HiddenItem, ToolCall, ToolOutput
+from gateway.store.message_records import (
+    RecordUnreadable,
+    call_record,
+    listed,
+    mapping,
+    optional,
+    read_call,
+    string,
+)
+from gateway.values import AssistantMessage, HiddenItem, ToolCall, ToolOutput
 from tool_registry import dumps, loads_object
 
 VERSION = 2
-
-
-class TurnUnreadable(ValueError):
-    """A stored record is not a saved turn of any version this code reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,33 +67,29 @@ def encode(saved: SavedTurn) -> bytes:
 def decode(data: bytes) -> SavedTurn:
     found = loads_object(data)
     if found is None:
-        raise TurnUnreadable("not a JSON object")
+        raise RecordUnreadable("not a JSON object")
     version = found.get("v", 1)
     if version == VERSION:
         return SavedTurn(
-            tuple(_read_item(item) for item in _list(found.get("before"))),
+            tuple(_read_item(item) for item in listed(found.get("before"))),
             _read_turn(found.get("turn")),
-            tuple(_read_output(output) for output in _list(found.get("outputs"))),
-            tuple(_str(i) for i in _list(found.get("ids"))),
+            tuple(_read_output(output) for output in listed(found.get("outputs"))),
+            tuple(string(i) for i in listed(found.get("ids"))),
             _taint(found.get("taint")),
         )
     if version == 1:
         return _version_1(found)
-    raise TurnUnreadable(f"version {version!r} is not one this gateway reads")
+    raise RecordUnreadable(f"version {version!r} is not one this gateway reads")
 
 
 # -- version 2 ----------------------------------------------------------------------
-
-
-def _call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments, "kind": call.kind}
 
 
 def _turn(turn: AssistantMessage) -> dict[str, Any]:
     return {
         "content": turn.content,
         "refusal": turn.refusal,
-        "calls": [_call(call) for call in turn.calls],
+        "calls": [call_record(call) for call in turn.calls],
     }
 
 
@@ -102,55 +103,23 @@ def _item(item: HiddenItem) -> dict[str, Any]:
     )
 
 
-def _list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TurnUnreadable("a list is missing")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TurnUnreadable("a string is missing")
-    return value
-
-
-def _optional(value: Any) -> str | None:
-    return None if value is None else _str(value)
-
-
 def _taint(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TurnUnreadable("an object is missing")
-    return value
-
-
-def _read_call(value: Any) -> ToolCall:
-    call = _dict(value)
-    kind: CallKind | None = next((k for k in get_args(CallKind) if k == call.get("kind")), None)
-    if kind is None:
-        raise TurnUnreadable(f"a call of kind {call.get('kind')!r}")
-    return ToolCall(
-        _str(call.get("id")), _optional(call.get("name")), _str(call.get("arguments")), kind
-    )
-
-
 def _read_turn(value: Any) -> AssistantMessage:
-    turn = _dict(value)
-    calls = tuple(_read_call(call) for call in _list(turn.get("calls")))
-    return AssistantMessage(_optional(turn.get("content")), calls, _optional(turn.get("refusal")))
+    turn = mapping(value)
+    calls = tuple(read_call(call) for call in listed(turn.get("calls")))
+    return AssistantMessage(optional(turn.get("content")), calls, optional(turn.get("refusal")))
 
 
 def _read_output(value: Any) -> ToolOutput:
-    output = _dict(value)
-    return ToolOutput(_str(output.get("call_id")), _str(output.get("content")))
+    output = mapping(value)
+    return ToolOutput(string(output.get("call_id")), string(output.get("content")))
 
 
 def _read_item(value: Any) -> HiddenItem:
-    item = _dict(value)
+    item = mapping(value)
     if "turn" in item:
         return _read_turn(item["turn"])
     return _read_output(item.get("output"))
@@ -160,38 +129,40 @@ def _read_item(value: Any) -> HiddenItem:
 
 
 def _version_1(found: dict[str, Any]) -> SavedTurn:
-    before = tuple(_v1_message(message) for message in _list(found.get("before") or []))
+    before = tuple(_v1_message(message) for message in listed(found.get("before") or []))
     turn = _v1_message(found.get("assistant"))
     if not isinstance(turn, AssistantMessage):
-        raise TurnUnreadable("the turn is not an assistant message")
-    outputs = tuple(_v1_message(message) for message in _list(found.get("results")))
+        raise RecordUnreadable("the turn is not an assistant message")
+    outputs = tuple(_v1_message(message) for message in listed(found.get("results")))
     if not all(isinstance(output, ToolOutput) for output in outputs):
-        raise TurnUnreadable("a result is not a tool message")
-    ids = tuple(_str(i) for i in _list(found.get("ids") or []))
+        raise RecordUnreadable("a result is not a tool message")
+    ids = tuple(string(i) for i in listed(found.get("ids") or []))
     return SavedTurn(before, turn, outputs, ids, _taint(found.get("taint")))  # type: ignore[arg-type]
 
 
 def _v1_message(value: Any) -> HiddenItem:
     """A message as version 1 wrote it: an assistant turn (``dialect.turn_message``)
     or a tool's output (``dialect.output_message``)."""
-    message = _dict(value)
+    message = mapping(value)
     if message.get("role") == "tool":
-        return ToolOutput(_str(message.get("tool_call_id")), _str(message.get("content")))
+        return ToolOutput(string(message.get("tool_call_id")), string(message.get("content")))
     if message.get("role") != "assistant":
-        raise TurnUnreadable("a message of another role")
-    calls = tuple(_v1_call(call) for call in _list(message.get("tool_calls") or []))
-    return AssistantMessage(_optional(message.get("content")), calls)
+        raise RecordUnreadable("a message of another role")
+    calls = tuple(_v1_call(call) for call in listed(message.get("tool_calls") or []))
+    return AssistantMessage(optional(message.get("content")), calls)
 
 
 def _v1_call(value: Any) -> ToolCall:
-    call = _dict(value)
-    call_id = _str(call.get("id"))
+    call = mapping(value)
+    call_id = string(call.get("id"))
     if call.get("type") == "custom":
-        custom = _dict(call.get("custom"))
-        return ToolCall(call_id, _optional(custom.get("name")), _str(custom.get("input")), "custom")
-    function = _dict(call.get("function"))
+        custom = mapping(call.get("custom"))
+        return ToolCall(
+            call_id, optional(custom.get("name")), string(custom.get("input")), "custom"
+        )
+    function = mapping(call.get("function"))
     # A function call, as it was written: read back, it is written the same way.
-    return ToolCall(call_id, _optional(function.get("name")), _str(function.get("arguments")))
+    return ToolCall(call_id, optional(function.get("name")), string(function.get("arguments")))
 
 
 def put_back(saved: SavedTurn) -> tuple[HiddenItem, ...]:

@@ -23,7 +23,8 @@ from typing import Any
 from gateway.ops.metrics import Metrics
 from gateway.ops.offload import offload
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from gateway.store.turn_codec import SavedTurn, TurnUnreadable, decode, encode
+from gateway.store.message_records import RecordUnreadable
+from gateway.store.turn_codec import SavedTurn, decode, encode
 from gateway.values import AssistantMessage, HiddenItem, KeepTurn, ToolCall, ToolOutput
 from tool_registry import canonical
 
@@ -184,6 +185,6 @@ class TurnStore:
             return None
         try:
             return decode(value)
-        except TurnUnreadable as exc:
+        except RecordUnreadable as exc:
             logger.warning("a hidden turn of tenant %s could not be read: %s", tenant, exc)
             return None

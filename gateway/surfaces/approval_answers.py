@@ -11,10 +11,11 @@ history, and the held call they answer runs (or not) when the loop starts.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.policy.approval_desk import Answer
-from gateway.values import APPROVAL_TOOL, ToolCall
+from gateway.values import APPROVAL_TOOL, NO_EXTRA, Message, ToolCall
 from tool_registry import dumps_text, loads_object
 
 Approvals = dict[str, tuple[str | None, str | None]]  # approval id → the tool, arguments echoed
@@ -28,30 +29,26 @@ def _echoed_arguments(value: Any) -> str | None:
     return None
 
 
-def asked_in(messages: list[dict[str, Any]]) -> Approvals:
+def asked_in(messages: list[Message]) -> Approvals:
     """The approvals a history's assistant messages carry (calls of ``toolgate_approval``),
     each with the tool and arguments the client echoes back as the ones it approved."""
     asked: Approvals = {}
     for message in messages:
-        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-        for call in calls if isinstance(calls, list) else []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or function.get("name") != APPROVAL_TOOL:
+        if message.role != "assistant":
+            continue
+        for call in message.calls:
+            if call.name != APPROVAL_TOOL or call.kind != "function":
                 continue
-            if not isinstance(call.get("id"), str):
-                continue
-            raw = function.get("arguments")
-            echoed = loads_object(raw) if isinstance(raw, str) else None
+            echoed = loads_object(call.arguments)
             tool = echoed.get("tool") if echoed is not None else None
             arguments = _echoed_arguments(echoed.get("arguments")) if echoed is not None else None
-            asked[call["id"]] = (tool if isinstance(tool, str) else None, arguments)
+            asked[call.id] = (tool if isinstance(tool, str) else None, arguments)
     return asked
 
 
-def _answer(approval_id: str, content: Any, echoed: tuple[str | None, str | None]) -> Answer:
+def _answer(approval_id: str, content: str, echoed: tuple[str | None, str | None]) -> Answer:
     """A tool result as an answer: anything but ``"approve": true`` is a no."""
-    said = loads_object(content) if isinstance(content, str) else None
-    said = said or {}
+    said = loads_object(content) or {}
     reason = said.get("reason")
     tool, arguments = echoed
     return Answer(
@@ -64,58 +61,43 @@ def _answer(approval_id: str, content: Any, echoed: tuple[str | None, str | None
 
 
 def take_answers(
-    messages: list[dict[str, Any]], asked: Approvals
-) -> tuple[list[dict[str, Any]], dict[str, Answer]]:
+    messages: list[Message], asked: Approvals
+) -> tuple[list[Message], dict[str, Answer]]:
     """The history without approval calls and their answers, and the answers."""
     answers: dict[str, Answer] = {}
-    kept: list[dict[str, Any]] = []
+    kept: list[Message] = []
     for message in messages:
-        role = message.get("role")
-        answering = _id(message.get("tool_call_id"))
-        if role == "tool" and answering in asked:
-            answers[answering] = _answer(answering, message.get("content"), asked[answering])
+        answering = message.call_id
+        if message.role == "tool" and answering in asked:
+            content = message.content if isinstance(message.content, str) else ""
+            answers[answering] = _answer(answering, content, asked[answering])
             continue
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if isinstance(calls, list) and any(_call_id(c) in asked for c in calls):
-            left = [c for c in calls if _call_id(c) not in asked]
-            message = {**message, "tool_calls": left}
-            if not left:
-                del message["tool_calls"]
-                if not message.get("content"):
-                    continue
+        calls = message.calls if message.role == "assistant" else ()
+        if any(call.id in asked for call in calls):
+            left = tuple(call for call in calls if call.id not in asked)
+            if not left and not message.content and not _content_in(message):
+                continue
+            message = replace(message, calls=left)
         kept.append(message)
     return kept, answers
 
 
-def _id(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _content_in(message: Message) -> bool:
+    """Whether a message with no text read has content the gateway does not read."""
+    return message.extra is not NO_EXTRA and bool(message.extra.get("content"))
 
 
-def _call_id(call: Any) -> str | None:
-    return _id(call.get("id")) if isinstance(call, dict) else None
-
-
-def held_calls(messages: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
+def held_calls(messages: list[Message]) -> tuple[ToolCall, ...]:
     """The calls of the history's last assistant message that no tool result answers,
     when only tool results follow it: the calls held for approval."""
     answered: set[str | None] = set()
     for message in reversed(messages):
-        role = message.get("role")
-        if role == "tool":
-            answered.add(_id(message.get("tool_call_id")))
+        if message.role == "tool":
+            answered.add(message.call_id)
             continue
-        if role != "assistant":
+        if message.role != "assistant":
             return ()
-        calls = message.get("tool_calls")
-        found = []
-        for call in calls if isinstance(calls, list) else []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or _call_id(call) in answered:
-                continue
-            name, arguments = function.get("name"), function.get("arguments")
-            if isinstance(call.get("id"), str) and isinstance(name, str):
-                found.append(
-                    ToolCall(call["id"], name, arguments if isinstance(arguments, str) else "")
-                )
-        return tuple(found)
+        return tuple(
+            call for call in message.calls if call.kind == "function" and call.id not in answered
+        )
     return ()

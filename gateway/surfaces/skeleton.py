@@ -46,7 +46,8 @@ from gateway.surfaces.http import Exchange, read_body
 from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import EventWriter, event_stream
 from gateway.upstream.chat_model import ChatModel
-from gateway.values import KeepTurn
+from gateway.upstream.message_codec import encode_messages
+from gateway.values import KeepTurn, Message
 from tool_registry import CallContext
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class Head:
         if self.taint is None:
             self.taint = source
 
-    def keeper(self, visible: list[dict[str, Any]]) -> KeepTurn | None:
+    def keeper(self, visible: Sequence[Message]) -> KeepTurn | None:
         """How a turn handed back in this request is kept: bound to what the client
         sent (``visible``). None when nothing can be handed back."""
         policy = self.policy
@@ -152,11 +153,11 @@ class Head:
         history = partial(seen_all, list(visible))  # as it is now, whatever the loop does
         return self.turns.keeper(self.tenant.id, history, self.exchange.identity)
 
-    async def restore(self, visible: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    async def restore(self, visible: Sequence[Message]) -> list[Message] | None:
         """A client returning with tool results may be answering a mixed turn: the
         history with the server side of it put back (from whichever replica saved it,
         for the same caller), or None. The run is tainted if that turn's was."""
-        if not any(m.get("role") == "tool" for m in visible):
+        if not any(m.role == "tool" for m in visible):
             return None
         history = seen_all(visible)
         restored = await self.turns.restore(self.tenant.id, history, self.exchange.identity)
@@ -166,8 +167,8 @@ class Head:
         return put_back_into(visible, restored)
 
     async def answered(
-        self, visible: list[dict[str, Any]], asked: Approvals
-    ) -> tuple[list[dict[str, Any]], Resumed | None]:
+        self, visible: list[Message], asked: Approvals
+    ) -> tuple[list[Message], Resumed | None]:
         """The client's answers to the approvals of ``asked``, taken out of the history;
         the held calls they answer are decided now (``PolicyPoint.resume``) and run
         before the first round."""
@@ -192,11 +193,12 @@ class Forward:
 
 @dataclass(slots=True)
 class Plan:
-    """What the loop starts from: the request in the upstream dialect (its parameters,
-    ``messages`` the visible history), the client's own tools in that dialect, how a
-    hand-back is kept, and how many choices run."""
+    """What the loop starts from: the client's parameters (in the upstream dialect; a
+    ``messages`` among them is not read), the visible history, the client's own tools
+    in that dialect, how a hand-back is kept, and how many choices run."""
 
     params: Mapping[str, Any]
+    history: Sequence[Message]
     client_tools: list[dict[str, Any]]
     keep: KeepTurn | None = None
     single_call_id: str | None = None
@@ -318,19 +320,21 @@ class Skeleton(Generic[A]):
         """The request's loops, one per choice, from its plan."""
         gateway, exchange, policy, route = self._gateway, head.exchange, head.policy, head.route
         if exchange.record != "off":  # where a replay starts its loop (issue 26)
-            exchange.loop_start = {"params": plan.params, "client_tools": plan.client_tools}
+            params = {**plan.params, "messages": encode_messages(plan.history)}
+            exchange.loop_start = {"params": params, "client_tools": plan.client_tools}
         budget = gateway.budgets.run(head.tenant, route, policy.limits)
         registry = head.runtime.registry
         model = ChatModel(
             gateway.upstream,
             route.upstream,
             plan.params,
+            plan.history,
             route.model.target,
             [*registry.definitions(policy.server_tools), *plan.client_tools],
             policy.client_tools,
         )
-        if budget is not None and head.large:  # its first round's estimate encodes the history
-            await offload(True, model.prompt_bytes)
+        if head.large:  # the history is encoded once, and measured for a budget
+            await offload(True, model.prompt_bytes if budget is not None else model.prepare)
         job = LoopJob(
             model,
             policy,

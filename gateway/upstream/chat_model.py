@@ -6,7 +6,7 @@ and ``dialect``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
@@ -19,7 +19,8 @@ from gateway.upstream.dialect import (
     round_body,
     round_tool_choice,
 )
-from gateway.values import ChoiceDelta, Completion, CompletionRequest
+from gateway.upstream.message_codec import encode_messages, with_hidden
+from gateway.values import ChoiceDelta, Completion, CompletionRequest, Message
 from tool_registry import dumps
 
 Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
@@ -40,15 +41,16 @@ class ChatClient(Protocol):
 class ChatModel:
     """One request's model server over the chat-completions dialect.
 
-    ``params`` are the client's request parameters (its ``messages`` the visible
-    history); ``tools`` every tool offered (server definitions, then the client's own),
-    withheld on the last round so that no server renders them into a prompt the model
-    may not act on. ``tool_choice`` follows DESIGN.md §6 round by round.
+    ``params`` are the client's request parameters, ``history`` the visible history
+    (encoded once, by ``prepare``); ``tools`` every tool offered (server definitions,
+    then the client's own), withheld on the last round so that no server renders them
+    into a prompt the model may not act on. ``tool_choice`` follows DESIGN.md §6 round by round.
     """
 
     __slots__ = (
         "_client",
         "_client_tools",
+        "_history",
         "_params",
         "_prompt_bytes",
         "_tools",
@@ -63,6 +65,7 @@ class ChatModel:
         client: ChatClient,
         upstream: UpstreamConfig,
         params: Mapping[str, Any],
+        history: Sequence[Message],
         model: str,
         tools: list[dict[str, Any]],
         client_tools: frozenset[str],
@@ -70,7 +73,8 @@ class ChatModel:
         self._client = client
         self.upstream = upstream
         self.name = upstream.name
-        self._visible: list[dict[str, Any]] = params["messages"]
+        self._history = history
+        self._visible: list[dict[str, Any]] | None = None
         self._params = {k: v for k, v in params.items() if k not in ("messages", "n")}
         self._params["model"] = model
         self._tools = tools
@@ -78,12 +82,19 @@ class ChatModel:
         self.client_max_tokens = _max_tokens(self._params)
         self._prompt_bytes: int | None = None
 
+    def prepare(self) -> list[dict[str, Any]]:
+        """The visible history in the dialect, encoded once (a surface does it off the
+        event loop for a large body)."""
+        if self._visible is None:
+            self._visible = encode_messages(self._history)
+        return self._visible
+
     def prompt_bytes(self) -> int:
         """The size of what every round sends before its hidden items (for budgets),
         encoded once (a surface does it off the event loop for a large body)."""
         if self._prompt_bytes is None:
             tools = len(dumps(self._tools)) if self._tools else 0
-            self._prompt_bytes = len(dumps(self._visible)) + tools
+            self._prompt_bytes = len(dumps(self.prepare())) + tools
         return self._prompt_bytes
 
     @property
@@ -95,17 +106,18 @@ class ChatModel:
     def base_url(self) -> str:
         return self.upstream.base_url
 
-    def _history(self, ask: CompletionRequest) -> list[dict[str, Any]]:
-        return [*self._visible, *messages(ask.hidden)] if ask.hidden else self._visible
+    def _messages(self, ask: CompletionRequest) -> list[dict[str, Any]]:
+        visible = self.prepare()
+        return [*visible, *messages(ask.hidden)] if ask.hidden else visible
 
     def transcript(self, ask: CompletionRequest) -> Iterator[dict[str, Any]]:
         """What a round sends, as telemetry that records content writes it (lazily: it
         takes only what fits)."""
-        return genai_messages(self._history(ask))
+        return genai_messages(with_hidden(self._history, ask.hidden))
 
     def body(self, ask: CompletionRequest, stream: bool) -> dict[str, Any]:
         """The request of one round."""
-        history = self._history(ask)
+        history = self._messages(ask)
         params = self._params
         if ask.max_tokens is not None:  # the budget's bound, in the field the client used
             field = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"

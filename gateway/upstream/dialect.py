@@ -21,6 +21,7 @@ from gateway.values import (
     ChoiceDelta,
     Completion,
     HiddenItem,
+    Message,
     ToolCall,
     ToolOutput,
 )
@@ -126,45 +127,34 @@ def messages(items: Iterable[HiddenItem]) -> list[dict[str, Any]]:
     ]
 
 
-def genai_messages(history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Chat messages as the GenAI conventions write input messages (for telemetry that
+def genai_messages(history: Iterable[Message]) -> Iterator[dict[str, Any]]:
+    """Messages as the GenAI conventions write input messages (for telemetry that
     records content), one at a time: a role and parts (text, tool calls, tool call
     responses). What is not text (images, audio, files) is named by its type, never
     copied."""
     for message in history:
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
         parts: list[dict[str, Any]] = []
-        content = message.get("content")
-        kind = "tool_call_response" if role == "tool" else "text"
+        content = message.content
+        response = message.role == "tool"
         if isinstance(content, str):
-            parts.append(_content_part(kind, content, message))
-        elif isinstance(content, list):
+            parts.append(_content_part(response, content, message))
+        elif content is not None:
             for part in content:
-                text = part.get("text") if isinstance(part, dict) else None
-                if isinstance(text, str):
-                    parts.append(_content_part(kind, text, message))
-                elif isinstance(part, dict):
-                    parts.append({"type": str(part.get("type", "unknown"))})
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
-                parts.append(
-                    {
-                        "type": "tool_call",
-                        "id": call.get("id"),
-                        "name": function.get("name"),
-                        "arguments": function.get("arguments"),
-                    }
-                )
-        yield {"role": role if isinstance(role, str) else "user", "parts": parts}
+                if part.text is not None:
+                    parts.append(_content_part(response, part.text, message))
+                else:
+                    parts.append({"type": part.type})
+        for call in message.calls:
+            parts.append(
+                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+            )
+        yield {"role": message.role, "parts": parts}
 
 
-def _content_part(kind: str, text: str, message: dict[str, Any]) -> dict[str, Any]:
-    if kind == "tool_call_response":
-        return {"type": kind, "id": message.get("tool_call_id"), "response": text}
-    return {"type": kind, "content": text}
+def _content_part(response: bool, text: str, message: Message) -> dict[str, Any]:
+    if response:
+        return {"type": "tool_call_response", "id": message.call_id, "response": text}
+    return {"type": "text", "content": text}
 
 
 # ---------------------------------------------------------------- answers

@@ -21,6 +21,7 @@ from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.skeleton import Forward, Head, Plan, completion_id
 from gateway.surfaces.streaming import EventWriter
+from gateway.upstream.message_codec import encode_messages
 from gateway.upstream.sse import DONE
 from tool_registry import dumps
 
@@ -58,18 +59,22 @@ class ChatCall:
 
     async def prepare(self) -> Plan | Forward:
         asked, head = self._asked, self._head
-        sent = asked.body["messages"]
+        sent = list(asked.messages)
         # Answered below: they are the gateway's, not the model's.
         approvals = await offload(head.large, asked_in, sent)
         keep = head.keeper(sent)  # bound to what the client sent
         restored = await head.restore(sent)
-        messages, resumed = await head.answered(restored or sent, approvals)
-        params = {**asked.body, "messages": messages}  # the body stays as it was sent
+        history, resumed = await head.answered(restored or sent, approvals)
         if not head.policy.server_tools:
-            changed = restored is not None or bool(approvals) or asked.changed
-            return Forward(changed, params)
-        n = choices_of(params, head.policy.limits.max_iterations)
-        return Plan(params, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed)
+            if restored is None and not approvals:
+                return Forward(asked.changed)
+            # The body stays as it was sent: what is forwarded is a new one.
+            messages = await offload(head.large, encode_messages, history)
+            return Forward(True, {**asked.body, "messages": messages})
+        n = choices_of(asked.body, head.policy.limits.max_iterations)
+        return Plan(
+            asked.body, history, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed
+        )
 
     async def render(self, report: RunReport) -> bytes:
         asked = self._asked
@@ -100,7 +105,7 @@ class ChatCall:
         return None  # a chat completion keeps nothing once answered
 
 
-def choices_of(body: dict[str, Any], max_iterations: int) -> int:
+def choices_of(body: Mapping[str, Any], max_iterations: int) -> int:
     """How many choices a request with server tools asks for: each is a loop of its
     own, and every loop makes at least one upstream call of the request's
     ``max_iterations``."""

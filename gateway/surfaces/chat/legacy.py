@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.surfaces.chat.request import ChatRequest, client_tool_name
+from gateway.upstream.message_codec import decode_messages
 
 LEGACY_FINISH = "function_call"
 
@@ -106,11 +107,13 @@ def from_functions(chat: ChatRequest) -> ChatRequest:
     if "function_call" in body:
         body["tool_choice"] = _tool_choice(body.pop("function_call"))
     body["messages"] = _messages(body["messages"])
+    messages = decode_messages(body["messages"])
     names = frozenset(n for n in (client_tool_name(t) for t in tools) if n is not None)
     single = call_id(len(chat.body["messages"]))
     return replace(
         chat,
         body=MappingProxyType(body),
+        messages=messages,
         client_tools=tools,
         client_tool_names=names,
         changed=True,

@@ -9,15 +9,16 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
-from gateway.values import APPROVAL_TOOL
+from gateway.upstream.message_codec import decode_messages
+from gateway.values import APPROVAL_TOOL, Message
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
+    messages: tuple[Message, ...]  # its ``messages``, decoded
     model: str
     stream: bool
     client_tools: list[dict[str, Any]]
@@ -30,8 +31,10 @@ class ChatRequest:
     client_approves: bool = False
 
     def user_text(self) -> str:
-        messages = self.body.get("messages")
-        return last_user_text(messages) if isinstance(messages, list) else ""
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message.text
+        return ""
 
 
 def _check_messages(messages: Any) -> None:
@@ -94,6 +97,7 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     return ChatRequest(
         MappingProxyType(body),
+        decode_messages(body["messages"]),
         model,
         bool(stream),
         client_tools,

@@ -13,9 +13,11 @@ message) errs high for English text, so a fitted conversation fits.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from gateway.upstream.message_codec import encode_message
+from gateway.values import NULL_CONTENT, Message, ToolCall
 from tool_registry import dumps
 
 _PER_MESSAGE = 4
@@ -28,26 +30,27 @@ _SUMMARY_ASK = (
 )
 
 
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    return sum(len(dumps(message)) // 4 + _PER_MESSAGE for message in messages)
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """The tokens of messages as the model server is sent them."""
+    return sum(len(dumps(encode_message(message))) // 4 + _PER_MESSAGE for message in messages)
 
 
-def _cut(messages: list[dict[str, Any]], start: int) -> int:
+def _cut(messages: list[Message], start: int) -> int:
     """The first index at or after ``start`` that begins a whole exchange: never a tool
     result whose call would be gone."""
-    while start < len(messages) and messages[start].get("role") == "tool":
+    while start < len(messages) and messages[start].role == "tool":
         start += 1
     return start
 
 
-def _last_user(messages: list[dict[str, Any]]) -> int:
+def _last_user(messages: list[Message]) -> int:
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
+        if messages[index].role == "user":
             return index
     return len(messages)
 
 
-def truncate(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+def truncate(messages: list[Message], budget: int) -> list[Message]:
     """The newest messages that fit ``budget`` tokens, dropping from the oldest; never
     the newest user turn and what follows it. ``messages`` holds no instructions."""
     keep_from = _last_user(messages)
@@ -57,12 +60,12 @@ def truncate(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]
     return messages[min(start, keep_from) :]
 
 
-Summarise = Callable[[list[dict[str, Any]]], Awaitable[str]]
+Summarise = Callable[[list[Message]], Awaitable[str]]
 
 
 async def compact(
-    messages: list[dict[str, Any]], threshold: int, summarise: Summarise
-) -> list[dict[str, Any]] | None:
+    messages: list[Message], threshold: int, summarise: Summarise
+) -> list[Message] | None:
     """Past ``threshold`` tokens: everything before the newest user turn replaced by one
     summary message (``summarise`` asks the model), or None when under it or there is
     nothing older to replace."""
@@ -72,21 +75,16 @@ async def compact(
     older = messages[:keep_from]
     if not older:
         return None
-    summary = await summarise([*older, {"role": "user", "content": _SUMMARY_ASK}])
+    summary = await summarise([*older, Message("user", _SUMMARY_ASK)])
     return [*summary_messages(summary), *messages[keep_from:]]
 
 
-def summary_messages(summary: str) -> list[dict[str, Any]]:
+def summary_messages(summary: str) -> list[Message]:
     """A summary as the result of a call to ``SUMMARY_TOOL`` (see the module's note)."""
-    call_id = "call_toolgate_summary"
-    call = {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": SUMMARY_TOOL, "arguments": "{}"},
-    }
+    call = ToolCall("call_toolgate_summary", SUMMARY_TOOL, "{}")
     return [
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": SUMMARY_PREFIX + summary},
+        Message("assistant", None, (call,), extra=NULL_CONTENT),
+        Message("tool", SUMMARY_PREFIX + summary, call_id=call.id),
     ]
 
 

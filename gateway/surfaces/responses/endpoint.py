@@ -42,6 +42,8 @@ from gateway.surfaces.responses.request import ResponsesRequest, parse_responses
 from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
 from gateway.surfaces.streaming import EventWriter
 from gateway.upstream import dialect
+from gateway.upstream.message_codec import encode_messages
+from gateway.values import Message, as_message
 from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
@@ -122,7 +124,7 @@ class ResponseCall:
         self._asked = asked
         self._head = head
         self._shape = ResponseShape(asked)
-        self._visible: list[dict[str, Any]] = []
+        self._visible: list[Message] = []
         self._conversation: Conversation | None = None
         self._writer: ResponseEvents | None = None
         self._done: dict[str, Any] | None = None  # the response answered, once it is
@@ -136,7 +138,7 @@ class ResponseCall:
             body = self._without_hosted()
             return Forward(body is not None or "toolgate" in asked.body, body)
         self._without_hosted()  # the loop offers the model function tools only
-        history: list[dict[str, Any]] = []
+        history: list[Message] = []
         previous: StoredResponse | None = None
         tenant, identity = head.tenant, head.exchange.identity
         if asked.previous_response_id is not None:
@@ -166,9 +168,15 @@ class ResponseCall:
         summary_usage: list[Any] = []
         visible = await self._fit(asked, head.route, visible, summary_usage)
         self._visible = visible
-        system = [{"role": "system", "content": asked.instructions}] if asked.instructions else []
-        params = {**asked.params, "messages": [*system, *visible]}
-        return Plan(params, asked.client_tools, keep, usage=summary_usage, resumed=resumed)
+        system = [Message("system", asked.instructions)] if asked.instructions else []
+        return Plan(
+            asked.params,
+            [*system, *visible],
+            asked.client_tools,
+            keep,
+            usage=summary_usage,
+            resumed=resumed,
+        )
 
     def _without_hosted(self) -> dict[str, Any] | None:
         """The request with its hosted tools left out of what the upstream sees, and
@@ -216,9 +224,9 @@ class ResponseCall:
         self,
         asked: ResponsesRequest,
         route: ModelRoute,
-        visible: list[dict[str, Any]],
+        visible: list[Message],
         usage: list[Any],
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         """A long conversation made to fit: compacted into a summary the same model
         writes (its usage added to ``usage``), or truncated to the model's
         ``context_tokens``, as the request asks. The fitted conversation is what is
@@ -233,17 +241,13 @@ class ResponseCall:
         if asked.body.get("truncation") == "auto" and context is not None:
             reserve = asked.params.get("max_tokens") or 0
             budget = (
-                context
-                - reserve
-                - estimate_tokens([{"role": "system", "content": asked.instructions or ""}])
+                context - reserve - estimate_tokens([Message("system", asked.instructions or "")])
             )
             visible = truncate(visible, budget)
         return visible
 
-    async def _summarise(
-        self, route: ModelRoute, usage: list[Any], messages: list[dict[str, Any]]
-    ) -> str:
-        body = {"model": route.model.target, "messages": messages}
+    async def _summarise(self, route: ModelRoute, usage: list[Any], messages: list[Message]) -> str:
+        body = {"model": route.model.target, "messages": encode_messages(messages)}
         answer = dialect.parse_completion(
             await self._gateway.upstream.chat(route.upstream, body), route.upstream.name
         )
@@ -264,10 +268,10 @@ class ResponseCall:
             return
         turn = outcome.answer.turn
         if isinstance(outcome, HandBack):
-            last = [dialect.turn_message(turn), *dialect.messages(choice.handed)]
+            last = [as_message(turn), *(as_message(output) for output in choice.handed)]
         else:
-            last = [{"role": "assistant", "content": turn.content or ""}]
-        hidden = dialect.messages(choice.hidden)
+            last = [Message("assistant", turn.content or "")]
+        hidden = [as_message(item) for item in choice.hidden]
         items = await offload(self._head.large, stored_items, asked.items)
         if asked.store:
             owner = owner_digest(self._head.exchange.identity)

@@ -1,5 +1,5 @@
-"""Items of the Responses API (DESIGN.md §11): the client's input turned into the
-upstream dialect's messages, and the loop's outcome turned into output items.
+"""Items of the Responses API (DESIGN.md §11): the client's input turned into
+messages (``values.Message``), and the loop's outcome turned into output items.
 
 Pure: no I/O. What the client sends is checked where the gateway relies on it; a
 shape it cannot carry to a chat-completions upstream is a 400 naming where it is.
@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.values import APPROVAL_TOOL, AssistantMessage, ToolCall
+from gateway.values import (
+    APPROVAL_TOOL,
+    NULL_CONTENT,
+    AssistantMessage,
+    Message,
+    Part,
+    ToolCall,
+)
 from tool_registry import dumps, loads_object, tool_name
 
 APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
@@ -45,44 +52,41 @@ def _text_of(part: dict[str, Any], where: str) -> str:
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
 
 
-def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
-    """A message's content in the dialect: text, or parts when it holds an image."""
+def _content(content: Any, where: str) -> str | tuple[Part, ...]:
+    """A message's content: text, or parts when it holds an image."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise BadRequest(f"'{where}' must be a string or an array.", param=where)
-    parts: list[dict[str, Any]] = []
+    parts: list[Part] = []
     for index, part in enumerate(content):
         at = f"{where}[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(part, dict) or not isinstance(kind, str):
             raise BadRequest(f"'{at}' must be an object with a 'type'.", param=at)
         if kind in _TEXT_PARTS:
-            parts.append({"type": "text", "text": _text_of(part, at)})
+            parts.append(Part("text", _text_of(part, at)))
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            image = {"url": part["image_url"]}
-            if isinstance(part.get("detail"), str) and part["detail"] in ("low", "high", "auto"):
-                image["detail"] = part["detail"]
-            parts.append({"type": "image_url", "image_url": image})
+            parts.append(image_part(part["image_url"], part.get("detail")))
         else:
             raise BadRequest(
                 f"'{at}': content of type {kind!r} cannot be sent to this model "
                 "(text, and images by URL, can).",
                 param=f"{at}.type",
             )
-    if all(part["type"] == "text" for part in parts):
-        return "".join(part["text"] for part in parts)
-    return parts
+    if all(part.text is not None for part in parts):
+        return "".join(part.text or "" for part in parts)
+    return tuple(parts)
 
 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
-def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[str, Any]]:
-    """Input items as chat messages. A ``function_call`` joins the assistant message
-    before it (the dialect carries a turn's calls on its message); reasoning items
-    are the upstream's own and are left out."""
-    messages: list[dict[str, Any]] = []
+def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[Message]:
+    """Input items as messages. A ``function_call`` joins the assistant message before
+    it (a turn's calls are on its message); reasoning items are the upstream's own and
+    are left out."""
+    messages: list[Message] = []
     for index, item in enumerate(items):
         at = f"{where}[{index}]"
         kind = item.get("type", "message")
@@ -94,16 +98,14 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                     f"'{at}.role' must be one of user, assistant, system, developer.",
                     param=f"{at}.role",
                 )
-            messages.append(
-                {"role": role, "content": _content(item.get("content"), f"{at}.content")}
-            )
+            messages.append(Message(role, _content(item.get("content"), f"{at}.content")))
         elif kind in ("function_call", "custom_tool_call"):
             call = _call_of(item, kind, at)
             last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
+            if last is not None and last.role == "assistant":
+                messages[-1] = replace(last, calls=(*last.calls, call))
             else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.append(Message("assistant", None, (call,), extra=NULL_CONTENT))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id, output = item.get("call_id"), item.get("output")
             if not isinstance(call_id, str):
@@ -112,7 +114,7 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
                 output = _content(output, f"{at}.output")
                 if not isinstance(output, str):
                     raise BadRequest(f"'{at}.output' must be text.", param=f"{at}.output")
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+            messages.append(Message("tool", output, call_id=call_id))
         elif kind == "mcp_approval_request":
             messages.append(_approval_asked(item, at))
         elif kind == "mcp_approval_response":
@@ -127,22 +129,27 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[dict[
     return messages
 
 
-def _approval_asked(item: dict[str, Any], at: str) -> dict[str, Any]:
+def image_part(url: str, detail: Any = None) -> Part:
+    """An image by URL (its ``detail``, if it is one of OpenAI's)."""
+    image = {"url": url}
+    if isinstance(detail, str) and detail in ("low", "high", "auto"):
+        image["detail"] = detail
+    return Part("image_url", None, {"image_url": image})
+
+
+def _approval_asked(item: dict[str, Any], at: str) -> Message:
     """An ``mcp_approval_request`` the client sends back: the call of the gateway's
-    approval tool it stands for (``surfaces.approvals`` reads it, the model never)."""
+    approval tool it stands for (``surfaces.approval_answers`` reads it, the model
+    never)."""
     approval_id, name, arguments = item.get("id"), item.get("name"), item.get("arguments")
-    if not all(isinstance(v, str) for v in (approval_id, name, arguments)):
+    if not (isinstance(approval_id, str) and isinstance(name, str) and isinstance(arguments, str)):
         raise BadRequest(f"'{at}' needs string 'id', 'name' and 'arguments'.", param=at)
     asked = {"tool": name, "arguments": arguments, "approval_id": approval_id}
-    call = {"name": APPROVAL_TOOL, "arguments": dumps(asked).decode()}
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": approval_id, "type": "function", "function": call}],
-    }
+    call = ToolCall(approval_id, APPROVAL_TOOL, dumps(asked).decode())
+    return Message("assistant", None, (call,), extra=NULL_CONTENT)
 
 
-def _approval_answer(item: dict[str, Any], at: str) -> dict[str, Any]:
+def _approval_answer(item: dict[str, Any], at: str) -> Message:
     """An ``mcp_approval_response``: the answer, as a result of that approval call."""
     approval_id, approve, reason = (
         item.get("approval_request_id"),
@@ -156,7 +163,7 @@ def _approval_answer(item: dict[str, Any], at: str) -> dict[str, Any]:
     if reason is not None and not isinstance(reason, str):
         raise BadRequest(f"'{at}.reason' must be a string.", param=f"{at}.reason")
     answer = dumps({"approve": approve, "reason": reason}).decode()
-    return {"role": "tool", "tool_call_id": approval_id, "content": answer}
+    return Message("tool", answer, call_id=approval_id)
 
 
 def approval_answers(items: list[dict[str, Any]]) -> set[str]:
@@ -169,8 +176,8 @@ def approval_answers(items: list[dict[str, Any]]) -> set[str]:
     }
 
 
-def _call_of(item: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
-    """A ``function_call`` or ``custom_tool_call`` item as the dialect's tool call, under
+def _call_of(item: dict[str, Any], kind: str, at: str) -> ToolCall:
+    """A ``function_call`` or ``custom_tool_call`` item as the model's tool call, under
     the name and shape the model was offered it in (a namespaced name; a custom tool's
     ``input`` as its one argument)."""
     call_id, name = item.get("call_id"), item.get("name")
@@ -182,7 +189,7 @@ def _call_of(item: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
     if isinstance(namespace, str) and namespace:
         name = qualified(namespace, name)
     arguments = value if kind == "function_call" else dumps({"input": value}).decode()
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return ToolCall(call_id, name, arguments)
 
 
 def message_item(turn: AssistantMessage, item_id: str, status: str = "completed") -> dict[str, Any]:

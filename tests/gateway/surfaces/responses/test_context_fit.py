@@ -14,23 +14,29 @@ from gateway.surfaces.responses.context_fit import (
     summary_messages,
     truncate,
 )
+from gateway.upstream.message_codec import decode_messages
+from gateway.values import Message
 
 pytestmark = pytest.mark.anyio
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
+def user(text: str) -> Message:
+    return Message("user", text)
 
 
-def said(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
+def said(text: str) -> Message:
+    return Message("assistant", text)
 
 
 CALL = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 HISTORY = [
     user("a" * 400),
-    {"role": "assistant", "content": None, "tool_calls": [CALL]},
-    {"role": "tool", "tool_call_id": "c", "content": "b" * 400},
+    *decode_messages(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "c", "content": "b" * 400},
+        ]
+    ),
     said("c" * 400),
     user("the newest question"),
 ]
@@ -49,9 +55,9 @@ def test_the_estimate_errs_high_for_text() -> None:
 
 
 async def test_compaction_replaces_the_older_turns_with_the_models_summary() -> None:
-    asked: list[list[dict[str, Any]]] = []
+    asked: list[list[Message]] = []
 
-    async def summarise(messages: list[dict[str, Any]]) -> str:
+    async def summarise(messages: list[Message]) -> str:
         asked.append(messages)
         return "facts: a, b, c"
 
@@ -60,10 +66,10 @@ async def test_compaction_replaces_the_older_turns_with_the_models_summary() -> 
     compacted = await compact(HISTORY, 100, summarise)
     assert compacted == [*summary_messages("facts: a, b, c"), HISTORY[-1]]
     # The summary retells tool output: it stands as a tool result, never a user's words.
-    assert [m["role"] for m in compacted[:2]] == ["assistant", "tool"]
-    assert compacted[1]["content"] == SUMMARY_PREFIX + "facts: a, b, c"
+    assert [m.role for m in compacted[:2]] == ["assistant", "tool"]
+    assert compacted[1].content == SUMMARY_PREFIX + "facts: a, b, c"
     assert asked[0][:4] == HISTORY[:4]  # the model read everything it replaces
-    assert asked[0][-1]["role"] == "user"
+    assert asked[0][-1].role == "user"
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,21 @@ from gateway.surfaces.responses.items import (
     ClientName,
     custom_input,
     stored_items,
-    to_messages,
     usage_of,
+)
+from gateway.surfaces.responses.items import (
+    to_messages as item_messages,
 )
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
+from gateway.upstream.message_codec import encode_messages
 from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 from tests.support.schema import assert_valid_response
+
+
+def to_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages input items stand for, in the dialect the model server reads."""
+    return encode_messages(item_messages(items))
 
 
 def parse(**body: Any) -> Any:

@@ -1,0 +1,137 @@
+"""How a message of a history is written into a stored record and read back (DESIGN.md
+§10): the value (``values.Message``), never a wire dialect. Stored responses and
+conversations use it from their version 2 on.
+
+::
+
+    MESSAGE = {"role": str, "content": str | [PART, ...] (absent: no text read),
+               "calls": [CALL, ...] (absent: none), "call_id": str (a tool message's),
+               "extra": {...} (absent: nothing else)}
+    PART    = {"type": str, "text": str (absent: none), "extra": {...} (absent: nothing)}
+    CALL    = {"id": str, "name": str | null, "arguments": str,
+               "kind": "function" | "custom" | "approval"}
+
+Version 1 (what the gateway wrote before) held chat-completions messages;
+``read_v1`` reads them as the chat surface reads a client's. A record of neither shape
+raises ``RecordUnreadable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import Any, get_args
+
+from gateway.upstream.message_codec import decode_message
+from gateway.values import NO_EXTRA, CallKind, Extra, Message, Part, ToolCall
+
+
+class RecordUnreadable(ValueError):
+    """A stored record is not of any version this code reads."""
+
+
+def call_record(call: ToolCall) -> dict[str, object]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments, "kind": call.kind}
+
+
+def _part(part: Part) -> dict[str, object]:
+    record: dict[str, object] = {"type": part.type}
+    if part.text is not None:
+        record["text"] = part.text
+    if part.extra:
+        record["extra"] = dict(part.extra)
+    return record
+
+
+def message_record(message: Message) -> dict[str, object]:
+    record: dict[str, object] = {"role": message.role}
+    content = message.content
+    if isinstance(content, str):
+        record["content"] = content
+    elif content is not None:
+        record["content"] = [_part(part) for part in content]
+    if message.calls:
+        record["calls"] = [call_record(call) for call in message.calls]
+    if message.call_id is not None:
+        record["call_id"] = message.call_id
+    if message.extra:
+        record["extra"] = dict(message.extra)
+    return record
+
+
+def message_records(messages: Iterable[Message]) -> list[dict[str, object]]:
+    return [message_record(message) for message in messages]
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise RecordUnreadable("a string is missing")
+    return value
+
+
+def optional(value: Any) -> str | None:
+    return None if value is None else string(value)
+
+
+def listed(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise RecordUnreadable("a list is missing")
+    return value
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RecordUnreadable("an object is missing")
+    return value
+
+
+def _extra(value: Any) -> Extra:
+    return NO_EXTRA if value is None else MappingProxyType(mapping(value))
+
+
+def read_call(value: Any) -> ToolCall:
+    call = mapping(value)
+    kind: CallKind | None = next((k for k in get_args(CallKind) if k == call.get("kind")), None)
+    if kind is None:
+        raise RecordUnreadable(f"a call of kind {call.get('kind')!r}")
+    return ToolCall(
+        string(call.get("id")), optional(call.get("name")), string(call.get("arguments")), kind
+    )
+
+
+def _read_part(value: Any) -> Part:
+    part = mapping(value)
+    return Part(string(part.get("type")), optional(part.get("text")), _extra(part.get("extra")))
+
+
+def read_message(value: Any) -> Message:
+    record = mapping(value)
+    content = record.get("content")
+    read: str | tuple[Part, ...] | None
+    if content is None or isinstance(content, str):
+        read = content
+    else:
+        read = tuple(_read_part(part) for part in listed(content))
+    return Message(
+        string(record.get("role")),
+        read,
+        tuple(read_call(call) for call in listed(record.get("calls", []))),
+        optional(record.get("call_id")),
+        _extra(record.get("extra")),
+    )
+
+
+def read_messages(value: Any) -> list[Message]:
+    return [read_message(message) for message in listed(value)]
+
+
+def read_v1(value: Any) -> list[Message]:
+    """Version 1's chat-completions messages."""
+    messages = listed(value)
+    for message in messages:
+        if not isinstance(mapping(message).get("role"), str):
+            raise RecordUnreadable("a message without a role")
+    return [decode_message(message) for message in messages]

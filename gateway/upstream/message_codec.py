@@ -1,0 +1,143 @@
+"""The chat dialect's messages (DESIGN.md §10): a history in the dialect decoded into
+``Message`` values, and the values encoded back, losslessly.
+
+What the gateway reads is typed — the role, text or content parts, an assistant's tool
+calls, the call a tool message answers. Everything else, and any of those fields in a
+shape the gateway does not read (content that is neither text nor parts, tool calls
+that are not all calls), stays in ``extra`` as it came and is encoded back unchanged:
+the model server judges what the gateway does not. Of a tool call only OpenAI's fields
+are kept (its id, type and function or custom payload); a client's own additions to a
+call (an echoed stream ``index``) are not passed on, and a function call's empty
+arguments are sent as ``{}``, as the gateway sends its own calls.
+
+Pure: no I/O. The decoder takes any object a client sent and never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gateway.upstream.dialect import call_dict
+from gateway.values import NO_EXTRA, HiddenItem, Message, Part, ToolCall, as_message
+
+_READ = frozenset({"role", "content", "tool_calls", "tool_call_id"})
+
+
+def decode_message(raw: Mapping[str, Any]) -> Message:
+    """A chat message as a value (its ``role`` a string, checked by the caller; any
+    other is kept as its text)."""
+    extra: dict[str, object] | None = None
+    for key in raw:
+        if key not in _READ:
+            extra = {k: v for k, v in raw.items() if k not in _READ}
+            break
+    role = raw.get("role")
+    content: str | tuple[Part, ...] | None = None
+    if "content" in raw:
+        content = _content(raw["content"])
+        if content is None:
+            extra = {**(extra or {}), "content": raw["content"]}
+    calls: tuple[ToolCall, ...] = ()
+    if "tool_calls" in raw:
+        read = _calls(raw["tool_calls"])
+        if read is None:
+            extra = {**(extra or {}), "tool_calls": raw["tool_calls"]}
+        else:
+            calls = read
+    call_id = raw.get("tool_call_id")
+    if not isinstance(call_id, str):
+        if "tool_call_id" in raw:
+            extra = {**(extra or {}), "tool_call_id": call_id}
+        call_id = None
+    return Message(
+        role if isinstance(role, str) else str(role),
+        content,
+        calls,
+        call_id,
+        extra if extra is not None else NO_EXTRA,
+    )
+
+
+def decode_messages(raw: Iterable[Mapping[str, Any]]) -> tuple[Message, ...]:
+    return tuple(decode_message(message) for message in raw)
+
+
+def _content(value: Any) -> str | tuple[Part, ...] | None:
+    """Text, or parts each an object with a string ``type``; else None (not read)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        return None
+    parts = []
+    for part in value:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            return None
+        text = part.get("text")
+        if isinstance(text, str):
+            rest = {k: v for k, v in part.items() if k != "type" and k != "text"}
+            parts.append(Part(part["type"], text, rest or NO_EXTRA))
+        else:
+            rest = {k: v for k, v in part.items() if k != "type"}
+            parts.append(Part(part["type"], None, rest or NO_EXTRA))
+    return tuple(parts)
+
+
+def _calls(value: Any) -> tuple[ToolCall, ...] | None:
+    """Tool calls when every one is a call: a string id and a function (or custom tool)
+    with a string name and string arguments (input); else None (not read)."""
+    if not isinstance(value, list) or not value:
+        return None
+    calls = []
+    for call in value:
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+            return None
+        kind = call.get("type", "function")
+        if kind == "custom":
+            custom = call.get("custom")
+            if not isinstance(custom, dict):
+                return None
+            name, arguments = custom.get("name"), custom.get("input")
+        elif kind == "function":
+            function = call.get("function")
+            if not isinstance(function, dict):
+                return None
+            name, arguments = function.get("name"), function.get("arguments")
+        else:
+            return None
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            return None
+        calls.append(ToolCall(call["id"], name, arguments, kind))
+    return tuple(calls)
+
+
+def encode_part(part: Part) -> dict[str, Any]:
+    if part.text is None:
+        return {"type": part.type, **part.extra}
+    return {"type": part.type, "text": part.text, **part.extra}
+
+
+def encode_message(message: Message) -> dict[str, Any]:
+    """A value as the chat message it came from (or the dialect writes for it)."""
+    encoded: dict[str, Any] = {"role": message.role}
+    content = message.content
+    if isinstance(content, str):
+        encoded["content"] = content
+    elif content is not None:
+        encoded["content"] = [encode_part(part) for part in content]
+    if message.calls:
+        encoded["tool_calls"] = [call_dict(call) for call in message.calls]
+    if message.call_id is not None:
+        encoded["tool_call_id"] = message.call_id
+    if message.extra:
+        encoded.update(message.extra)
+    return encoded
+
+
+def encode_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
+    return [encode_message(message) for message in history]
+
+
+def with_hidden(history: Sequence[Message], hidden: Iterable[HiddenItem]) -> list[Message]:
+    """A history with hidden items after it, as messages."""
+    return [*history, *(as_message(item) for item in hidden)]

@@ -1,0 +1,123 @@
+"""A chat history decoded into ``Message`` values and encoded back (DESIGN.md §10):
+typed where the gateway reads it, lossless for everything else, never raising on what
+a client sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.upstream.message_codec import decode_message, encode_message
+from gateway.values import NULL_CONTENT, AssistantMessage, Message, Part, ToolCall, as_message
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+CALL = st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=4),
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {"name": st.text(max_size=4), "arguments": st.text(max_size=6)}
+        ),
+    }
+) | st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=4),
+        "type": st.just("custom"),
+        "custom": st.fixed_dictionaries({"name": st.text(max_size=4), "input": st.text()}),
+    }
+)
+PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image_url", "input_audio"])},
+    optional={"text": JSON, "image_url": JSON, "cache_control": JSON},
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system", "developer"])},
+    optional={
+        "content": st.text() | st.lists(PART, max_size=3) | JSON,
+        "tool_calls": st.lists(CALL, max_size=3) | JSON,
+        "tool_call_id": st.text(max_size=4) | JSON,
+        "name": JSON,
+        "audio": JSON,
+    },
+)
+
+
+def as_sent(raw: dict[str, Any]) -> dict[str, Any]:
+    """A message as the model server is sent it: as it came, but a function call's
+    empty arguments are ``{}`` (as the gateway writes its own calls)."""
+    calls = raw.get("tool_calls")
+    if not isinstance(calls, list) or not decode_message(raw).calls:
+        return raw
+    written = []
+    for call in calls:
+        function = call.get("function")
+        if function is not None and function["arguments"] == "":
+            call = {**call, "function": {**function, "arguments": "{}"}}
+        written.append(call)
+    return {**raw, "tool_calls": written}
+
+
+@settings(max_examples=400, deadline=None)
+@given(MESSAGE)
+def test_a_message_goes_back_as_it_came(raw: dict[str, Any]) -> None:
+    message = decode_message(raw)
+    assert encode_message(message) == as_sent(raw)
+    # What the gateway reads is typed, whatever the client sent.
+    assert isinstance(message.text, str)
+    assert all(
+        isinstance(call.id, str) and isinstance(call.arguments, str) for call in message.calls
+    )
+    assert message.call_id is None or isinstance(message.call_id, str)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), JSON, max_size=5))
+def test_any_object_decodes(raw: dict[str, Any]) -> None:
+    message = decode_message(raw)
+    assert isinstance(message.role, str)
+    assert isinstance(message.text, str)
+
+
+def test_what_is_read_is_typed_and_the_rest_is_kept() -> None:
+    raw = {
+        "role": "user",
+        "name": "ann",
+        "content": [
+            {"type": "text", "text": "look at "},
+            {"type": "image_url", "image_url": {"url": "https://x/i.png", "detail": "low"}},
+            {"type": "text", "text": "this"},
+        ],
+    }
+    message = decode_message(raw)
+    assert message.role == "user"
+    assert message.text == "look at this"
+    assert message.content == (
+        Part("text", "look at "),
+        Part("image_url", None, {"image_url": {"url": "https://x/i.png", "detail": "low"}}),
+        Part("text", "this"),
+    )
+    assert message.extra == {"name": "ann"}
+    # Tool calls that are not all calls are the model server's to judge, as they came.
+    odd = {"role": "assistant", "content": None, "tool_calls": [{"id": 1}]}
+    assert decode_message(odd).calls == ()
+    assert encode_message(decode_message(odd)) == odd
+
+
+def test_a_hidden_item_is_a_message_as_the_dialect_writes_it() -> None:
+    turn = AssistantMessage(None, (ToolCall("c1", "f", "{}"),), refusal="no")
+    assert as_message(turn) == Message("assistant", None, turn.calls, extra=NULL_CONTENT)
+    assert encode_message(as_message(turn)) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
