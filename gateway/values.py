@@ -4,10 +4,15 @@ turn wire dicts into these and back; the engine sees nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
+
+# A tool definition and what a value keeps as it came are the tool library's values.
+from tool_registry import NO_EXTRA as NO_EXTRA
+from tool_registry import Extra as Extra
+from tool_registry import ToolDefinition as ToolDefinition
 
 # ``approval``: not the model's — a held call handed to the client to approve
 # (chat: a call of the client's ``toolgate_approval`` tool; Responses: an
@@ -48,30 +53,6 @@ class ToolOutput:
 
 
 HiddenItem = AssistantMessage | ToolOutput  # an item of the rounds the client does not see
-
-# What a value keeps of its wire form that the gateway does not read, as it came.
-Extra = Mapping[str, object]
-
-
-class _Nothing(Mapping[str, object]):
-    """The empty ``Extra``: immutable, and hashable, so a default of frozen values."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> object:
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-    def __hash__(self) -> int:
-        return 0
-
-
-NO_EXTRA: Extra = _Nothing()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +159,15 @@ class Completion:
     raw: dict[str, Any] | None = field(default=None, compare=False)
     id: str | None = field(default=None, compare=False)  # the upstream's, for telemetry
     model: str | None = field(default=None, compare=False)  # the model that answered
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredRound:
+    """A round's answer as a recording keeps it: which round of which choice."""
+
+    round: int
+    answer: Completion
+    choice: int = 0
 
 
 @dataclass(frozen=True, slots=True)

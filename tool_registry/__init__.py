@@ -8,6 +8,7 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 
 from .arguments import canonical_arguments, parse_arguments
 from .client import GuardedTransport, body_chunks, create_tool_transport, send
+from .definition import NO_EXTRA, Extra, ToolDefinition
 from .egress import EgressPolicy, egress_denial
 from .errors import (
     EgressDenied,
@@ -49,6 +50,7 @@ from .transport import GatewayTransport
 
 __all__ = [
     "FIELDS",
+    "NO_EXTRA",
     "PUBLIC_HEADERS",
     "Backoff",
     "CallContext",
@@ -56,6 +58,7 @@ __all__ = [
     "EgressDenied",
     "EgressPolicy",
     "ExpansionError",
+    "Extra",
     "GatewayTransport",
     "GuardedTransport",
     "HttpRunner",
@@ -76,6 +79,7 @@ __all__ = [
     "ToolArgumentsInvalid",
     "ToolCallFailed",
     "ToolConfigError",
+    "ToolDefinition",
     "ToolError",
     "ToolExecutor",
     "ToolRegistry",

@@ -11,8 +11,8 @@ import fnmatch
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
 
+from .definition import ToolDefinition
 from .errors import ToolConfigError
 from .tool import Tool
 
@@ -60,7 +60,7 @@ class ToolRegistry:
                 problems.append(f"left out: {problem}")
         self._tools = found
         self.problems = problems
-        self._definitions: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self._definitions: dict[tuple[str, ...], tuple[ToolDefinition, ...]] = {}
         self.bound_headers = tuple(
             sorted(
                 {
@@ -103,12 +103,12 @@ class ToolRegistry:
         """Names matching a glob pattern (``*``, ``?``, ``[…]``), in registry order."""
         return [name for name in self._tools if fnmatch.fnmatchcase(name, pattern)]
 
-    def definitions(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    def definitions(self, names: tuple[str, ...]) -> tuple[ToolDefinition, ...]:
         """The model-visible definitions of ``names``, worked out once per distinct set."""
         found = self._definitions.get(names)
         if found is None:
             if len(self._definitions) >= _DEFINITIONS_KEPT:
                 self._definitions.clear()
-            found = [t.definition for n in names if (t := self._tools.get(n)) is not None]
+            found = tuple(t.definition for n in names if (t := self._tools.get(n)) is not None)
             self._definitions[names] = found
         return found

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
+from .definition import ToolDefinition
 from .errors import MissingValue, ToolArgumentsInvalid
 from .jsonio import canonical
 from .request_builder import RequestTemplate
@@ -131,13 +132,9 @@ class Tool(ABC):
         self.bind_sources = {key: placeholders(t) for key, t in self.bind.items()}
         self._bound = frozenset(self.bind)
         self._bound_lower = frozenset(key.lower() for key in self.bind)
-        function: dict[str, Any] = {
-            "name": name,
-            "parameters": visible_parameters(parameters, set(self.bind)),
-        }
-        if description:
-            function["description"] = description
-        self.definition: dict[str, Any] = {"type": "function", "function": function}
+        self.definition = ToolDefinition(
+            name, description or None, visible_parameters(parameters, set(self.bind))
+        )
         # What the tool's results depend on, beside its arguments: a result cached for
         # one definition is never served for another of the same name (after a reload).
         self.fingerprint = f"{source}:{name}"

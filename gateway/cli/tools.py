@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from gateway.config import GatewayConfig
 from gateway.runtime.services import Gateway
+from gateway.upstream.chat_codec import encode_tool
 from tool_registry import CallContext, ToolArgumentsInvalid, error_result
 
 
@@ -59,7 +60,7 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
             for name in tenant.tools:
                 tool = runtime.registry.get(name)
                 if tool is not None:
-                    description = tool.definition["function"].get("description", "")
+                    description = tool.definition.description or ""
                     said = tenant.policy.of(tool)  # what the policy point reads of it
                     columns = [name, tool.source, said.effects, said.output, said.approval]
                     print("\t".join([*columns, description]), file=out)
@@ -69,7 +70,7 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
             print(f"toolgate: tenant {tenant.id!r} has no tool {args.tool!r}", file=sys.stderr)
             return 2
         if args.action == "show":
-            print(json.dumps(tool.definition, indent=2), file=out)
+            print(json.dumps(encode_tool(tool.definition), indent=2), file=out)
             return 0
         headers = {}
         for header in args.header:

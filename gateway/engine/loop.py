@@ -37,6 +37,7 @@ from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
 from gateway.values import (
+    AnsweredRound,
     AssistantMessage,
     ChoiceDelta,
     Completion,
@@ -312,7 +313,7 @@ class Run:
             record["choice"] = self.job.choice
         ledger = self.ledger
         if self.job.record:
-            ledger.answers.append(_answer(answer, iteration, self.job.choice))
+            ledger.answers.append(AnsweredRound(iteration, answer, self.job.choice))
         if grant is not None and ledger.budget is not None:
             record["budget"] = ledger.budget.after_round(grant, answer.usage)
             if grant.max_tokens is not None:
@@ -392,25 +393,6 @@ def set_apart(piece: ChoiceDelta, before: str) -> ChoiceDelta:
     if not separator:
         return piece
     return replace(piece, delta={**piece.delta, "content": separator + piece.delta["content"]})
-
-
-def _answer(answer: Completion, iteration: int, choice: int) -> dict[str, Any]:
-    """A round's answer as a recording keeps it."""
-    turn = answer.turn
-    calls = [
-        {"id": c.id, "name": c.name, "arguments": c.arguments, "kind": c.kind} for c in turn.calls
-    ]
-    kept: dict[str, Any] = {
-        "round": iteration,
-        "content": turn.content,
-        "refusal": turn.refusal,
-        "calls": calls,
-        "finish_reason": answer.finish_reason,
-        "usage": answer.usage,
-    }
-    if choice:
-        kept["choice"] = choice
-    return kept
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

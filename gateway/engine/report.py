@@ -18,7 +18,7 @@ from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
 from gateway.policy.point import PolicyPoint
-from gateway.values import CapKind, HiddenItem, ToolOutput
+from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error
@@ -52,7 +52,7 @@ class RunReport:
     caps: tuple[str, ...]  # the caps reached (``CapKind``s)
     stopped: CapKind | None  # the cap that forced the last round, if one did
     rounds: tuple[dict[str, Any], ...]  # each round's line in the trace
-    answers: tuple[dict[str, Any], ...]  # each round's answer, when recorded
+    answers: tuple[AnsweredRound, ...]  # each round's answer, when recorded
     calls: tuple[CallRecord, ...]  # every choice's tool calls
     error: GatewayError | None  # what ended a failed run
     cost_nanos: int | None  # what the run spent, when a budget counted it

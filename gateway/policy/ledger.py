@@ -13,6 +13,7 @@ from typing import Any
 from gateway.policy.caps import LoopState
 from gateway.policy.run_budget import RunBudget
 from gateway.policy.verdicts import Allow, Refuse
+from gateway.values import AnsweredRound
 
 Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 
@@ -24,7 +25,7 @@ class Ledger:
     taint: str | None = None  # where the run first read untrusted words, if it has
     decided: Decided = field(default_factory=dict)  # used up as each call comes to run
     rounds: list[dict[str, Any]] = field(default_factory=list)  # each round's trace line
-    answers: list[dict[str, Any]] = field(default_factory=list)  # each round's, if recorded
+    answers: list[AnsweredRound] = field(default_factory=list)  # each round's, if recorded
 
     def tainted(self, source: str | None) -> None:
         """The run has read untrusted words from ``source`` (the first one is named)."""

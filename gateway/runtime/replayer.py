@@ -28,6 +28,7 @@ import httpx
 
 from gateway.config import GatewayConfig, LimitsConfig
 from gateway.engine.loop import Final, HandBack, LoopEnd, LoopJob, ToolLoop
+from gateway.engine.recorded import Ending, RecordedTool, Recording
 from gateway.errors import BadRequest, GatewayError
 from gateway.policy.limits import Narrowing
 from gateway.policy.point import PolicyPoint
@@ -35,9 +36,10 @@ from gateway.policy.rules import TenantPolicy
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import static_tools
+from gateway.upstream.chat_codec import encode_tool
 from gateway.upstream.chat_model import ChatModel
 from gateway.upstream.client import UpstreamClient
-from gateway.upstream.message_codec import decode_messages
+from gateway.values import AnsweredRound
 from tool_registry import (
     CallContext,
     Effects,
@@ -126,21 +128,21 @@ class ReplayTool(Tool):
 
     def __init__(
         self,
-        recorded: dict[str, Any],
+        recorded: RecordedTool,
         results: dict[str, ToolResult],
         served: ServedCalls,
         judged: LiveJudgement,
         live_read: bool,
         context: CallContext,
     ) -> None:
-        function = recorded["definition"]["function"]
+        definition = recorded.definition
         super().__init__(
-            function["name"],
-            function.get("description", ""),
-            function.get("parameters") or {"type": "object"},
+            definition.name,
+            definition.description or "",
+            dict(definition.parameters or {"type": "object"}),
             source="replay",
-            origin=f"recording: tool {function['name']!r}",
-            label=str(recorded.get("source", "replay")),
+            origin=f"recording: tool {definition.name!r}",
+            label=recorded.source,
         )
         self._effects: Effects = judged.effects
         self._writes = judged.refused == "write"  # the gateway's word, not the recording's
@@ -171,57 +173,18 @@ class ReplayTool(Tool):
         return error_result(message, "denied")
 
 
-def malformed(recording: dict[str, Any]) -> str | None:
-    """What keeps a recording (from a file, or an API body) from being replayed, or
-    None: the shapes the replay reads, checked before it reads them."""
-    loop_start = recording.get("loop")
-    if not isinstance(loop_start, dict) or not isinstance(loop_start.get("params"), dict):
-        return "it holds no loop to replay"
-    messages = loop_start["params"].get("messages")
-    if not isinstance(messages, list):
-        return "its loop has no messages"
-    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-        return "a message of its loop has no role"
-    client_tools = loop_start.get("client_tools") or []
-    if not isinstance(client_tools, list) or not all(isinstance(t, dict) for t in client_tools):
-        return "its client tools are not a list of objects"
-    for part in ("tools", "rounds", "tool_calls"):
-        items = recording.get(part, [])
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            return f"its {part} are not a list of objects"
-    for tool in recording.get("tools", []):
-        definition = tool.get("definition")
-        function = definition.get("function") if isinstance(definition, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            return "a tool has no definition with a name"
-        if not isinstance(function.get("parameters", {}), dict):
-            return f"the parameters of tool {function['name'][:64]!r} are not an object"
-    for answer in recording.get("rounds", []):
-        calls = answer.get("calls", [])
-        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-            return "a round's calls are not a list of objects"
-    return None
-
-
-def recorded_results(recording: dict[str, Any]) -> dict[str, dict[str, ToolResult]]:
+def recorded_results(recording: Recording) -> dict[str, dict[str, ToolResult]]:
     """Per tool, the results of its recorded calls by ``call_key`` of the arguments the
     model wrote (header-bound values never take part: the model never writes them)."""
-    written = {
-        call["id"]: call
-        for answer in recording.get("rounds", [])
-        for call in answer.get("calls", [])
-        if isinstance(call.get("id"), str)
-    }
+    written = {call.id: call for call in recording.calls() if call.id}
     results: dict[str, dict[str, ToolResult]] = {}
-    for entry in recording.get("tool_calls", []):
-        call_id, name = entry.get("id"), entry.get("name")
-        call = written.get(call_id) if isinstance(call_id, str) else None
-        if call is None or not isinstance(name, str) or entry.get("result") is None:
+    for entry in recording.tool_calls:
+        call = written.get(entry.id) if entry.id is not None else None
+        if call is None or entry.name is None or entry.result is None:
             continue
-        outcome = entry.get("outcome")
-        known: Outcome = outcome if outcome in get_args(Outcome) else "ok"
-        result = ToolResult(str(entry["result"]), known)
-        results.setdefault(name, {})[call_key(name, call.get("arguments", ""))] = result
+        known: Outcome = next((o for o in get_args(Outcome) if o == entry.outcome), "ok")
+        result = ToolResult(entry.result, known)
+        results.setdefault(entry.name, {})[call_key(entry.name, call.arguments)] = result
     return results
 
 
@@ -230,9 +193,9 @@ class Replayed:
     """How the replay went."""
 
     model: str
-    rounds: list[dict[str, Any]]
+    rounds: list[AnsweredRound]
     tool_calls: list[dict[str, Any]]
-    ended: dict[str, Any] | None
+    ended: Ending | None
     usage: dict[str, Any]
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
@@ -266,15 +229,14 @@ class Replayer:
 
     async def replay(
         self,
-        recording: dict[str, Any],
+        recording: Recording,
         model: str,
         tenant: str | None = None,
         live_read: bool = False,
     ) -> Replayed:
-        problem = malformed(recording)
-        if problem is not None:
-            raise BadRequest(f"The recording cannot be replayed: {problem}.")
-        loop_start = recording["loop"]
+        loop_start = recording.loop
+        if loop_start is None:
+            raise BadRequest("The recording cannot be replayed: it holds no loop to replay.")
         runtime = self._runtime
         owner = runtime.tenants.by_id(tenant) if tenant is not None else None
         route = runtime.models.route(model)
@@ -282,11 +244,12 @@ class Replayer:
         results = recorded_results(recording)
         context = CallContext(owner.id if owner is not None else "replay", {})
         tools, warnings = [], []
-        for recorded in recording.get("tools", []):
-            name = recorded["definition"]["function"]["name"]
+        for recorded in recording.tools:
+            name = recorded.definition.name
             judged = judge_live(runtime, owner, name)
-            if judged.tool is not None and recorded.get("fingerprint") != definition_fingerprint(
-                judged.tool.definition
+            live = judged.tool
+            if live is not None and recorded.fingerprint != definition_fingerprint(
+                encode_tool(live.definition)
             ):
                 warnings.append(
                     f"tool {name[:64]!r}: the recorded definition differs from the gateway's"
@@ -297,10 +260,8 @@ class Replayer:
             registry = ToolRegistry(tools)
         except ToolConfigError as exc:  # a recording's schema the registry refuses
             raise BadRequest(f"The recording's tools cannot be used: {exc}") from exc
-        client_tools: list[dict[str, Any]] = list(loop_start.get("client_tools") or [])
-        client_names = frozenset(
-            str(t["function"]["name"]) for t in client_tools if isinstance(t.get("function"), dict)
-        )
+        client_tools = loop_start.client_tools
+        client_names = frozenset(tool.name for tool in client_tools if tool.name)
         limits = owner.limits if owner is not None else LimitsConfig()
         policy, _ = PolicyPoint.of_request(
             tuple(registry.names), limits, Narrowing(), client_names, registry
@@ -308,8 +269,8 @@ class Replayer:
         chat = ChatModel(
             self._upstream,
             route.upstream,
-            loop_start["params"],
-            decode_messages(loop_start["params"]["messages"]),
+            loop_start.params,
+            loop_start.history,
             route.model.target,
             [*registry.definitions(policy.server_tools), *client_tools],
             client_names,
@@ -333,10 +294,10 @@ class Replayer:
         )
 
 
-def _ending(outcome: LoopEnd | None) -> dict[str, Any] | None:
+def _ending(outcome: LoopEnd | None) -> Ending | None:
     if isinstance(outcome, Final):
         turn = outcome.answer.turn
-        return {"kind": "final", "content": turn.content, "finish_reason": outcome.finish_reason}
+        return Ending("final", turn.content, turn.refusal, outcome.finish_reason)
     if isinstance(outcome, HandBack):
-        return {"kind": "hand_back", "calls": [c.name for c in outcome.calls]}
+        return Ending("hand_back", calls=outcome.calls)
     return None

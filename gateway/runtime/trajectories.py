@@ -16,13 +16,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gateway.config import GatewayConfig
+from gateway.engine.recorded import Ending, Recording, RecordingUnreadable, decode
 from gateway.errors import GatewayError
 from gateway.policy.prices import Rates, read_usage, usd
 from gateway.runtime.replayer import Replayed, Replayer, call_key
-
-
-def _calls(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [call for answer in rounds for call in answer.get("calls", [])]
 
 
 def _arguments(text: Any) -> Any:
@@ -50,26 +47,26 @@ def _tokens(usage: Any) -> int | None:
 
 
 def compare(
-    recording: dict[str, Any], replayed: Replayed, config: GatewayConfig | None = None
+    recording: Recording, replayed: Replayed, config: GatewayConfig | None = None
 ) -> dict[str, Any]:
     """The report of one replay."""
-    before = _calls(recording.get("rounds", []))
-    after = _calls(replayed.rounds)
-    left = Counter(call_key(str(c.get("name")), c.get("arguments", "")) for c in before)
-    names = {str(c.get("name")) for c in before}
+    before = recording.calls()
+    after = [call for answered in replayed.rounds for call in answered.answer.turn.calls]
+    left = Counter(call_key(str(c.name), c.arguments) for c in before)
+    names = {str(c.name) for c in before}
     served = iter(replayed.tool_calls)
     calls = []
     for call in after:
-        name = str(call.get("name"))
-        key = call_key(name, call.get("arguments", ""))
-        entry: dict[str, Any] = {"name": name, "arguments": _arguments(call.get("arguments"))}
+        name = str(call.name)
+        key = call_key(name, call.arguments)
+        entry: dict[str, Any] = {"name": name, "arguments": _arguments(call.arguments)}
         if left[key] > 0:
             left[key] -= 1
             entry["verdict"] = "same"
         elif name in names:
             entry["verdict"] = "different"
             entry["recorded_arguments"] = [
-                _arguments(c.get("arguments")) for c in before if c.get("name") == name
+                _arguments(c.arguments) for c in before if c.name == name
             ]
         else:
             entry["verdict"] = "new"
@@ -78,40 +75,35 @@ def compare(
         entry["served"] = ledger["served"]
     missing = []
     for call in before:  # what no call of the replay took
-        key = call_key(str(call.get("name")), call.get("arguments", ""))
+        key = call_key(str(call.name), call.arguments)
         if left[key] > 0:
             left[key] -= 1
-            missing.append(
-                {"name": str(call.get("name")), "arguments": _arguments(call.get("arguments"))}
-            )
-    recorded_end = recording.get("ended")
-    recorded_end = recorded_end if isinstance(recorded_end, dict) else {}
-    replayed_end = replayed.ended or {}
-    model = recording.get("model")
+            missing.append({"name": str(call.name), "arguments": _arguments(call.arguments)})
+    recorded_end = recording.ended or Ending("final")
+    replayed_end = replayed.ended or Ending("final")
+    model = recording.model
     agree = not missing and all(c["verdict"] == "same" for c in calls)
     return {
         "agree": agree,
         "models": {"recorded": model, "replayed": replayed.model},
         "calls": calls,
         "missing": missing,
-        "rounds": {"recorded": len(recording.get("rounds", [])), "replayed": len(replayed.rounds)},
+        "rounds": {"recorded": len(recording.rounds), "replayed": len(replayed.rounds)},
         "tokens": {
-            "recorded": _tokens(recording.get("usage")),
+            "recorded": _tokens(recording.usage),
             "replayed": _tokens(replayed.usage),
         },
         "cost_usd": {
-            "recorded": _cost(
-                config, model if isinstance(model, str) else None, recording.get("usage")
-            ),
+            "recorded": _cost(config, model, recording.usage),
             "replayed": _cost(config, replayed.model, replayed.usage),
         },
         "finish_reason": {
-            "recorded": recorded_end.get("finish_reason"),
-            "replayed": replayed_end.get("finish_reason"),
+            "recorded": recorded_end.finish_reason,
+            "replayed": replayed_end.finish_reason,
         },
         "answer": {
-            "recorded": recorded_end.get("content"),
-            "replayed": replayed_end.get("content"),
+            "recorded": recorded_end.content,
+            "replayed": replayed_end.content,
         },
         "error": replayed.error,
         "warnings": replayed.warnings,
@@ -163,12 +155,15 @@ async def replay_all(
     and why each one that could not be replayed was not (``progress`` after each)."""
     reports: list[dict[str, Any]] = []
     failures: list[str] = []
-    for name, recording in recordings:
-        if not isinstance(recording, dict) or recording.get("kept") is False:
+    for name, document in recordings:
+        if not isinstance(document, dict) or document.get("kept") is False:
             failures.append(f"{name}: no kept recording")
         else:
             try:
+                recording = decode(document)
                 replayed = await replayer.replay(recording, model, tenant, live_read)
+            except RecordingUnreadable as exc:
+                failures.append(f"{name}: The recording cannot be replayed: {exc}.")
             except GatewayError as exc:
                 failures.append(f"{name}: {exc.message}")
             else:

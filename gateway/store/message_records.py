@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any, get_args
 
-from gateway.upstream.message_codec import decode_message
+from gateway.upstream.chat_codec import decode_message
 from gateway.values import NO_EXTRA, CallKind, Extra, Message, Part, ToolCall
 
 

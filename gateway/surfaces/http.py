@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from gateway.config import Record, ServerConfig
+from gateway.engine.recorded import LoopStart
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
 from gateway.policy.large_bodies import LargeBodies
@@ -144,7 +145,7 @@ class Exchange:
     # The request body's bytes as the client sent them, kept when it may be recorded:
     # a surface's own dicts change as it works (a restored turn, dropped tools).
     sent: bytes | None = None
-    loop_start: dict[str, Any] | None = None  # the loop's first request, likewise
+    loop_start: LoopStart | None = None  # where the loop began, likewise
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]

@@ -155,13 +155,13 @@ class McpEndpoint:
             tool = caller.runtime.registry.get(name)
             if tool is None:
                 continue
-            function = tool.definition["function"]
+            definition = tool.definition
             policy = caller.tenant.policy.of(tool)
             tools.append(
                 types.Tool(
                     name=name,
-                    description=function.get("description"),
-                    input_schema=function["parameters"],
+                    description=definition.description,
+                    input_schema=dict(definition.parameters or {"type": "object"}),
                     annotations=types.ToolAnnotations(
                         read_only_hint=policy.effects == "read",
                         destructive_hint=policy.effects == "write",

@@ -11,6 +11,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.config import RecordingsConfig
+from gateway.engine.recorded import encode as encode_recording
 from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
@@ -184,7 +185,7 @@ class Observer:
             exchange.error,
         )
         limit = self.recordings.max_bytes
-        encoded = dumps(found)
+        encoded = dumps(encode_recording(found))
         if len(encoded) <= limit:  # a larger one is not kept: no need to redact it
             encoded = self.redactor.data(encoded)
         if len(encoded) > limit:

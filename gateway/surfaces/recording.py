@@ -16,16 +16,16 @@ is not kept (the trace says so).
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.config import Record
 from gateway.engine.loop import Final, HandBack
+from gateway.engine.recorded import Ending, LoopStart, RecordedCall, RecordedTool, Recording
 from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord
-from gateway.values import ToolCall
+from gateway.upstream.chat_codec import encode_tool
 from tool_registry import ToolRegistry, definition_fingerprint
-
-VERSION = 1
 
 
 def keeps(mode: Record, status: int, report: RunReport, draw: float | None = None) -> bool:
@@ -40,47 +40,36 @@ def keeps(mode: Record, status: int, report: RunReport, draw: float | None = Non
     return (random.random() if draw is None else draw) < mode
 
 
-def _call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments, "kind": call.kind}
+def _tool_call(registry: ToolRegistry, record: CallRecord) -> RecordedCall:
+    return RecordedCall(
+        record.call_id,
+        record.name,
+        record.redacted_arguments(registry),
+        record.outcome,
+        record.result,
+        record.reused_from,
+    )
 
 
-def _tool_call(registry: ToolRegistry, record: CallRecord) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "id": record.call_id,
-        "name": record.name,
-        "arguments": record.redacted_arguments(registry),
-        "outcome": record.outcome,
-        "result": record.result,
-    }
-    if record.reused_from is not None:
-        entry["reused_from"] = record.reused_from
-    return entry
-
-
-def _ending(report: RunReport) -> dict[str, Any] | None:
+def _ending(report: RunReport) -> Ending | None:
     outcome = report.choices[0].outcome
     if isinstance(outcome, Final):
         turn = outcome.answer.turn
-        return {
-            "kind": "final",
-            "content": turn.content,
-            "refusal": turn.refusal,
-            "finish_reason": outcome.finish_reason,
-        }
+        return Ending("final", turn.content, turn.refusal, outcome.finish_reason)
     if isinstance(outcome, HandBack):
-        return {"kind": "hand_back", "calls": [_call(c) for c in outcome.calls]}
+        return Ending("hand_back", calls=outcome.calls)
     return None
 
 
 def recording(
     report: RunReport,
-    request: dict[str, Any] | None,
-    loop_start: dict[str, Any] | None,
+    request: Mapping[str, Any] | None,
+    loop: LoopStart | None,
     route: str,
     model: str,
     status: int,
     error: str | None,
-) -> dict[str, Any]:
+) -> Recording:
     """What a replay of this request needs (not yet redacted of configured secrets)."""
     policy = report.policy
     registry = policy.registry
@@ -89,29 +78,20 @@ def recording(
         tool = registry.get(name)
         if tool is None:
             continue
-        tools.append(
-            {
-                "name": name,
-                "definition": tool.definition,
-                "fingerprint": definition_fingerprint(tool.definition),
-                "source": tool.label,
-                "effects": policy.rules.of(tool).effects,
-            }
-        )
-    return {
-        "version": VERSION,
-        "route": route,
-        "model": model,
-        "upstream_model": report.upstream_model,
-        "request": request,
-        # The chat-dialect request the loop started from (the Responses surface's
-        # input made messages): what a replay sends, whatever the surface.
-        "loop": loop_start,
-        "tools": tools,
-        "rounds": list(report.answers),
-        "tool_calls": [_tool_call(registry, r) for r in report.calls],
-        "ended": _ending(report),
-        "status": status,
-        "error": error,
-        "usage": report.usage,
-    }
+        fingerprint = definition_fingerprint(encode_tool(tool.definition))
+        effects = policy.rules.of(tool).effects
+        tools.append(RecordedTool(tool.definition, fingerprint, tool.label, effects))
+    return Recording(
+        loop,
+        tuple(tools),
+        report.answers,
+        tuple(_tool_call(registry, r) for r in report.calls),
+        _ending(report),
+        route,
+        model,
+        report.upstream_model,
+        request,
+        status,
+        error,
+        report.usage,
+    )

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.engine.loop import LoopJob, Resumed, Run
+from gateway.engine.recorded import LoopStart
 from gateway.engine.report import RunReport
 from gateway.ops.offload import offload
 from gateway.policy.background import is_background
@@ -46,8 +47,7 @@ from gateway.surfaces.http import Exchange, read_body
 from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import EventWriter, event_stream
 from gateway.upstream.chat_model import ChatModel
-from gateway.upstream.message_codec import encode_messages
-from gateway.values import KeepTurn, Message
+from gateway.values import KeepTurn, Message, ToolDefinition
 from tool_registry import CallContext
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class Plan:
 
     params: Mapping[str, Any]
     history: Sequence[Message]
-    client_tools: list[dict[str, Any]]
+    client_tools: Sequence[ToolDefinition]
     keep: KeepTurn | None = None
     single_call_id: str | None = None
     n: int = 1
@@ -320,8 +320,8 @@ class Skeleton(Generic[A]):
         """The request's loops, one per choice, from its plan."""
         gateway, exchange, policy, route = self._gateway, head.exchange, head.policy, head.route
         if exchange.record != "off":  # where a replay starts its loop (issue 26)
-            params = {**plan.params, "messages": encode_messages(plan.history)}
-            exchange.loop_start = {"params": params, "client_tools": plan.client_tools}
+            params = {k: v for k, v in plan.params.items() if k != "messages"}
+            exchange.loop_start = LoopStart(params, tuple(plan.history), tuple(plan.client_tools))
         budget = gateway.budgets.run(head.tenant, route, policy.limits)
         registry = head.runtime.registry
         model = ChatModel(

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
+from gateway.upstream.chat_codec import encode_messages, encode_tools, with_hidden
 from gateway.upstream.dialect import (
     RoundAssembler,
     genai_messages,
@@ -19,8 +20,7 @@ from gateway.upstream.dialect import (
     round_body,
     round_tool_choice,
 )
-from gateway.upstream.message_codec import encode_messages, with_hidden
-from gateway.values import ChoiceDelta, Completion, CompletionRequest, Message
+from gateway.values import ChoiceDelta, Completion, CompletionRequest, Message, ToolDefinition
 from tool_registry import dumps
 
 Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
@@ -50,6 +50,7 @@ class ChatModel:
     __slots__ = (
         "_client",
         "_client_tools",
+        "_definitions",
         "_history",
         "_params",
         "_prompt_bytes",
@@ -67,7 +68,7 @@ class ChatModel:
         params: Mapping[str, Any],
         history: Sequence[Message],
         model: str,
-        tools: list[dict[str, Any]],
+        tools: Sequence[ToolDefinition],
         client_tools: frozenset[str],
     ) -> None:
         self._client = client
@@ -77,15 +78,17 @@ class ChatModel:
         self._visible: list[dict[str, Any]] | None = None
         self._params = {k: v for k, v in params.items() if k not in ("messages", "n")}
         self._params["model"] = model
-        self._tools = tools
+        self._definitions = tools
+        self._tools: list[dict[str, Any]] = []
         self._client_tools = client_tools
         self.client_max_tokens = _max_tokens(self._params)
         self._prompt_bytes: int | None = None
 
     def prepare(self) -> list[dict[str, Any]]:
-        """The visible history in the dialect, encoded once (a surface does it off the
-        event loop for a large body)."""
+        """The visible history and the tools in the dialect, encoded once (a surface
+        does it off the event loop for a large body)."""
         if self._visible is None:
+            self._tools = encode_tools(self._definitions)
             self._visible = encode_messages(self._history)
         return self._visible
 
@@ -93,8 +96,8 @@ class ChatModel:
         """The size of what every round sends before its hidden items (for budgets),
         encoded once (a surface does it off the event loop for a large body)."""
         if self._prompt_bytes is None:
-            tools = len(dumps(self._tools)) if self._tools else 0
-            self._prompt_bytes = len(dumps(self.prepare())) + tools
+            visible = len(dumps(self.prepare()))
+            self._prompt_bytes = visible + (len(dumps(self._tools)) if self._tools else 0)
         return self._prompt_bytes
 
     @property

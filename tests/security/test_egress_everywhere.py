@@ -23,9 +23,11 @@ import httpx
 import pytest
 
 from gateway.config import GatewayConfig
+from gateway.engine.recorded import decode
 from gateway.runtime.probe import probe_tools
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
+from gateway.upstream.chat_codec import encode_tool
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.servers import ServerThread
 from tool_registry import (
@@ -195,14 +197,14 @@ async def _replay(gateway: Gateway, url: str) -> None:
         "loop": {"params": {"model": "m", "messages": [{"role": "user", "content": "go"}]}},
         "tools": [
             {
-                "definition": tool.definition,
-                "fingerprint": definition_fingerprint(tool.definition),
+                "definition": encode_tool(tool.definition),
+                "fingerprint": definition_fingerprint(encode_tool(tool.definition)),
                 "effects": "read",
             }
         ],
     }
     replayer = Replayer(gateway.runtime, gateway.upstream_transport, gateway.tool_transport)
-    replayed = await replayer.replay(recording, "m", None, live_read=True)
+    replayed = await replayer.replay(decode(recording), "m", None, live_read=True)
     assert replayed.tool_calls[0]["served"] == "live"
 
 

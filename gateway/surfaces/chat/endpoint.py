@@ -21,7 +21,7 @@ from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.skeleton import Forward, Head, Plan, completion_id
 from gateway.surfaces.streaming import EventWriter
-from gateway.upstream.message_codec import encode_messages
+from gateway.upstream.chat_codec import encode_messages
 from gateway.upstream.sse import DONE
 from tool_registry import dumps
 

@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.surfaces.chat.request import ChatRequest, client_tool_name
-from gateway.upstream.message_codec import decode_messages
+from gateway.surfaces.chat.request import ChatRequest, tool_names
+from gateway.upstream.chat_codec import decode_messages, decode_tools, encode_tools
 
 LEGACY_FINISH = "function_call"
 
@@ -101,14 +101,14 @@ def _messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def from_functions(chat: ChatRequest) -> ChatRequest:
     """The request with its functions as client tools and its history in tool calls."""
     body = dict(chat.body)
-    tools = [*chat.client_tools, *_tools(body.pop("functions", None))]
+    tools = (*chat.client_tools, *decode_tools(_tools(body.pop("functions", None))))
     if tools:
-        body["tools"] = tools
+        body["tools"] = encode_tools(tools)
     if "function_call" in body:
         body["tool_choice"] = _tool_choice(body.pop("function_call"))
     body["messages"] = _messages(body["messages"])
     messages = decode_messages(body["messages"])
-    names = frozenset(n for n in (client_tool_name(t) for t in tools) if n is not None)
+    names = tool_names(tools)
     single = call_id(len(chat.body["messages"]))
     return replace(
         chat,

@@ -11,8 +11,8 @@ from typing import Any
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
-from gateway.upstream.message_codec import decode_messages
-from gateway.values import APPROVAL_TOOL, Message
+from gateway.upstream.chat_codec import decode_messages, decode_tools
+from gateway.values import APPROVAL_TOOL, Message, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,7 @@ class ChatRequest:
     messages: tuple[Message, ...]  # its ``messages``, decoded
     model: str
     stream: bool
-    client_tools: list[dict[str, Any]]
+    client_tools: tuple[ToolDefinition, ...]  # its ``tools``, decoded
     client_tool_names: frozenset[str]
     narrowing: Narrowing
     changed: bool  # the body differs from the bytes received
@@ -79,6 +79,11 @@ def client_tool_name(tool: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def tool_names(tools: tuple[ToolDefinition, ...]) -> frozenset[str]:
+    """The names of the tools that have one (a function or custom tool)."""
+    return frozenset(tool.name for tool in tools if tool.name)
+
+
 def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     """Check the fields the gateway relies on; everything else passes through untouched."""
     body, model = model_request(raw)
@@ -86,14 +91,15 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean.", param="stream")
-    client_tools = _client_tools(body.get("tools"))
+    tools = _client_tools(body.get("tools"))
     changed = "toolgate" in body
-    approves = any(client_tool_name(t) == APPROVAL_TOOL for t in client_tools)
+    approves = any(client_tool_name(t) == APPROVAL_TOOL for t in tools)
     if approves:
-        client_tools = [t for t in client_tools if client_tool_name(t) != APPROVAL_TOOL]
-        _without_approval_tool(body, client_tools)
+        tools = [t for t in tools if client_tool_name(t) != APPROVAL_TOOL]
+        _without_approval_tool(body, tools)
         changed = True
-    names = frozenset(n for n in (client_tool_name(t) for t in client_tools) if n is not None)
+    client_tools = decode_tools(tools)
+    names = tool_names(client_tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     return ChatRequest(
         MappingProxyType(body),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gateway.upstream.message_codec import encode_message
+from gateway.upstream.chat_codec import encode_message
 from gateway.values import NULL_CONTENT, Message, ToolCall
 from tool_registry import dumps
 

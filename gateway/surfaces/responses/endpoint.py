@@ -42,7 +42,7 @@ from gateway.surfaces.responses.request import ResponsesRequest, parse_responses
 from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
 from gateway.surfaces.streaming import EventWriter
 from gateway.upstream import dialect
-from gateway.upstream.message_codec import encode_messages
+from gateway.upstream.chat_codec import encode_messages
 from gateway.values import Message, as_message
 from tool_registry import dumps
 

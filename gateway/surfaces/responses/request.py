@@ -16,6 +16,7 @@ from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
 from gateway.surfaces.responses.items import ClientName, input_items, qualified
+from gateway.values import NO_EXTRA, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class ResponsesRequest:
     items: list[dict[str, Any]]  # ``input`` as items
     instructions: str | None
     params: dict[str, Any]  # in the upstream dialect (chat completions)
-    client_tools: list[dict[str, Any]]  # in the upstream dialect
+    client_tools: tuple[ToolDefinition, ...]  # as a chat model is offered them
     client_tool_names: frozenset[str]
     narrowing: Narrowing
     store: bool
@@ -89,8 +90,8 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NOT_HOSTED = frozenset({"function", "custom", "namespace"})
 
 
-def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ClientName], list[Hosted]]:
-    """The client's tools as the dialect declares them — a ``custom`` tool as a function
+def _tools(value: Any) -> tuple[list[ToolDefinition], dict[str, ClientName], list[Hosted]]:
+    """The client's tools as a chat model is offered them — a ``custom`` tool as a function
     of one string, a ``namespace``'s tools flattened under ``qualified`` names — the
     names the model knows for those, and the hosted tools (``web_search``,
     ``file_search``, ...: types a hosted model runs), which the tenant's
@@ -99,7 +100,7 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ClientName], lis
         return [], {}, []
     if not isinstance(value, list):
         raise BadRequest("'tools' must be an array.", param="tools")
-    tools: list[dict[str, Any]] = []
+    tools: list[ToolDefinition] = []
     names: dict[str, ClientName] = {}
     hosted = []
     for index, tool in enumerate(value):
@@ -113,7 +114,7 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ClientName], lis
             _namespace(tool, at, tools, names)
         else:
             tools.append(_declared(tool, at, kind, names))
-    counts = Counter(tool["function"]["name"] for tool in tools)  # linear: thousands fit
+    counts = Counter(tool.name for tool in tools)  # linear: thousands fit
     twice = sorted(n for n in names if counts[n] > 1)
     if twice:
         raise BadRequest(f"'tools': two tools are named {twice[0]!r}.", param="tools")
@@ -122,8 +123,8 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ClientName], lis
 
 def _declared(
     tool: Any, at: str, kind: Any, names: dict[str, ClientName], namespace: str | None = None
-) -> dict[str, Any]:
-    """A client ``function`` or ``custom`` tool as the dialect declares it (a custom
+) -> ToolDefinition:
+    """A client ``function`` or ``custom`` tool as a chat model is offered it (a custom
     one, and one in ``namespace``, also named in ``names``)."""
     if kind not in ("function", "custom"):
         raise BadRequest(
@@ -140,20 +141,23 @@ def _declared(
             param=f"{at}.name",
         )
     offered = name if namespace is None else qualified(namespace, name)
-    function: dict[str, Any] = {"name": offered}
-    if kind == "custom":
-        function |= _freeform(tool, at)
-    else:
-        for key, kinds in _FIELDS.items():
-            value = tool.get(key)
-            if value is None:
-                continue
-            if not isinstance(value, kinds):
-                raise BadRequest(f"'{at}.{key}' must be {_FIELD_NAMES[key]}.", param=f"{at}.{key}")
-            function[key] = value
     if kind == "custom" or namespace is not None:
         names[offered] = ClientName(name, namespace, kind == "custom")
-    return {"type": "function", "function": function}
+    if kind == "custom":
+        description, parameters = _freeform(tool, at)
+        return ToolDefinition(offered, description, parameters)
+    fields: dict[str, Any] = {}
+    for key, kinds in _FIELDS.items():
+        value = tool.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kinds):
+            raise BadRequest(f"'{at}.{key}' must be {_FIELD_NAMES[key]}.", param=f"{at}.{key}")
+        fields[key] = value
+    strict = {"strict": fields["strict"]} if "strict" in fields else NO_EXTRA
+    return ToolDefinition(
+        offered, fields.get("description"), fields.get("parameters"), extra=strict
+    )
 
 
 # A function tool's fields the dialect declares, and what each must be.
@@ -171,7 +175,7 @@ _MEMBER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # a namespace's tools, as Op
 _SYNTAXES = frozenset({"lark", "regex"})
 
 
-def _freeform(tool: dict[str, Any], at: str) -> dict[str, Any]:
+def _freeform(tool: dict[str, Any], at: str) -> tuple[str | None, dict[str, Any]]:
     """A ``custom`` tool's description and parameters as a function of one string: its
     description, and the grammar ``input`` must follow, are what the model reads."""
     about = tool.get("description")
@@ -196,14 +200,11 @@ def _freeform(tool: dict[str, Any], at: str) -> dict[str, Any]:
         "required": ["input"],
         "additionalProperties": False,
     }
-    declared: dict[str, Any] = {"parameters": parameters}
-    if lines:
-        declared["description"] = "\n\n".join(lines)
-    return declared
+    return ("\n\n".join(lines) if lines else None), parameters
 
 
 def _namespace(
-    tool: dict[str, Any], at: str, tools: list[dict[str, Any]], names: dict[str, ClientName]
+    tool: dict[str, Any], at: str, tools: list[ToolDefinition], names: dict[str, ClientName]
 ) -> None:
     """A ``namespace`` tool's tools, added to ``tools`` under their qualified names (its
     description before each of theirs) and named in ``names``."""
@@ -216,10 +217,11 @@ def _namespace(
     for index, member in enumerate(inner):
         where = f"{at}.tools[{index}]"
         kind = member.get("type") if isinstance(member, dict) else None
-        function = _declared(member, where, kind, names, namespace)["function"]
+        declared = _declared(member, where, kind, names, namespace)
         if isinstance(about, str) and about:
-            function["description"] = f"{about}\n\n{function.get('description') or ''}".strip()
-        tools.append({"type": "function", "function": function})
+            described = f"{about}\n\n{declared.description or ''}".strip()
+            declared = replace(declared, description=described)
+        tools.append(declared)
 
 
 def _tool_choice(value: Any) -> Any:
@@ -346,7 +348,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
             "'metadata' must be an object of at most 16 string values.", param="metadata"
         )
     tools, client_names, hosted = _tools(body.get("tools"))
-    names = frozenset(tool["function"]["name"] for tool in tools)
+    names = frozenset(tool.name for tool in tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")
     if max_tool_calls is not None:
@@ -368,7 +370,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         items=input_items(body.get("input", [])),
         instructions=instructions,
         params=_params(body),
-        client_tools=tools,
+        client_tools=tuple(tools),
         client_tool_names=names,
         narrowing=narrowing,
         store=store is not False,

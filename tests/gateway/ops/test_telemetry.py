@@ -23,8 +23,8 @@ from gateway.ops.export import ExportQueue
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import Spans, usage_attributes
 from gateway.ops.telemetry import OtelSettings, otel_settings, traces_endpoint
+from gateway.upstream.chat_codec import decode_messages
 from gateway.upstream.dialect import genai_messages
-from gateway.upstream.message_codec import decode_messages
 from tool_registry import Redactor
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}

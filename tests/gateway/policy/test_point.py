@@ -22,7 +22,7 @@ from gateway.store import GuardedStore, Keys
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.approval_answers import asked_in, held_calls, take_answers
-from gateway.upstream.message_codec import decode_messages, encode_messages
+from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import Message, ToolCall
 from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolRegistry, ToolSpec
 from tool_registry.sources.mcp import McpTool

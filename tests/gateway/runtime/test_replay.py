@@ -1,6 +1,7 @@
 """A recording is input the gateway did not make (a file, an API body): whatever its
-shape, a replay refuses it with a ``BadRequest`` saying why, or replays it; nothing
-else escapes, and nothing reaches a tool."""
+shape, it is refused saying why (``RecordingUnreadable`` as it is read, a
+``BadRequest`` when its tools cannot be used), or replayed; nothing else escapes, and
+nothing reaches a tool."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import GatewayConfig
+from gateway.engine.recorded import RecordingUnreadable, decode
 from gateway.errors import BadRequest
-from gateway.runtime.replayer import Replayer, malformed
+from gateway.runtime.replayer import Replayer
 from gateway.runtime.trajectories import compare
 from tool_registry import EgressPolicy, create_tool_transport
 
@@ -68,8 +70,8 @@ LOOP = {"params": {"model": "m", "messages": [{"role": "user", "content": "hi"}]
 async def test_a_malformed_recording_is_refused_saying_why(
     recording: dict[str, Any], says: str
 ) -> None:
-    with pytest.raises(BadRequest, match=says):
-        await replayer().replay(recording, "m")
+    with pytest.raises((RecordingUnreadable, BadRequest), match=says):
+        await replayer().replay(decode(recording), "m")
 
 
 scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
@@ -117,9 +119,11 @@ tool = {"definition": {"function": {"name": "t", "parameters": {"type": "object"
 def test_the_shape_check_covers_what_the_replay_reads(recording: dict[str, Any]) -> None:
     import asyncio
 
-    if malformed(recording) is not None:
+    try:
+        read = decode(recording)
+    except RecordingUnreadable:
         return
-    found = asyncio.run(replayer().replay(recording, "m"))  # no other exception escapes
+    found = asyncio.run(replayer().replay(read, "m"))  # no other exception escapes
     assert found.ended is not None
-    report = compare(recording, found, CONFIG)
+    report = compare(read, found, CONFIG)
     assert report["answer"]["replayed"] == "fine"

@@ -22,7 +22,7 @@ from gateway.store.message_records import (
     read_v1,
 )
 from gateway.store.responses import ResponseStore, StoredResponse
-from gateway.upstream.message_codec import decode_messages, encode_messages
+from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import NULL_CONTENT, Message, Part, ToolCall
 
 pytestmark = pytest.mark.anyio

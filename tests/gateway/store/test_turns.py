@@ -19,7 +19,7 @@ from gateway.store.turn_codec import SavedTurn, decode, encode, put_back
 from gateway.store.turns import TurnStore, prefix_digests
 from gateway.surfaces.history import put_back_into, seen_all
 from gateway.upstream import dialect
-from gateway.upstream.message_codec import decode_messages, encode_messages
+from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import AssistantMessage, ToolCall, ToolOutput
 from tool_registry import canonical
 

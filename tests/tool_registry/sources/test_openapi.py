@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from tool_registry import (
     CallContext,
     HttpTool,
     OpenApiSource,
+    Tool,
     ToolArgumentsInvalid,
     ToolConfigError,
     ToolRegistry,
@@ -29,6 +31,13 @@ from tool_registry.sources.openapi_schema import SchemaResolver
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "openapi"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def parameters_of(tool: Tool) -> Mapping[str, Any]:
+    """The JSON Schema a model is offered for the tool's arguments."""
+    parameters = tool.definition.parameters
+    assert parameters is not None
+    return parameters
 
 
 def document(name: str) -> Any:
@@ -63,7 +72,7 @@ def test_every_model_visible_schema_is_valid_json_schema() -> None:
     registry = ToolRegistry(tools.values())  # names and schemas pass the registry's checks
     for tool in registry:
         assert NAME.match(tool.name)
-        Draft202012Validator.check_schema(tool.definition["function"]["parameters"])
+        Draft202012Validator.check_schema(parameters_of(tool))
         assert tool.source == "openapi"
 
 
@@ -90,7 +99,7 @@ def test_operations_that_cannot_be_tools_are_named_with_why() -> None:
 
 def test_path_query_and_header_parameters_and_the_configured_key() -> None:
     tool = shop()["shop_getOrder"]
-    parameters = tool.definition["function"]["parameters"]
+    parameters = parameters_of(tool)
     assert parameters["required"] == ["orderId", "X-Request-Region"]
     assert "Accept" not in parameters["properties"]  # OpenAPI ignores these header params
     assert "X-Api-Key" not in json.dumps(parameters)  # the model never sees the credential
@@ -105,7 +114,7 @@ def test_path_query_and_header_parameters_and_the_configured_key() -> None:
 
 def test_an_object_body_sits_beside_the_parameters_without_read_only_fields() -> None:
     tool = shop()["shop_createOrder"]
-    parameters = tool.definition["function"]["parameters"]
+    parameters = parameters_of(tool)
     assert parameters["required"] == ["customer", "lines"]
     assert "id" not in parameters["properties"]  # readOnly: the server sets it
     line = parameters["properties"]["lines"]["items"]
@@ -137,13 +146,13 @@ def test_a_json_media_type_other_than_application_json_is_sent_as_it_is() -> Non
 
 def test_a_recursive_schema_is_cut_and_stays_finite() -> None:
     tool = pets()["pets_updatePet"]
-    owner = tool.definition["function"]["parameters"]["properties"]["owner"]
+    owner = parameters_of(tool)["properties"]["owner"]
     assert "recursive" in owner["properties"]["pets"]["items"]["description"]
 
 
 def test_openapi_30_dialect_becomes_json_schema() -> None:
     tools = pets()
-    properties = tools["pets_updatePet"].definition["function"]["parameters"]["properties"]
+    properties = parameters_of(tools["pets_updatePet"])["properties"]
     assert properties["weight"] == {"type": "number", "exclusiveMinimum": 0}
     assert properties["tag"] == {"type": ["string", "null"]}
     assert "example" not in properties["name"]
@@ -329,7 +338,7 @@ def test_any_document_gives_usable_tools_or_a_clear_refusal(document: dict[str, 
         return
     for tool in found.tools:
         assert NAME.match(tool.name)
-        assert schema_problem(tool.definition["function"]["parameters"]) is None
+        assert schema_problem(parameters_of(tool)) is None
         assert tool.spec.http.url.startswith("https://")
 
 

@@ -14,7 +14,7 @@ from gateway.surfaces.responses.context_fit import (
     summary_messages,
     truncate,
 )
-from gateway.upstream.message_codec import decode_messages
+from gateway.upstream.chat_codec import decode_messages
 from gateway.values import Message
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from gateway.surfaces.responses.items import (
 )
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
-from gateway.upstream.message_codec import encode_messages
+from gateway.upstream.chat_codec import encode_messages, encode_tools
 from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 from tests.support.schema import assert_valid_response
 
@@ -98,7 +98,7 @@ def test_the_request_becomes_the_dialects_parameters() -> None:
         },
         "reasoning_effort": "low",
     }
-    assert asked.client_tools == [
+    assert encode_tools(asked.client_tools) == [
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     ]
     assert asked.narrowing.max_tool_calls == 3  # the narrowest of both
@@ -288,7 +288,7 @@ def test_a_namespace_is_flattened_under_names_a_chat_model_takes() -> None:
     ]
     raw = json.dumps({"model": "m", "input": "hi", "tools": tools}).encode()
     asked = parse_responses_request(raw, {})
-    flat = [tool["function"]["name"] for tool in asked.client_tools]
+    flat = [tool.name for tool in asked.client_tools]
     assert flat[0] == "crm__find"
     assert flat[2] == "plain"
     assert len(flat[1]) == 64
@@ -299,7 +299,7 @@ def test_a_namespace_is_flattened_under_names_a_chat_model_takes() -> None:
     }
     assert asked.client_tool_names == frozenset(flat)
     again = parse_responses_request(raw, {})  # the same name every time
-    assert [tool["function"]["name"] for tool in again.client_tools] == flat
+    assert [tool.name for tool in again.client_tools] == flat
 
 
 def test_a_namespaced_call_item_goes_back_under_the_name_the_model_knows() -> None:
@@ -337,7 +337,7 @@ def test_a_custom_tool_is_offered_as_a_function_of_one_string(
     tool: dict[str, Any], description: str | None
 ) -> None:
     asked = parse(input="hi", tools=[tool])
-    [function] = [t["function"] for t in asked.client_tools]
+    [function] = [t["function"] for t in encode_tools(asked.client_tools)]
     assert function["name"] == "note"
     assert function.get("description") == description
     assert function["parameters"]["properties"]["input"]["type"] == "string"
@@ -386,7 +386,7 @@ def test_a_custom_tool_in_a_namespace_is_named_by_both() -> None:
         "fs__apply_patch": ClientName("apply_patch", "fs", custom=True),
         "fs__read": ClientName("read", "fs"),
     }
-    described = asked.client_tools[0]["function"]["description"]
+    described = asked.client_tools[0].description
     assert described.startswith("Files.\n\n`input` must follow this lark grammar")
 
 
@@ -562,7 +562,7 @@ def test_any_tools_are_a_400_or_offered_so_each_call_goes_back_valid_and_returns
     except BadRequest:
         return
     names = asked.client_names
-    offered = [tool["function"]["name"] for tool in asked.client_tools]
+    offered = [tool.name for tool in asked.client_tools]
     calls = [
         ToolCall(f"c{i}", name, json.dumps({"input": text}) if name in names else "{}")
         for i, name in enumerate(offered)

@@ -1,5 +1,6 @@
-"""The chat dialect's messages (DESIGN.md §10): a history in the dialect decoded into
-``Message`` values, and the values encoded back, losslessly.
+"""The chat dialect's messages and tool definitions (DESIGN.md §10): a history and
+tools in the dialect decoded into values (``Message``, ``ToolDefinition``), and the
+values encoded back, losslessly.
 
 What the gateway reads is typed — the role, text or content parts, an assistant's tool
 calls, the call a tool message answers. Everything else, and any of those fields in a
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.upstream.dialect import call_dict
-from gateway.values import NO_EXTRA, HiddenItem, Message, Part, ToolCall, as_message
+from gateway.values import NO_EXTRA, HiddenItem, Message, Part, ToolCall, ToolDefinition, as_message
 
 _READ = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
@@ -141,3 +142,58 @@ def encode_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
 def with_hidden(history: Sequence[Message], hidden: Iterable[HiddenItem]) -> list[Message]:
     """A history with hidden items after it, as messages."""
     return [*history, *(as_message(item) for item in hidden)]
+
+
+# -- tool definitions ---------------------------------------------------------------
+
+_KINDS = ("function", "custom")
+
+
+def decode_tool(raw: Mapping[str, Any]) -> ToolDefinition:
+    """A tool of a request as a value: a function or custom tool whose object holds a
+    string ``name`` (the surface checks it does), the rest kept as it came."""
+    kind = raw.get("type", "function")
+    payload = raw.get(kind) if kind in _KINDS else None
+    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+        return ToolDefinition("", kind="", outer=dict(raw))  # not read: as it came
+    description = payload.get("description")
+    parameters = payload.get("parameters")
+    taken = {"name"}
+    if isinstance(description, str):
+        taken.add("description")
+    else:
+        description = None
+    if isinstance(parameters, dict) and kind == "function":
+        taken.add("parameters")
+    else:
+        parameters = None
+    extra = {k: v for k, v in payload.items() if k not in taken}
+    outer = {k: v for k, v in raw.items() if k != "type" and k != kind}
+    return ToolDefinition(
+        payload["name"], description, parameters, kind, extra or NO_EXTRA, outer or NO_EXTRA
+    )
+
+
+def decode_tools(raw: Iterable[Mapping[str, Any]]) -> tuple[ToolDefinition, ...]:
+    return tuple(decode_tool(tool) for tool in raw)
+
+
+def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
+    """A definition as the dialect declares it."""
+    if not tool.kind:
+        return dict(tool.outer)
+    payload: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        payload["description"] = tool.description
+    if tool.parameters is not None:
+        payload["parameters"] = tool.parameters
+    if tool.extra:
+        payload.update(tool.extra)
+    encoded: dict[str, Any] = {"type": tool.kind, tool.kind: payload}
+    if tool.outer:
+        encoded.update(tool.outer)
+    return encoded
+
+
+def encode_tools(tools: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
+    return [encode_tool(tool) for tool in tools]

@@ -9,8 +9,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.message_codec import decode_message, encode_message
-from gateway.values import NULL_CONTENT, AssistantMessage, Message, Part, ToolCall, as_message
+from gateway.upstream.chat_codec import decode_message, decode_tool, encode_message, encode_tool
+from gateway.values import (
+    NULL_CONTENT,
+    AssistantMessage,
+    Message,
+    Part,
+    ToolCall,
+    ToolDefinition,
+    as_message,
+)
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=6),
@@ -121,3 +129,39 @@ def test_a_hidden_item_is_a_message_as_the_dialect_writes_it() -> None:
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
         ],
     }
+
+
+TOOL = st.fixed_dictionaries(
+    {"type": st.sampled_from(["function", "custom", "web_search", "code_interpreter"])},
+    optional={
+        "function": st.fixed_dictionaries(
+            {"name": st.text(max_size=4)},
+            optional={"description": JSON, "parameters": JSON, "strict": JSON},
+        )
+        | JSON,
+        "custom": st.fixed_dictionaries(
+            {"name": st.text(max_size=4)}, optional={"description": JSON, "format": JSON}
+        )
+        | JSON,
+        "cache_control": JSON,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TOOL)
+def test_a_tool_goes_back_as_it_came(raw: dict[str, Any]) -> None:
+    tool = decode_tool(raw)
+    assert encode_tool(tool) == raw
+    assert isinstance(tool.name, str)
+    assert tool.description is None or isinstance(tool.description, str)
+    assert tool.parameters is None or isinstance(tool.parameters, dict)
+
+
+def test_a_server_tool_is_declared_as_a_function() -> None:
+    tool = ToolDefinition("find", "Finds.", {"type": "object"})
+    assert encode_tool(tool) == {
+        "type": "function",
+        "function": {"name": "find", "description": "Finds.", "parameters": {"type": "object"}},
+    }
+    assert decode_tool(encode_tool(tool)) == tool
