@@ -28,11 +28,11 @@ from gateway.runtime.loader import load_config
 from gateway.runtime.runtimes import reload_on_sighup
 from gateway.runtime.services import Gateway
 from gateway.runtime.watch import watching
+from gateway.surfaces.head import Admission
 from gateway.surfaces.http import error_response, new_request_id
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.routes import build_routes
-from gateway.surfaces.skeleton import Admission
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter

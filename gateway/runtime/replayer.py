@@ -36,7 +36,7 @@ from gateway.policy.rules import TenantPolicy
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import static_tools
-from gateway.upstream.chat_codec import encode_tool
+from gateway.upstream.chat_codec import encode_tool, encode_tools
 from gateway.upstream.chat_model import ChatModel
 from gateway.upstream.client import UpstreamClient
 from gateway.values import AnsweredRound
@@ -272,7 +272,8 @@ class Replayer:
             loop_start.params,
             loop_start.history,
             route.model.target,
-            [*registry.definitions(policy.server_tools), *client_tools],
+            encode_tools(registry.definitions(policy.server_tools)),
+            client_tools,
             client_names,
         )
         loop = ToolLoop(self._executor)

@@ -39,6 +39,7 @@ from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
+from gateway.upstream.chat_codec import Declarations
 from gateway.upstream.client import UpstreamClient, create_upstream_transport
 from tool_registry import ToolExecutor, ToolRegistry, create_tool_transport
 
@@ -73,6 +74,7 @@ class Gateway:
         self._transports: list[httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
         self.large_bodies = LargeBodies(self.metrics)  # of this process, across reloads
+        self.declared = Declarations()  # server tools in the dialect, once per set
         # Read now: a bad OTEL_* variable or a missing gRPC extra stops the start.
         self.otel = otel_settings(config.otel, environ)
         self._span_exporter = span_exporter

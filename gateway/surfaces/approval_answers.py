@@ -11,6 +11,7 @@ history, and the held call they answer runs (or not) when the loop starts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +30,7 @@ def _echoed_arguments(value: Any) -> str | None:
     return None
 
 
-def asked_in(messages: list[Message]) -> Approvals:
+def asked_in(messages: Sequence[Message]) -> Approvals:
     """The approvals a history's assistant messages carry (calls of ``toolgate_approval``),
     each with the tool and arguments the client echoes back as the ones it approved."""
     asked: Approvals = {}

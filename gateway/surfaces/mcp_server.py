@@ -36,9 +36,9 @@ from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
+from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, error_response, new_request_id
 from gateway.surfaces.observe import Observer
-from gateway.surfaces.skeleton import Admission
 from gateway.values import ToolCall
 from tool_registry import CallContext, dumps_text
 

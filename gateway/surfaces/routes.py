@@ -16,13 +16,14 @@ from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
 from gateway.surfaces.forward import forward_json
+from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.responses.conversation_routes import Conversations
 from gateway.surfaces.responses.endpoint import Responses
-from gateway.surfaces.skeleton import Admission, Skeleton, pass_through_meter
+from gateway.surfaces.skeleton import Skeleton, pass_through_meter
 from gateway.surfaces.usage import UsageReport
 from tool_registry import dumps, loads
 

@@ -2,13 +2,12 @@
 
 ``Skeleton.__call__`` is the head and tail every model request shares, written once:
 admit → read → parse → resolve the model → the policy point (tools in play, shadowed
-names) → pass through, or restore and keep → the loop job → run or stream → headers
-and metering. A surface supplies only its own parts (``Surface``): how to parse its
-body, and, for one request (``SurfaceCall``), what the loop starts from and what is
-kept around it, how the answer is rendered, and how the event stream is written.
-
-``Admission`` is how every route learns who is asking: the API key's tenant, the
-caller's identity within it, and the rate limits' verdict.
+names) → decode → plan (a saved turn put back, approvals answered, how a hand-back is
+kept), or pass through → the loop job → run or stream → headers and metering. A
+surface is a codec around it (``Surface``): how to parse its body, and, for one request
+(``SurfaceCall``), what the loop starts from, how a long history is fitted, how the
+answer is rendered and the event stream encoded, and what it keeps once answered.
+The request's head (who asks, its policy) is ``surfaces/head.py``'s.
 """
 
 from __future__ import annotations
@@ -29,23 +28,21 @@ from gateway.ops.offload import offload
 from gateway.policy.background import is_background
 from gateway.policy.budgets import Budgets
 from gateway.policy.idempotency import write_scope
-from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import ModelRoute
-from gateway.policy.point import PolicyPoint
 from gateway.policy.prices import Rates, read_usage
 from gateway.policy.run_budget import COST_HEADER, money
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.store.kept_writes import RequestWrites
-from gateway.store.turns import TurnStore
-from gateway.surfaces.approval_answers import Approvals, held_calls, take_answers
+from gateway.surfaces.approval_answers import Approvals
 from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
-from gateway.surfaces.history import put_back_into, seen_all
+from gateway.surfaces.head import Admission, Asked, Head
 from gateway.surfaces.http import Exchange, read_body
 from gateway.surfaces.request_end import RequestEnd
-from gateway.surfaces.streaming import EventWriter, event_stream
+from gateway.surfaces.streaming import StreamEncoder, event_stream
+from gateway.upstream.chat_codec import encode_messages
 from gateway.upstream.chat_model import ChatModel
 from gateway.values import KeepTurn, Message, ToolDefinition
 from tool_registry import CallContext
@@ -57,131 +54,6 @@ SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no server tools
 
 
-class Admission:
-    """Who is asking, and whether the rate limits let them."""
-
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
-
-    def tenant(self, request: Request, exchange: Exchange) -> tuple[Runtime, Tenant]:
-        """The runtime snapshot this request uses to its end, and the tenant its key
-        names (401 for none)."""
-        runtime = self._gateway.runtime
-        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
-        exchange.tenant = tenant.id
-        return runtime, tenant
-
-    async def __call__(
-        self, request: Request, exchange: Exchange
-    ) -> tuple[Runtime, Tenant, Meter | None]:
-        """``tenant``, the caller's identity within it (a second value of a bound
-        header is a 400), then the rate limits: their headers go on whatever the
-        answer is; a tenant with a token limit has its usage charged (the meter)."""
-        runtime, tenant = self.tenant(request, exchange)
-        exchange.identity = caller_identity(
-            tenant.id, request.headers, runtime.registry.bound_headers
-        )
-        limiter = self._gateway.limiter
-        admission = await limiter.admit(tenant)
-        exchange.headers |= admission.headers
-        if not admission.metered:
-            return runtime, tenant, None
-
-        async def meter(usage: Any) -> None:
-            await limiter.charge(tenant, usage)
-
-        return runtime, tenant, meter
-
-
-class Asked(Protocol):
-    """What every surface's parsed request says."""
-
-    @property
-    def body(self) -> Mapping[str, Any]: ...  # as the client sent it, less ``toolgate``
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def stream(self) -> bool: ...
-
-    @property
-    def narrowing(self) -> Narrowing: ...
-
-    @property
-    def client_tool_names(self) -> frozenset[str]: ...
-
-    @property
-    def client_approves(self) -> bool: ...  # held calls are handed to the client
-
-    def user_text(self) -> str: ...  # the last user message's text
-
-
-@dataclass(slots=True)
-class Head:
-    """A model request admitted, read and parsed, with its policy."""
-
-    request: Request
-    exchange: Exchange
-    runtime: Runtime
-    tenant: Tenant
-    meter: Meter | None
-    route: ModelRoute
-    policy: PolicyPoint
-
-    turns: TurnStore
-    large: bool = False  # a large body: work that grows with it is done off the event loop
-    writes: RequestWrites | None = None  # where its write results are kept for its retries
-    taint: str | None = None  # where the request's input first held untrusted words
-
-    def __post_init__(self) -> None:
-        self.taint = self.policy.input_taint
-
-    def tainted(self, source: str | None) -> None:
-        """The request's input holds untrusted words from ``source`` (a restored turn,
-        a stored response, a conversation): its run starts tainted."""
-        if self.taint is None:
-            self.taint = source
-
-    def keeper(self, visible: Sequence[Message]) -> KeepTurn | None:
-        """How a turn handed back in this request is kept: bound to what the client
-        sent (``visible``). None when nothing can be handed back."""
-        policy = self.policy
-        client_approves = policy.desk is not None and policy.desk.approver == "client"
-        if not (policy.server_tools and (policy.client_tools or client_approves)):
-            return None
-        history = partial(seen_all, list(visible))  # as it is now, whatever the loop does
-        return self.turns.keeper(self.tenant.id, history, self.exchange.identity)
-
-    async def restore(self, visible: Sequence[Message]) -> list[Message] | None:
-        """A client returning with tool results may be answering a mixed turn: the
-        history with the server side of it put back (from whichever replica saved it,
-        for the same caller), or None. The run is tainted if that turn's was."""
-        if not any(m.role == "tool" for m in visible):
-            return None
-        history = seen_all(visible)
-        restored = await self.turns.restore(self.tenant.id, history, self.exchange.identity)
-        if restored is None:
-            return None
-        self.tainted(restored.taint)
-        return put_back_into(visible, restored)
-
-    async def answered(
-        self, visible: list[Message], asked: Approvals
-    ) -> tuple[list[Message], Resumed | None]:
-        """The client's answers to the approvals of ``asked``, taken out of the history;
-        the held calls they answer are decided now (``PolicyPoint.resume``) and run
-        before the first round."""
-        if not asked:
-            return visible, None
-        kept, answers = take_answers(visible, asked)
-        if not answers:
-            return kept, None
-        held = tuple(c for c in held_calls(kept) if c.name in self.policy.server_tools)
-        decided = await self.policy.resume(answers, held)
-        return kept, Resumed(held, decided) if held else None
-
-
 @dataclass(frozen=True, slots=True)
 class Forward:
     """Pass the request through to the upstream: as it came, or (``changed``) as
@@ -191,11 +63,33 @@ class Forward:
     body: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A request as its surface decoded it for the loop: the client's parameters (in
+    the upstream dialect; a ``messages`` among them is not read), the history (a stored
+    conversation's before the client's input), the client's own tools, and the
+    approvals its history asks and answers. ``continued``: the history continues a
+    stored response or conversation, whose hidden rounds it holds already (``taint``:
+    where those first read untrusted words). ``forward``: with no server tools in
+    play, the request is passed through (``changed``: it differs from its bytes)."""
+
+    params: Mapping[str, Any]
+    history: Sequence[Message]
+    client_tools: Sequence[ToolDefinition]
+    approvals: Approvals = field(default_factory=dict)
+    continued: bool = False
+    taint: str | None = None
+    forward: bool = False
+    changed: bool = False
+    single_call_id: str | None = None
+    n: int = 1  # choices, each a loop of its own
+
+
 @dataclass(slots=True)
 class Plan:
-    """What the loop starts from: the client's parameters (in the upstream dialect; a
-    ``messages`` among them is not read), the visible history, the client's own tools
-    in that dialect, how a hand-back is kept, and how many choices run."""
+    """What the loop starts from: the start's parameters and tools, its history put
+    right (saved turns back, approvals out), how a hand-back is kept, what was spent
+    before the loop (a summary), and the held calls the client answered, run first."""
 
     params: Mapping[str, Any]
     history: Sequence[Message]
@@ -203,20 +97,20 @@ class Plan:
     keep: KeepTurn | None = None
     single_call_id: str | None = None
     n: int = 1
-    usage: list[Any] = field(default_factory=list)  # spent before the loop (a summary)
-    resumed: Resumed | None = None  # held calls the client has answered, run first
+    usage: list[Any] = field(default_factory=list)
+    resumed: Resumed | None = None
 
 
 class SurfaceCall(Protocol):
-    """One request on one surface, after its head."""
+    """One request on one surface, after its head: a codec around the loop."""
 
-    async def prepare(self) -> Plan | Forward: ...
+    async def decode(self) -> Start | Forward: ...  # what the loop starts from
+
+    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]: ...
 
     async def render(self, report: RunReport) -> bytes: ...  # the answer
 
-    def writers(self, n: int) -> Sequence[EventWriter]: ...  # a stream's, one per choice
-
-    def closing(self, report: RunReport) -> list[bytes]: ...  # a stream's last events
+    def stream(self, n: int) -> StreamEncoder: ...  # a stream's encoder, for n choices
 
     async def ended(self, report: RunReport) -> None: ...  # however the run ended
 
@@ -247,14 +141,13 @@ class Skeleton(Generic[A]):
     async def __call__(self, request: Request, exchange: Exchange) -> Response:
         asked, head, raw = await self._head(request, exchange)
         call = self.surface.call(asked, head)
-        plan = await call.prepare()
+        plan = await self._plan(head, call)
         if isinstance(plan, Forward):
             return await self._forward(head, asked, raw, plan)
         runs = await self._runs(head, plan)
         end = RequestEnd(runs, exchange, call.ended, head.meter)
         if asked.stream:
-            writers = call.writers(len(runs))
-            events = event_stream(self._gateway.loop, runs, writers, end, call.closing)
+            events = event_stream(self._gateway.loop, runs, call.stream(len(runs)), end)
             return await start_event_stream(events, partial(first_byte, exchange))
         async with end:
             await self._gateway.loop.run_all(runs)
@@ -296,6 +189,37 @@ class Skeleton(Generic[A]):
         )
         return asked, head, raw
 
+    async def _plan(self, head: Head, call: SurfaceCall) -> Plan | Forward:
+        """What the loop starts from: the surface's start with a saved turn put back
+        (unless a stored conversation holds its hidden rounds already) and the
+        client's answers to approvals taken out and decided, made to fit its model;
+        or, with no server tools in play, the request passed through."""
+        start = await call.decode()
+        if isinstance(start, Forward):
+            return start
+        keep = head.keeper(start.history)  # bound to what the client sent
+        restored = None if start.continued else await head.restore(start.history)
+        head.tainted(start.taint)
+        history, resumed = await head.answered(restored or list(start.history), start.approvals)
+        if start.forward and not head.policy.server_tools:
+            if restored is None and not start.approvals:
+                return Forward(start.changed)
+            # The body stays as it was sent: what is forwarded is a new one.
+            messages = await offload(head.large, encode_messages, history)
+            return Forward(True, {**start.params, "messages": messages})
+        usage: list[Any] = []
+        history = await call.fit(history, usage)
+        return Plan(
+            start.params,
+            history,
+            start.client_tools,
+            keep,
+            start.single_call_id,
+            start.n,
+            usage,
+            resumed,
+        )
+
     async def _forward(self, head: Head, asked: A, raw: bytes, plan: Forward) -> Response:
         """Pass the request through to its upstream, metered."""
         gateway, exchange = self._gateway, head.exchange
@@ -330,7 +254,8 @@ class Skeleton(Generic[A]):
             plan.params,
             plan.history,
             route.model.target,
-            [*registry.definitions(policy.server_tools), *plan.client_tools],
+            gateway.declared(registry.definitions(policy.server_tools)),
+            plan.client_tools,
             policy.client_tools,
         )
         if head.large:  # the history is encoded once, and measured for a budget

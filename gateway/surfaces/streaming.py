@@ -6,7 +6,7 @@ stream ends."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from gateway.engine.loop import HandBack, Run, ToolLoop
@@ -34,6 +34,17 @@ class EventWriter(Protocol):
     def error(self, exc: GatewayError) -> bytes: ...
 
 
+class StreamEncoder(Protocol):
+    """A surface's encoding of one request's event stream: a writer per choice, and
+    the stream's last events once the run's report is known (summed usage,
+    ``[DONE]``)."""
+
+    @property
+    def choices(self) -> Sequence[EventWriter]: ...
+
+    def close(self, report: RunReport) -> list[bytes]: ...
+
+
 def encode(writer: EventWriter, event: Streamed) -> list[bytes]:
     """One event of the engine as ``writer`` writes it."""
     chunks = writer.open()
@@ -58,17 +69,14 @@ def loop_comment(report: RunReport) -> bytes:
 
 
 async def event_stream(
-    loop: ToolLoop,
-    runs: list[Run],
-    writers: Sequence[EventWriter],
-    end: RequestEnd,
-    closing: Callable[[RunReport], list[bytes]],
+    loop: ToolLoop, runs: list[Run], encoder: StreamEncoder, end: RequestEnd
 ) -> AsyncIterator[bytes]:
-    """The client's event stream: every choice's events (``runs[i]`` written by
-    ``writers[i]``), then the report's comment and the surface's last events
-    (``closing``: summed usage, ``[DONE]``). A failure before the first event is
-    raised (the caller answers it as an HTTP error); after it, it is written by the
-    first writer. ``end`` is left however the stream ends."""
+    """The client's event stream: every choice's events (``runs[i]`` written by the
+    encoder's ``choices[i]``), then the report's comment and the encoder's last events.
+    A failure before the first event is raised (the caller answers it as an HTTP
+    error); after it, it is written by the first writer. ``end`` is left however the
+    stream ends."""
+    writers = encoder.choices
     async with end:
         started = False
         try:
@@ -78,7 +86,7 @@ async def event_stream(
                     yield chunk
             report = end.finish()
             yield loop_comment(report)
-            for chunk in closing(report):
+            for chunk in encoder.close(report):
                 yield chunk
         except GatewayError as exc:
             if not started:

@@ -197,3 +197,25 @@ def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
 
 def encode_tools(tools: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
     return [encode_tool(tool) for tool in tools]
+
+
+class Declarations:
+    """Server tools as the dialect declares them, worked out once per distinct set: a
+    snapshot's registry hands out one tuple of definitions for the same names, so
+    the same tuple is declared once (kept with it, so its id is never another's)."""
+
+    __slots__ = ("_found", "_kept")
+
+    def __init__(self, kept: int = 256) -> None:
+        self._kept = kept
+        self._found: dict[int, tuple[tuple[ToolDefinition, ...], list[dict[str, Any]]]] = {}
+
+    def __call__(self, definitions: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+        found = self._found.get(id(definitions))
+        if found is not None and found[0] is definitions:
+            return found[1]
+        if len(self._found) >= self._kept:
+            self._found.clear()
+        declared = encode_tools(definitions)
+        self._found[id(definitions)] = (definitions, declared)
+        return declared

@@ -42,9 +42,10 @@ class ChatModel:
     """One request's model server over the chat-completions dialect.
 
     ``params`` are the client's request parameters, ``history`` the visible history
-    (encoded once, by ``prepare``); ``tools`` every tool offered (server definitions,
-    then the client's own), withheld on the last round so that no server renders them
-    into a prompt the model may not act on. ``tool_choice`` follows DESIGN.md §6 round by round.
+    (encoded once, by ``prepare``); the tools offered are the server's (``declared``
+    already) then the client's own, withheld on the last round so that no server
+    renders them into a prompt the model may not act on. ``tool_choice`` follows
+    DESIGN.md §6 round by round.
     """
 
     __slots__ = (
@@ -68,8 +69,9 @@ class ChatModel:
         params: Mapping[str, Any],
         history: Sequence[Message],
         model: str,
-        tools: Sequence[ToolDefinition],
-        client_tools: frozenset[str],
+        declared: list[dict[str, Any]],
+        client_tools: Sequence[ToolDefinition],
+        client_names: frozenset[str],
     ) -> None:
         self._client = client
         self.upstream = upstream
@@ -78,9 +80,9 @@ class ChatModel:
         self._visible: list[dict[str, Any]] | None = None
         self._params = {k: v for k, v in params.items() if k not in ("messages", "n")}
         self._params["model"] = model
-        self._definitions = tools
-        self._tools: list[dict[str, Any]] = []
-        self._client_tools = client_tools
+        self._definitions = client_tools
+        self._tools = declared
+        self._client_tools = client_names
         self.client_max_tokens = _max_tokens(self._params)
         self._prompt_bytes: int | None = None
 
@@ -88,7 +90,8 @@ class ChatModel:
         """The visible history and the tools in the dialect, encoded once (a surface
         does it off the event loop for a large body)."""
         if self._visible is None:
-            self._tools = encode_tools(self._definitions)
+            if self._definitions:
+                self._tools = [*self._tools, *encode_tools(self._definitions)]
             self._visible = encode_messages(self._history)
         return self._visible
 

@@ -6,7 +6,7 @@ completion or a stream of chunks; old clients' ``functions`` become tools and ba
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.engine.report import RunReport
@@ -19,10 +19,10 @@ from gateway.surfaces.chat.chunks import ChunkWriter
 from gateway.surfaces.chat.legacy import from_functions, to_function_call, uses_functions
 from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
-from gateway.surfaces.skeleton import Forward, Head, Plan, completion_id
-from gateway.surfaces.streaming import EventWriter
-from gateway.upstream.chat_codec import encode_messages
+from gateway.surfaces.head import Head
+from gateway.surfaces.skeleton import Start, completion_id
 from gateway.upstream.sse import DONE
+from gateway.values import Message
 from tool_registry import dumps
 
 
@@ -55,26 +55,27 @@ class ChatCall:
         self._head = head
         self._id = completion_id(head.exchange)
         self._created = int(time.time())
-        self._writers: list[ChunkWriter] = []
 
-    async def prepare(self) -> Plan | Forward:
+    async def decode(self) -> Start:
         asked, head = self._asked, self._head
-        sent = list(asked.messages)
-        # Answered below: they are the gateway's, not the model's.
+        sent = asked.messages
+        # Answered before the loop: they are the gateway's, not the model's.
         approvals = await offload(head.large, asked_in, sent)
-        keep = head.keeper(sent)  # bound to what the client sent
-        restored = await head.restore(sent)
-        history, resumed = await head.answered(restored or sent, approvals)
-        if not head.policy.server_tools:
-            if restored is None and not approvals:
-                return Forward(asked.changed)
-            # The body stays as it was sent: what is forwarded is a new one.
-            messages = await offload(head.large, encode_messages, history)
-            return Forward(True, {**asked.body, "messages": messages})
-        n = choices_of(asked.body, head.policy.limits.max_iterations)
-        return Plan(
-            asked.body, history, asked.client_tools, keep, asked.single_call_id, n, resumed=resumed
+        server_tools = bool(head.policy.server_tools)
+        n = choices_of(asked.body, head.policy.limits.max_iterations) if server_tools else 1
+        return Start(
+            asked.body,
+            sent,
+            asked.client_tools,
+            approvals,
+            forward=True,
+            changed=asked.changed,
+            single_call_id=asked.single_call_id,
+            n=n,
         )
+
+    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]:
+        return history  # the client's to fit
 
     async def render(self, report: RunReport) -> bytes:
         asked = self._asked
@@ -85,24 +86,33 @@ class ChatCall:
             completion = to_function_call(completion)
         return dumps(completion)
 
-    def writers(self, n: int) -> Sequence[EventWriter]:
+    def stream(self, n: int) -> ChunkStream:
         legacy = self._asked.single_call_id is not None
         model, created = self._asked.model, self._created
-        self._writers = [
+        writers = [
             ChunkWriter(self._id, model, legacy=legacy, index=index, created=created)
             for index in range(n)
         ]
-        return self._writers
-
-    def closing(self, report: RunReport) -> list[bytes]:
         options = self._asked.body.get("stream_options")
-        usage = report.usage
-        if isinstance(options, dict) and options.get("include_usage") is True and usage:
-            return [self._writers[0].usage(usage), DONE]
-        return [DONE]
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        return ChunkStream(writers, usage)
 
     async def ended(self, report: RunReport) -> None:
         return None  # a chat completion keeps nothing once answered
+
+
+class ChunkStream:
+    """A chat completion's chunks: a writer per choice, then the summed usage (when
+    the client asked for it) and ``[DONE]``."""
+
+    def __init__(self, choices: list[ChunkWriter], include_usage: bool) -> None:
+        self.choices = choices
+        self._include_usage = include_usage
+
+    def close(self, report: RunReport) -> list[bytes]:
+        if self._include_usage and report.usage:
+            return [self.choices[0].usage(report.usage), DONE]
+        return [DONE]
 
 
 def choices_of(body: Mapping[str, Any], max_iterations: int) -> int:

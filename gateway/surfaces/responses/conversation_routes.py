@@ -30,7 +30,7 @@ from tool_registry import loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
-    from gateway.surfaces.skeleton import Admission
+    from gateway.surfaces.head import Admission
 
 MAX_ITEMS_ADDED = 20  # per request, as OpenAI allows
 _METADATA_ERROR = "'metadata' must be an object of at most 16 string values."

@@ -22,6 +22,7 @@ from gateway.store import StoreUnavailable
 from gateway.store.conversations import Conversation, Entry
 from gateway.store.responses import StoredResponse
 from gateway.surfaces.approval_answers import asked_in
+from gateway.surfaces.head import Admission, Head
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.listing import page
 from gateway.surfaces.responses.context_fit import (
@@ -39,8 +40,7 @@ from gateway.surfaces.responses.render import (
     output_of,
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
-from gateway.surfaces.skeleton import Admission, Forward, Head, Plan
-from gateway.surfaces.streaming import EventWriter
+from gateway.surfaces.skeleton import Forward, Start
 from gateway.upstream import dialect
 from gateway.upstream.chat_codec import encode_messages
 from gateway.values import Message, as_message
@@ -130,7 +130,7 @@ class ResponseCall:
         self._done: dict[str, Any] | None = None  # the response answered, once it is
         self._encoded: bytes | None = None  # and its bytes, when sent in one piece
 
-    async def prepare(self) -> Plan | Forward:
+    async def decode(self) -> Start | Forward:
         asked, head = self._asked, self._head
         if not head.policy.server_tools and head.route.upstream.responses_api:
             if asked.hosted and head.tenant.hosted_tools == "pass":
@@ -139,44 +139,34 @@ class ResponseCall:
             return Forward(body is not None or "toolgate" in asked.body, body)
         self._without_hosted()  # the loop offers the model function tools only
         history: list[Message] = []
-        previous: StoredResponse | None = None
+        taint: str | None = None
         tenant, identity = head.tenant, head.exchange.identity
         if asked.previous_response_id is not None:
             previous = await self._surface.owned(
                 tenant, asked.previous_response_id, identity, "previous_response_id"
             )
-            history = previous.messages
+            history, taint = previous.messages, previous.taint
         if asked.conversation is not None:
             self._conversation = await self._surface._conversations.owned(
                 tenant.id, asked.conversation, identity, "conversation"
             )
             history = self._conversation.messages
+            taint = taint or self._conversation.taint
         visible = [*history, *await offload(head.large, to_messages, asked.items)]
         # The approvals its input answers, with what the client echoes of each request.
         answered = dict.fromkeys(approval_answers(asked.items), (None, None))
         approvals = answered | await offload(head.large, asked_in, visible)
-        keep = head.keeper(visible)
-        if not history:
-            # A client replaying its whole input: put back the hidden rounds it never
-            # saw. A stored response's history has them already.
-            visible = await head.restore(visible) or visible
-        elif previous is not None:
-            head.tainted(previous.taint)
-        if self._conversation is not None:
-            head.tainted(self._conversation.taint)
-        visible, resumed = await head.answered(visible, approvals)
-        summary_usage: list[Any] = []
-        visible = await self._fit(asked, head.route, visible, summary_usage)
-        self._visible = visible
+        # A client replaying its whole input gets the hidden rounds it never saw put
+        # back; a stored response's history has them already.
+        return Start(asked.params, visible, asked.client_tools, approvals, bool(history), taint)
+
+    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]:
+        """The conversation made to fit (kept so, later turns start from it), after
+        the request's instructions."""
+        asked = self._asked
+        self._visible = await self._fit(asked, self._head.route, history, usage)
         system = [Message("system", asked.instructions)] if asked.instructions else []
-        return Plan(
-            asked.params,
-            [*system, *visible],
-            asked.client_tools,
-            keep,
-            usage=summary_usage,
-            resumed=resumed,
-        )
+        return [*system, *self._visible]
 
     def _without_hosted(self) -> dict[str, Any] | None:
         """The request with its hosted tools left out of what the upstream sees, and
@@ -205,12 +195,19 @@ class ResponseCall:
         self._done, self._encoded = body, encoded
         return encoded
 
-    def writers(self, n: int) -> Sequence[EventWriter]:
+    def stream(self, n: int) -> ResponseCall:
         self._writer = ResponseEvents(self._shape)
+        return self
+
+    @property
+    def choices(self) -> Sequence[ResponseEvents]:
+        """The one choice's writer (a response has one)."""
+        assert self._writer is not None  # a stream has its writer before its first event
         return [self._writer]
 
-    def closing(self, report: RunReport) -> list[bytes]:
-        assert self._writer is not None  # the stream has its writer before it closes
+    def close(self, report: RunReport) -> list[bytes]:
+        """The stream's last event: the whole response, which is the one kept."""
+        assert self._writer is not None
         events = self._writer.close(report.usage)
         self._done = self._writer.last_response
         return events

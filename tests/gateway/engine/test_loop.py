@@ -25,6 +25,7 @@ from gateway.engine.loop import (
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
+from gateway.upstream.chat_codec import encode_tools
 from gateway.upstream.chat_model import ChatModel, Trace
 from gateway.values import (
     AssistantMessage,
@@ -146,7 +147,8 @@ def session(
         {"model": "m"},
         (Message("user", "hi"),),
         "target",
-        registry.definitions(("double",)),
+        encode_tools(registry.definitions(("double",))),
+        (),
         client_tool_names,
     )
     job = replace(LoopJob(chat, policy, CallContext("t", {})), **changes)
