@@ -4,7 +4,7 @@ turn wire dicts into these and back; the engine sees nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -103,6 +103,12 @@ def as_message(item: HiddenItem) -> Message:
     return Message("assistant", item.content, item.calls, extra=extra)
 
 
+# Token usage as an upstream reported it, once believed (``upstream/numbers.py``): its
+# counts and amounts by name, nested details likewise. OpenAI's names are read where
+# usage is counted (``policy/prices.py``); any other still adds up.
+UsageCounts = dict[str, "int | float | UsageCounts"]
+
+
 class Usage:
     """Token usage summed over rounds. Every number the upstream reports is summed,
     nested details too, so fields the gateway does not know still add up."""
@@ -110,10 +116,12 @@ class Usage:
     __slots__ = ("totals",)
 
     def __init__(self) -> None:
-        self.totals: dict[str, Any] = {}
+        self.totals: UsageCounts = {}
 
-    def add(self, usage: Any) -> None:
-        _add(self.totals, usage)
+    def add(self, usage: Mapping[str, object] | None) -> None:
+        """Add a round's usage (what is not a number, or numbers by name, is left out)."""
+        if usage:
+            _add(self.totals, usage)
 
     def __bool__(self) -> bool:
         return bool(self.totals)
@@ -123,26 +131,19 @@ class Usage:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _add(total: dict[str, Any], usage: Any) -> dict[str, Any]:
+def _add(total: UsageCounts, usage: Mapping[str, object]) -> UsageCounts:
     """Add ``usage`` into ``total``. A value whose kind differs from what ``total``
     holds under its key (a number for details, text, booleans) is left out."""
-    if not isinstance(usage, dict):
-        return total
     for key, value in usage.items():
         before = total.get(key)
-        kind = type(value)
-        if kind is int and (before is None or type(before) is int):  # the common case
-            total[key] = value if before is None else before + value
-            continue
-        if kind is bool:
-            continue
-        if isinstance(value, int | float):
+        if isinstance(value, dict):
+            if before is None or isinstance(before, dict):
+                total[key] = _add(before if before is not None else {}, value)
+        elif isinstance(value, int | float) and type(value) is not bool:
             if before is None:
                 total[key] = value
-            elif isinstance(before, int | float):
+            elif not isinstance(before, dict):
                 total[key] = before + value
-        elif isinstance(value, dict) and (before is None or isinstance(before, dict)):
-            total[key] = _add(before if before is not None else {}, value)
     return total
 
 
@@ -154,7 +155,7 @@ class Completion:
     the message it renders)."""
 
     turn: AssistantMessage
-    usage: dict[str, Any] | None = None
+    usage: UsageCounts | None = None
     finish_reason: str | None = None
     raw: dict[str, Any] | None = field(default=None, compare=False)
     id: str | None = field(default=None, compare=False)  # the upstream's, for telemetry

@@ -18,7 +18,7 @@ from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
 from gateway.policy.point import PolicyPoint
-from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput
+from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput, UsageCounts
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error
@@ -44,7 +44,7 @@ class RunReport:
 
     ending: Ending
     choices: tuple[ChoiceReport, ...]
-    usage: Mapping[str, Any]  # summed over every round (and work before the loop)
+    usage: UsageCounts  # summed over every round (and work before the loop)
     iterations: int
     tool_calls: int
     reused_calls: int

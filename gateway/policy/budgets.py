@@ -5,7 +5,6 @@ through a check at the door and a charge once its usage is known."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gateway.config import ModelPrice, OnStoreError
 from gateway.errors import StoreUnavailable
@@ -17,6 +16,7 @@ from gateway.policy.run_budget import DEFAULT_ROUND_OUTPUT, RunBudget, quota_err
 from gateway.policy.tenants import Tenant
 from gateway.store.base import Granted, Spend
 from gateway.store.budget_counters import BudgetStore, TenantWindow
+from gateway.values import UsageCounts
 
 logger = logging.getLogger("gateway.budget")
 
@@ -97,7 +97,11 @@ class Budgets:
         return windows
 
     async def charge(
-        self, tenant: Tenant, route: ModelRoute, windows: list[TenantWindow], usage: Any
+        self,
+        tenant: Tenant,
+        route: ModelRoute,
+        windows: list[TenantWindow],
+        usage: UsageCounts | None,
     ) -> int:
         """Charge a request passed through with its usage, after the fact: its cost in
         nano-USD (none counted when the upstream reported no believable usage)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from gateway.errors import ToolLimitExceeded
 from gateway.policy.limits import LoopLimits
 from gateway.policy.partition import partition_calls
-from gateway.values import CapKind, ToolCall, Usage
+from gateway.values import CapKind, ToolCall, Usage, UsageCounts
 
 # Each cap as the configuration (and ``LoopLimits``) names it; a client reads these
 # names in ``x-toolgate-stopped``.
@@ -89,7 +89,7 @@ class LoopState:
         self.iterations += 1
         return self.iterations, final
 
-    def count_round(self, usage: dict[str, Any] | None) -> None:
+    def count_round(self, usage: UsageCounts | None) -> None:
         """A round's answer arrived: its usage."""
         self.usage.add(usage)
 

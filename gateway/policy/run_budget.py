@@ -38,7 +38,7 @@ from gateway.policy.prices import Rates, nanos_of, read_usage, usd
 from gateway.policy.rate_limit import duration
 from gateway.store.base import Granted, Spend
 from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
-from gateway.values import CapKind
+from gateway.values import CapKind, UsageCounts
 
 logger = logging.getLogger("gateway.budget")
 
@@ -208,7 +208,7 @@ class RunBudget:
         self._reserved_nanos += grant.nanos
         return grant
 
-    def after_round(self, grant: RoundGrant, usage: Any) -> dict[str, Any]:
+    def after_round(self, grant: RoundGrant, usage: UsageCounts | None) -> dict[str, Any]:
         """The round's answer came: charge what it used (its reservation when the
         upstream's usage is missing or not believable). Its line in the trace."""
         counts = read_usage(usage)

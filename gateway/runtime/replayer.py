@@ -39,7 +39,7 @@ from gateway.runtime.tool_sources import static_tools
 from gateway.upstream.chat_codec import encode_tool, encode_tools
 from gateway.upstream.chat_model import ChatModel
 from gateway.upstream.client import UpstreamClient
-from gateway.values import AnsweredRound
+from gateway.values import AnsweredRound, UsageCounts
 from tool_registry import (
     CallContext,
     Effects,
@@ -196,7 +196,7 @@ class Replayed:
     rounds: list[AnsweredRound]
     tool_calls: list[dict[str, Any]]
     ended: Ending | None
-    usage: dict[str, Any]
+    usage: UsageCounts
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
 

@@ -24,9 +24,10 @@ from gateway.upstream.client import (
 )
 from gateway.upstream.numbers import believed_usage
 from gateway.upstream.sse import encode
+from gateway.values import UsageCounts
 from tool_registry import dumps, loads_object
 
-Meter = Callable[[Any], Awaitable[None]]  # called with the usage of the answer
+Meter = Callable[[UsageCounts | None], Awaitable[None]]  # called with the usage of the answer
 
 
 def _broken(error: UpstreamError) -> bytes:
@@ -52,11 +53,11 @@ async def _parsed_stream(
     model: str | None,
     meter: Meter | None,
     hide_usage: bool,
-    on_usage: Callable[[Any], None] | None,
+    on_usage: Callable[[UsageCounts | None], None] | None,
 ) -> AsyncIterator[bytes]:
     """Upstream events, parsed: to put the client's model name back (``model``) and to
     read the usage (``meter``), hiding the usage chunk the client did not ask for."""
-    usage: Any = None
+    usage: UsageCounts | None = None
     events = sse_data(upstream, response)
     try:
         async for data in events:
@@ -93,7 +94,7 @@ async def forward_json(
     client_model: str,
     stream: bool = False,
     meter: Meter | None = None,
-    on_usage: Callable[[Any], None] | None = None,
+    on_usage: Callable[[UsageCounts | None], None] | None = None,
     forwarded: bool = False,
     trace: Mapping[str, str] | None = None,
 ) -> Response:
@@ -141,7 +142,8 @@ async def forward_json(
             data = dumps(parsed)
         said = parsed.get("usage")
         usage = believed_usage(said, route.upstream.name)
-        if usage != said:  # what the gateway counts is what the client reads
+        if said is not None and dumps(usage) != dumps(said):  # 0.0 == 0, but not as JSON
+            # what the gateway counts is what the client reads
             parsed["usage"] = usage
             data = dumps(parsed)
         if on_usage is not None:

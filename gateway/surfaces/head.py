@@ -26,7 +26,7 @@ from gateway.surfaces.approval_answers import Approvals, held_calls, take_answer
 from gateway.surfaces.forward import Meter
 from gateway.surfaces.history import put_back_into, seen_all
 from gateway.surfaces.http import Exchange
-from gateway.values import KeepTurn, Message
+from gateway.values import KeepTurn, Message, UsageCounts
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -62,7 +62,7 @@ class Admission:
         if not admission.metered:
             return runtime, tenant, None
 
-        async def meter(usage: Any) -> None:
+        async def meter(usage: UsageCounts | None) -> None:
             await limiter.charge(tenant, usage)
 
         return runtime, tenant, meter

@@ -24,6 +24,7 @@ from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, Paylo
 from gateway.ops.metrics import NONE
 from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.event_stream import EventStreamResponse
+from gateway.values import UsageCounts
 from tool_registry import dumps
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class Exchange:
     identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
     model: str = NONE
     report: RunReport | None = None  # how a request's run ended, when it ran the loop
-    usage: Any = None  # the usage of a pass-through answer, when read
+    usage: UsageCounts | None = None  # the usage of a pass-through answer, when read
     cost_nanos: int | None = None  # what a pass-through answer cost, when priced
     first_byte: float | None = None
     error: str | None = None

@@ -44,7 +44,7 @@ from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import StreamEncoder, event_stream
 from gateway.upstream.chat_codec import encode_messages
 from gateway.upstream.chat_model import ChatModel
-from gateway.values import KeepTurn, Message, ToolDefinition
+from gateway.values import KeepTurn, Message, ToolDefinition, UsageCounts
 from tool_registry import CallContext
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class Plan:
     keep: KeepTurn | None = None
     single_call_id: str | None = None
     n: int = 1
-    usage: list[Any] = field(default_factory=list)
+    usage: list[UsageCounts | None] = field(default_factory=list)
     resumed: Resumed | None = None
 
 
@@ -106,7 +106,9 @@ class SurfaceCall(Protocol):
 
     async def decode(self) -> Start | Forward: ...  # what the loop starts from
 
-    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]: ...
+    async def fit(
+        self, history: list[Message], usage: list[UsageCounts | None]
+    ) -> list[Message]: ...
 
     async def render(self, report: RunReport) -> bytes: ...  # the answer
 
@@ -207,7 +209,7 @@ class Skeleton(Generic[A]):
             # The body stays as it was sent: what is forwarded is a new one.
             messages = await offload(head.large, encode_messages, history)
             return Forward(True, {**start.params, "messages": messages})
-        usage: list[Any] = []
+        usage: list[UsageCounts | None] = []
         history = await call.fit(history, usage)
         return Plan(
             start.params,
@@ -318,7 +320,7 @@ async def pass_through_meter(
     tenant: Tenant,
     route: ModelRoute,
     rate_meter: Meter | None,
-) -> tuple[Meter | None, Callable[[Any], None]]:
+) -> tuple[Meter | None, Callable[[UsageCounts | None], None]]:
     """For a request passed through: what is charged once its usage is known (its
     tenant's rate limits, and its budget windows when it has a budget or the model a
     price), and what reads that usage (the cost goes in a header when it is
@@ -326,7 +328,7 @@ async def pass_through_meter(
     (429 ``insufficient_quota``)."""
     rates = Rates.of(route.model.price)
 
-    def on_usage(usage: Any) -> None:
+    def on_usage(usage: UsageCounts | None) -> None:
         exchange.usage = usage
         counts = read_usage(usage) if rates else None
         if counts is not None:
@@ -337,7 +339,7 @@ async def pass_through_meter(
         return rate_meter, on_usage  # nothing to count
     windows = await budgets.admit(tenant)
 
-    async def meter(usage: Any) -> None:
+    async def meter(usage: UsageCounts | None) -> None:
         if rate_meter is not None:
             await rate_meter(usage)
         await budgets.charge(tenant, route, windows, usage)

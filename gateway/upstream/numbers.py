@@ -24,6 +24,8 @@ import logging
 import math
 from typing import Any
 
+from gateway.values import UsageCounts
+
 logger = logging.getLogger("gateway.upstream")
 
 # More than any model reads or writes in one round: a count past it is not usage.
@@ -55,13 +57,15 @@ def _number(key: str, value: Any) -> int | float | None:
     return amount
 
 
-def _kept(raw: dict[str, Any], where: str, refused: list[str], depth: int) -> dict[str, Any]:
-    kept: dict[str, Any] = {}
+def _kept(raw: dict[str, Any], where: str, refused: list[str], depth: int) -> UsageCounts:
+    kept: UsageCounts = {}
     for key, value in raw.items():
         if value is None or isinstance(value, str):  # a null detail, a server's note
             continue
         if isinstance(value, dict):
-            if depth < _MAX_DEPTH:
+            if key.endswith("tokens"):  # a count, not details
+                refused.append(f"{where}{key}")
+            elif depth < _MAX_DEPTH:
                 inner = _kept(value, f"{where}{key}.", refused, depth + 1)
                 if inner:
                     kept[key] = inner
@@ -74,7 +78,7 @@ def _kept(raw: dict[str, Any], where: str, refused: list[str], depth: int) -> di
     return kept
 
 
-def checked_usage(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
+def checked_usage(raw: Any) -> tuple[UsageCounts | None, list[str]]:
     """The usage worth believing in ``raw`` (None: none), and what was left out or
     put right, by name."""
     if raw is None:
@@ -87,7 +91,8 @@ def checked_usage(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
         inner = usage.get(details)
         if not isinstance(inner, dict) or part not in inner:
             continue
-        if whole not in usage or inner[part] > usage[whole]:
+        count, limit = inner[part], usage.get(whole)
+        if isinstance(count, dict) or limit is None or isinstance(limit, dict) or count > limit:
             del inner[part]
             refused.append(f"{details}.{part}")
             if not inner:
@@ -95,8 +100,9 @@ def checked_usage(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     if "total_tokens" in usage:
         for first, second in _TOTALS:
             if first in usage or second in usage:
-                if first in usage and second in usage:
-                    total = usage[first] + usage[second]
+                one, other = usage.get(first), usage.get(second)
+                if isinstance(one, int | float) and isinstance(other, int | float):
+                    total = one + other
                     if usage["total_tokens"] != total:
                         usage["total_tokens"] = total
                         refused.append("total_tokens")
@@ -107,7 +113,7 @@ def checked_usage(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     return usage or None, refused
 
 
-def believed_usage(raw: Any, upstream: str) -> dict[str, Any] | None:
+def believed_usage(raw: Any, upstream: str) -> UsageCounts | None:
     """``checked_usage`` of what ``upstream`` reported, with a log line naming what was
     not believed (the names only: the values are the upstream's)."""
     usage, refused = checked_usage(raw)

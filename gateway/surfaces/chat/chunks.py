@@ -4,14 +4,14 @@ the client's model name, exactly one role delta and one ``finish_reason``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
 from gateway.upstream.dialect import call_dict
 from gateway.upstream.sse import encode
-from gateway.values import ChoiceDelta, ToolCall
+from gateway.values import ChoiceDelta, ToolCall, UsageCounts
 
 
 class ChunkWriter:
@@ -90,7 +90,7 @@ class ChunkWriter:
             reason = LEGACY_FINISH
         return self.delta({}, reason)
 
-    def usage(self, usage: Mapping[str, Any]) -> bytes:
+    def usage(self, usage: UsageCounts) -> bytes:
         return self._chunk([], usage=usage)
 
     @staticmethod

@@ -22,7 +22,7 @@ from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.head import Head
 from gateway.surfaces.skeleton import Start, completion_id
 from gateway.upstream.sse import DONE
-from gateway.values import Message
+from gateway.values import Message, UsageCounts
 from tool_registry import dumps
 
 
@@ -74,7 +74,7 @@ class ChatCall:
             n=n,
         )
 
-    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]:
+    async def fit(self, history: list[Message], usage: list[UsageCounts | None]) -> list[Message]:
         return history  # the client's to fit
 
     async def render(self, report: RunReport) -> bytes:

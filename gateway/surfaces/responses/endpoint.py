@@ -43,7 +43,7 @@ from gateway.surfaces.responses.request import ResponsesRequest, parse_responses
 from gateway.surfaces.skeleton import Forward, Start
 from gateway.upstream import dialect
 from gateway.upstream.chat_codec import encode_messages
-from gateway.values import Message, as_message
+from gateway.values import Message, UsageCounts, as_message
 from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
@@ -160,7 +160,7 @@ class ResponseCall:
         # back; a stored response's history has them already.
         return Start(asked.params, visible, asked.client_tools, approvals, bool(history), taint)
 
-    async def fit(self, history: list[Message], usage: list[Any]) -> list[Message]:
+    async def fit(self, history: list[Message], usage: list[UsageCounts | None]) -> list[Message]:
         """The conversation made to fit (kept so, later turns start from it), after
         the request's instructions."""
         asked = self._asked
@@ -222,7 +222,7 @@ class ResponseCall:
         asked: ResponsesRequest,
         route: ModelRoute,
         visible: list[Message],
-        usage: list[Any],
+        usage: list[UsageCounts | None],
     ) -> list[Message]:
         """A long conversation made to fit: compacted into a summary the same model
         writes (its usage added to ``usage``), or truncated to the model's
@@ -243,7 +243,9 @@ class ResponseCall:
             visible = truncate(visible, budget)
         return visible
 
-    async def _summarise(self, route: ModelRoute, usage: list[Any], messages: list[Message]) -> str:
+    async def _summarise(
+        self, route: ModelRoute, usage: list[UsageCounts | None], messages: list[Message]
+    ) -> str:
         body = {"model": route.model.target, "messages": encode_messages(messages)}
         answer = dialect.parse_completion(
             await self._gateway.upstream.chat(route.upstream, body), route.upstream.name

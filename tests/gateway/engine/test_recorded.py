@@ -27,9 +27,10 @@ from gateway.values import (
     Message,
     ToolCall,
     ToolDefinition,
+    UsageCounts,
 )
 
-USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+USAGE: UsageCounts = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 CALL = ToolCall("c1", "look", '{"q": "x"}')
 RECORDING = Recording(
     LoopStart(
