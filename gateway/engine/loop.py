@@ -31,7 +31,7 @@ from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
-from gateway.policy.ledger import Decided, Ledger
+from gateway.policy.ledger import Decided, Ledger, RoundLine
 from gateway.policy.point import PolicyPoint
 from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
@@ -301,27 +301,29 @@ class Run:
         grant: RoundGrant | None = None,
     ) -> None:
         """A round's answer arrived: its usage, its cost, and its line in the trace."""
-        record: dict[str, Any] = {
-            "iteration": iteration,
-            "upstream": self.job.model.name,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "usage": answer.usage,
-            "forced_final": final,
-            "tool_calls": [call.name for call in answer.turn.calls],
-        }
-        if self.job.choice:
-            record["choice"] = self.job.choice
-        ledger = self.ledger
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        ledger, choice = self.ledger, self.job.choice
         if self.job.record:
-            ledger.answers.append(AnsweredRound(iteration, answer, self.job.choice))
+            ledger.answers.append(AnsweredRound(iteration, answer, choice))
+        spent = None
         if grant is not None and ledger.budget is not None:
-            record["budget"] = ledger.budget.after_round(grant, answer.usage)
-            if grant.max_tokens is not None:
-                record["budget"]["max_tokens"] = grant.max_tokens
+            spent = ledger.budget.after_round(grant, answer.usage)
             if self._prompt is not None:
                 self._prompt.counted(answer.usage, self.hidden)
         ledger.state.count_round(answer.usage)
-        ledger.rounds.append(record)
+        calls = tuple(call.name for call in answer.turn.calls)
+        ledger.rounds.append(
+            RoundLine(
+                iteration,
+                self.job.model.name,
+                duration_ms,
+                answer.usage,
+                final,
+                calls,
+                choice,
+                spent,
+            )
+        )
 
     async def _resume(self) -> None:
         """Run the held calls the client has answered, before the first round."""

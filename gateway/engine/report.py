@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from gateway.engine.loop import HandBack, LoopEnd, Run
 from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
+from gateway.policy.ledger import RoundLine
 from gateway.policy.point import PolicyPoint
 from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput, UsageCounts
 
@@ -51,7 +52,7 @@ class RunReport:
     kept_calls: int
     caps: tuple[str, ...]  # the caps reached (``CapKind``s)
     stopped: CapKind | None  # the cap that forced the last round, if one did
-    rounds: tuple[dict[str, Any], ...]  # each round's line in the trace
+    rounds: tuple[RoundLine, ...]  # each round's line in the trace
     answers: tuple[AnsweredRound, ...]  # each round's answer, when recorded
     calls: tuple[CallRecord, ...]  # every choice's tool calls
     error: GatewayError | None  # what ended a failed run

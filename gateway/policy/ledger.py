@@ -8,14 +8,45 @@ loops of a request's choices share one ledger."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.policy.caps import LoopState
-from gateway.policy.run_budget import RunBudget
+from gateway.policy.run_budget import RoundSpend, RunBudget
 from gateway.policy.verdicts import Allow, Refuse
-from gateway.values import AnsweredRound
+from gateway.values import AnsweredRound, UsageCounts
 
 Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
+
+
+@dataclass(frozen=True, slots=True)
+class RoundLine:
+    """A round's line in the trace: which round of which choice, from which upstream,
+    how long it took, its usage, whether it was the forced last, the tools it called,
+    and what it spent of a budget."""
+
+    iteration: int
+    upstream: str
+    duration_ms: float
+    usage: UsageCounts | None
+    forced_final: bool
+    tool_calls: tuple[str | None, ...]
+    choice: int = 0
+    spent: RoundSpend | None = None
+
+    def line(self) -> dict[str, object]:
+        """As the trace shows it."""
+        line: dict[str, object] = {
+            "iteration": self.iteration,
+            "upstream": self.upstream,
+            "duration_ms": self.duration_ms,
+            "usage": self.usage,
+            "forced_final": self.forced_final,
+            "tool_calls": list(self.tool_calls),
+        }
+        if self.choice:
+            line["choice"] = self.choice
+        if self.spent is not None:
+            line["budget"] = self.spent.line()
+        return line
 
 
 @dataclass(slots=True)
@@ -24,7 +55,7 @@ class Ledger:
     budget: RunBudget | None = None  # what the run may spend, when anything counts
     taint: str | None = None  # where the run first read untrusted words, if it has
     decided: Decided = field(default_factory=dict)  # used up as each call comes to run
-    rounds: list[dict[str, Any]] = field(default_factory=list)  # each round's trace line
+    rounds: list[RoundLine] = field(default_factory=list)  # each round's trace line
     answers: list[AnsweredRound] = field(default_factory=list)  # each round's, if recorded
 
     def tainted(self, source: str | None) -> None:

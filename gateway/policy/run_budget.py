@@ -28,7 +28,6 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from gateway.config import MAX_TOKENS, BudgetConfig, OnLimit, OnStoreError
 from gateway.errors import BudgetExceeded, QuotaExceeded, StoreUnavailable
@@ -65,6 +64,26 @@ def window_limits(budget: BudgetConfig | None) -> dict[WindowName, Limits]:
         "day": (budget.tokens_per_day, nanos(budget.cost_usd_per_day)),
         "month": (None, nanos(budget.cost_usd_per_month)),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundSpend:
+    """What a round spent of a budget: its tokens and cost (its reservation's when its
+    usage could not be believed: ``estimated``), and the bound it was asked under."""
+
+    tokens: int
+    cost_usd: float
+    estimated: bool = False
+    max_tokens: int | None = None
+
+    def line(self) -> dict[str, object]:
+        """As the trace shows it."""
+        line: dict[str, object] = {"tokens": self.tokens, "cost_usd": self.cost_usd}
+        if self.estimated:
+            line["usage_estimated"] = True
+        if self.max_tokens is not None:
+            line["max_tokens"] = self.max_tokens
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,19 +227,16 @@ class RunBudget:
         self._reserved_nanos += grant.nanos
         return grant
 
-    def after_round(self, grant: RoundGrant, usage: UsageCounts | None) -> dict[str, Any]:
+    def after_round(self, grant: RoundGrant, usage: UsageCounts | None) -> RoundSpend:
         """The round's answer came: charge what it used (its reservation when the
-        upstream's usage is missing or not believable). Its line in the trace."""
+        upstream's usage is missing or not believable). What it spent, for the trace."""
         counts = read_usage(usage)
         if counts is None:
             tokens, nanos = grant.tokens, grant.nanos
         else:
             tokens, nanos = counts.total, counts.nanos(self.rates)
         self._charge(grant, tokens, nanos)
-        line: dict[str, Any] = {"tokens": tokens, "cost_usd": usd(nanos)}
-        if counts is None:
-            line["usage_estimated"] = True
-        return line
+        return RoundSpend(tokens, usd(nanos), counts is None, grant.max_tokens)
 
     def release(self, grant: RoundGrant) -> None:
         """The round failed: it spent nothing the gateway can count."""

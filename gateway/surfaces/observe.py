@@ -253,7 +253,7 @@ class Observer:
         return {
             **line,
             "started_at": exchange.wall_start,
-            "rounds": list(report.rounds),
+            "rounds": [line.line() for line in report.rounds],
             "tool_calls": [call_entry(registry, r, traces.result_chars) for r in report.calls],
             "usage": report.usage,
         }

@@ -130,8 +130,8 @@ async def test_the_envelope_sets_each_rounds_max_tokens_to_what_is_left() -> Non
     grant = await budget.before_round(1000, None, first=True)
     assert isinstance(grant, RoundGrant)
     assert (grant.max_tokens, grant.last) == (2000, None)
-    line = budget.after_round(grant, {"prompt_tokens": 900, "completion_tokens": 100})
-    assert line == {"tokens": 1000, "cost_usd": 0.0}
+    spent = budget.after_round(grant, {"prompt_tokens": 900, "completion_tokens": 100})
+    assert (spent.tokens, spent.cost_usd, spent.estimated) == (1000, 0.0, False)
     # 2000 left, the next prompt about 1100: 900 for the answer
     second = await budget.before_round(1100, None, first=False)
     assert isinstance(second, RoundGrant)
@@ -187,8 +187,8 @@ async def test_hostile_or_missing_usage_is_charged_its_reservation(usage: Any) -
     budget = RunBudget(_limits(tokens=10_000), Rates(), "acme")
     grant = await budget.before_round(1000, 500, first=True)
     assert isinstance(grant, RoundGrant)
-    line = budget.after_round(grant, usage)
-    assert line["usage_estimated"] is True
+    spent = budget.after_round(grant, usage)
+    assert spent.line()["usage_estimated"] is True
     assert budget.spent_tokens == 1500
 
 
