@@ -181,6 +181,60 @@ class ChoiceDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """Which tools the model may or must call: ``auto``, ``none`` or ``required``; one
+    tool it must call (``name``, of ``kind`` function or custom); or only ``allowed``
+    ones (under ``mode``). A choice in a shape the gateway does not read is ``unread``,
+    as it came, and goes to the model server as it is."""
+
+    mode: str = "auto"
+    name: str | None = None
+    kind: str = "function"
+    allowed: tuple[str, ...] | None = None
+    unread: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """The shape the answer must take: JSON (``json_object``), or JSON under a schema
+    (``json_schema``: its ``schema``, name, description, strictness)."""
+
+    kind: str
+    name: str | None = None
+    description: str | None = None
+    schema: Mapping[str, Any] | None = None
+    strict: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """What a client asks of the model besides its history and tools: typed where the
+    gateway reads or translates it, the rest (``extra``: a chat client's ``seed``,
+    ``stop``, ``logprobs``, any field a server adds) as it came, for the model server.
+    A parameter sent in a shape the gateway does not read is in ``extra`` too."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    reasoning_effort: str | None = None
+    user: str | None = None
+    extra: Extra = NO_EXTRA
+
+    @property
+    def answer_bound(self) -> int | None:
+        """The client's bound on an answer (``max_completion_tokens``, or the older
+        ``max_tokens``), if it set a usable one."""
+        for bound in (self.max_completion_tokens, self.max_tokens):
+            if bound is not None and bound > 0:
+                return bound
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class CompletionRequest:
     """What the engine asks of one round: the hidden items so far (after the visible
     history the model server holds), whether it is the first round, and whether it is

@@ -16,13 +16,21 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from gateway.store.message_records import call_record
-from gateway.upstream.chat_codec import decode_messages, decode_tools, encode_messages, encode_tools
+from gateway.upstream.chat_codec import (
+    decode_messages,
+    decode_parameters,
+    decode_tools,
+    encode_messages,
+    encode_parameters,
+    encode_tools,
+)
 from gateway.values import (
     AnsweredRound,
     AssistantMessage,
     CallKind,
     Completion,
     Message,
+    Parameters,
     ToolCall,
     ToolDefinition,
 )
@@ -42,7 +50,7 @@ class LoopStart:
     """Where a loop began: the client's parameters (the dialect's, less its history),
     its visible history and its own tools."""
 
-    params: Json
+    params: Parameters
     history: tuple[Message, ...]
     client_tools: tuple[ToolDefinition, ...] = ()
 
@@ -147,7 +155,7 @@ def _ending(ended: Ending | None) -> dict[str, Any] | None:
 
 def loop_document(loop: LoopStart) -> dict[str, Any]:
     """Where the loop began, as the chat-dialect request a replay sends."""
-    params = {**loop.params, "messages": encode_messages(loop.history)}
+    params = {**encode_parameters(loop.params), "messages": encode_messages(loop.history)}
     return {"params": params, "client_tools": encode_tools(loop.client_tools)}
 
 
@@ -239,7 +247,7 @@ def _read_loop(document: Json) -> LoopStart:
     if not isinstance(client_tools, list) or not all(isinstance(t, dict) for t in client_tools):
         raise RecordingUnreadable("its client tools are not a list of objects")
     return LoopStart(
-        {k: v for k, v in params.items() if k != "messages"},
+        decode_parameters(params),
         decode_messages(messages),
         decode_tools(client_tools),
     )

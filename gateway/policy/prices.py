@@ -8,6 +8,7 @@ pico-USD per token), so a round's cost is exact before it is rounded up to nano-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ def _count(value: Any) -> int | None:
     return value
 
 
-def _detail(usage: dict[str, Any], field: str, key: str) -> int | None:
+def _detail(usage: Mapping[str, object], field: str, key: str) -> int | None:
     details = usage.get(field)
     if details is None:
         return 0
@@ -98,10 +99,11 @@ def _detail(usage: dict[str, Any], field: str, key: str) -> int | None:
     return 0 if value is None else _count(value)
 
 
-def read_usage(usage: Any) -> Counts | None:
+def read_usage(usage: object) -> Counts | None:
     """The counts of a usage object (chat: ``prompt_tokens``; Responses and others:
     ``input_tokens``), or None when it is missing, negative, absurd, or contradicts
-    itself (more cached tokens than input): the caller charges its estimate then."""
+    itself (more cached tokens than input): the caller charges its estimate then.
+    Whatever it is given (a recording's usage is anyone's) is read as hostile."""
     if not isinstance(usage, dict):
         return None
     if "prompt_tokens" in usage or "completion_tokens" in usage:

@@ -80,15 +80,24 @@ def call_key(name: str, arguments: Any) -> str:
     return f"{name}:{canonical(arguments)}"
 
 
+@dataclass(frozen=True, slots=True)
+class ServedCall:
+    """A tool call of the replay (its tool and arguments) and what served it."""
+
+    name: str
+    arguments: Any  # as the model wrote them (JSON)
+    served: Served
+
+
 @dataclass(slots=True)
 class ServedCalls:
     """What the replay's tool calls were served from, in order (a replay's own list:
     the run's ledger is ``policy.ledger``'s)."""
 
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ServedCall] = field(default_factory=list)
 
     def add(self, name: str, arguments: Any, served: Served) -> None:
-        self.calls.append({"name": name, "arguments": arguments, "served": served})
+        self.calls.append(ServedCall(name, arguments, served))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +203,7 @@ class Replayed:
 
     model: str
     rounds: list[AnsweredRound]
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[ServedCall]
     ended: Ending | None
     usage: UsageCounts
     error: str | None = None

@@ -71,8 +71,8 @@ def compare(
         else:
             entry["verdict"] = "new"
         calls.append(entry)
-    for entry, ledger in zip(calls, served, strict=False):
-        entry["served"] = ledger["served"]
+    for entry, made in zip(calls, served, strict=False):
+        entry["served"] = made.served
     missing = []
     for call in before:  # what no call of the replay took
         key = call_key(str(call.name), call.arguments)

@@ -44,7 +44,7 @@ from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import StreamEncoder, event_stream
 from gateway.upstream.chat_codec import encode_messages
 from gateway.upstream.chat_model import ChatModel
-from gateway.values import KeepTurn, Message, ToolDefinition, UsageCounts
+from gateway.values import KeepTurn, Message, Parameters, ToolDefinition, UsageCounts
 from tool_registry import CallContext
 
 if TYPE_CHECKING:
@@ -65,21 +65,21 @@ class Forward:
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """A request as its surface decoded it for the loop: the client's parameters (in
-    the upstream dialect; a ``messages`` among them is not read), the history (a stored
-    conversation's before the client's input), the client's own tools, and the
-    approvals its history asks and answers. ``continued``: the history continues a
-    stored response or conversation, whose hidden rounds it holds already (``taint``:
-    where those first read untrusted words). ``forward``: with no server tools in
-    play, the request is passed through (``changed``: it differs from its bytes)."""
+    """A request as its surface decoded it for the loop: the client's parameters, the
+    history (a stored conversation's before the client's input), the client's own
+    tools, and the approvals its history asks and answers. ``continued``: the history
+    continues a stored response or conversation, whose hidden rounds it holds already
+    (``taint``: where those first read untrusted words). ``forward``: with no server
+    tools in play, this body is passed through, its history as planned (``changed``:
+    the request differs from its bytes)."""
 
-    params: Mapping[str, Any]
+    params: Parameters
     history: Sequence[Message]
     client_tools: Sequence[ToolDefinition]
     approvals: Approvals = field(default_factory=dict)
     continued: bool = False
     taint: str | None = None
-    forward: bool = False
+    forward: Mapping[str, Any] | None = None
     changed: bool = False
     single_call_id: str | None = None
     n: int = 1  # choices, each a loop of its own
@@ -91,7 +91,7 @@ class Plan:
     right (saved turns back, approvals out), how a hand-back is kept, what was spent
     before the loop (a summary), and the held calls the client answered, run first."""
 
-    params: Mapping[str, Any]
+    params: Parameters
     history: Sequence[Message]
     client_tools: Sequence[ToolDefinition]
     keep: KeepTurn | None = None
@@ -203,12 +203,12 @@ class Skeleton(Generic[A]):
         restored = None if start.continued else await head.restore(start.history)
         head.tainted(start.taint)
         history, resumed = await head.answered(restored or list(start.history), start.approvals)
-        if start.forward and not head.policy.server_tools:
+        if start.forward is not None and not head.policy.server_tools:
             if restored is None and not start.approvals:
                 return Forward(start.changed)
             # The body stays as it was sent: what is forwarded is a new one.
             messages = await offload(head.large, encode_messages, history)
-            return Forward(True, {**start.params, "messages": messages})
+            return Forward(True, {**start.forward, "messages": messages})
         usage: list[UsageCounts | None] = []
         history = await call.fit(history, usage)
         return Plan(
@@ -246,8 +246,8 @@ class Skeleton(Generic[A]):
         """The request's loops, one per choice, from its plan."""
         gateway, exchange, policy, route = self._gateway, head.exchange, head.policy, head.route
         if exchange.record != "off":  # where a replay starts its loop (issue 26)
-            params = {k: v for k, v in plan.params.items() if k != "messages"}
-            exchange.loop_start = LoopStart(params, tuple(plan.history), tuple(plan.client_tools))
+            history, tools = tuple(plan.history), tuple(plan.client_tools)
+            exchange.loop_start = LoopStart(plan.params, history, tools)
         budget = gateway.budgets.run(head.tenant, route, policy.limits)
         registry = head.runtime.registry
         model = ChatModel(

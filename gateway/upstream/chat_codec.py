@@ -20,7 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.upstream.dialect import call_dict
-from gateway.values import NO_EXTRA, HiddenItem, Message, Part, ToolCall, ToolDefinition, as_message
+from gateway.values import (
+    NO_EXTRA,
+    HiddenItem,
+    Message,
+    Parameters,
+    Part,
+    ResponseFormat,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    as_message,
+)
 
 _READ = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
@@ -219,3 +230,155 @@ class Declarations:
         declared = encode_tools(definitions)
         self._found[id(definitions)] = (definitions, declared)
         return declared
+
+
+# -- parameters -----------------------------------------------------------------------
+
+_MODES = ("auto", "none", "required")
+AUTO = ToolChoice("auto")
+NONE = ToolChoice("none")
+
+
+def decode_tool_choice(raw: Any) -> ToolChoice:
+    """A ``tool_choice`` as a value; a shape not read is kept ``unread``."""
+    if raw in _MODES:
+        return ToolChoice(raw)
+    if not isinstance(raw, dict):
+        return ToolChoice(unread=raw)
+    kind = raw.get("type")
+    if kind in _KINDS and raw.keys() == {"type", kind}:
+        named = raw[kind]
+        if isinstance(named, dict) and named.keys() == {"name"} and isinstance(named["name"], str):
+            return ToolChoice("required", named["name"], kind)
+    if kind == "allowed_tools" and raw.keys() == {"type", "allowed_tools"}:
+        allowed = raw["allowed_tools"]
+        tools = allowed.get("tools") if isinstance(allowed, dict) else None
+        mode = allowed.get("mode") if isinstance(allowed, dict) else None
+        if isinstance(allowed, dict) and allowed.keys() == {"mode", "tools"} and mode in _MODES:
+            names = [_function_name(tool) for tool in tools] if isinstance(tools, list) else None
+            if names is not None and all(name is not None for name in names):
+                return ToolChoice(str(mode), allowed=tuple(str(name) for name in names))
+    return ToolChoice(unread=raw)
+
+
+def _function_name(tool: Any) -> str | None:
+    """The name of ``{"type": "function", "function": {"name": ...}}``, or None."""
+    if not isinstance(tool, dict) or tool.keys() != {"type", "function"}:
+        return None
+    function = tool["function"]
+    if tool["type"] != "function" or not isinstance(function, dict) or function.keys() != {"name"}:
+        return None
+    return function["name"] if isinstance(function["name"], str) else None
+
+
+def encode_tool_choice(choice: ToolChoice) -> Any:
+    if choice.unread is not None:
+        return choice.unread
+    if choice.name is not None:
+        return {"type": choice.kind, choice.kind: {"name": choice.name}}
+    if choice.allowed is not None:
+        tools = [{"type": "function", "function": {"name": name}} for name in choice.allowed]
+        return {"type": "allowed_tools", "allowed_tools": {"mode": choice.mode, "tools": tools}}
+    return choice.mode
+
+
+_SCHEMA_FIELDS = {"name": str, "description": str, "schema": dict, "strict": bool}
+
+
+def _response_format(raw: Any) -> ResponseFormat | None:
+    if not isinstance(raw, dict):
+        return None
+    kind = raw.get("type")
+    if kind in ("text", "json_object") and raw.keys() == {"type"}:
+        return ResponseFormat(kind)
+    if kind != "json_schema" or raw.keys() != {"type", "json_schema"}:
+        return None
+    schema = raw["json_schema"]
+    if not isinstance(schema, dict) or not schema.keys() <= _SCHEMA_FIELDS.keys():
+        return None
+    if not all(isinstance(value, _SCHEMA_FIELDS[key]) for key, value in schema.items()):
+        return None
+    return ResponseFormat(
+        "json_schema",
+        schema.get("name"),
+        schema.get("description"),
+        schema.get("schema"),
+        schema.get("strict"),
+    )
+
+
+def _encode_response_format(value: ResponseFormat) -> dict[str, Any]:
+    if value.kind != "json_schema":
+        return {"type": value.kind}
+    schema: dict[str, Any] = {}
+    for key, field in (
+        ("name", value.name),
+        ("description", value.description),
+        ("schema", value.schema),
+        ("strict", value.strict),
+    ):
+        if field is not None:
+            schema[key] = field
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_READERS = {
+    "temperature": _number,
+    "top_p": _number,
+    "max_tokens": _count,
+    "max_completion_tokens": _count,
+    "tool_choice": decode_tool_choice,
+    "parallel_tool_calls": _flag,
+    "response_format": _response_format,
+    "reasoning_effort": _string,
+    "user": _string,
+}
+_NOT_PARAMETERS = frozenset({"messages", "tools"})  # the history's and the tools' own
+
+
+def decode_parameters(body: Mapping[str, Any]) -> Parameters:
+    """A chat request's parameters as a value (its history and tools apart)."""
+    typed: dict[str, Any] = {}
+    extra: dict[str, object] = {}
+    for key, value in body.items():
+        if key in _NOT_PARAMETERS:
+            continue
+        read = _READERS.get(key)
+        found = read(value) if read is not None and value is not None else None
+        if found is None:
+            extra[key] = value
+        else:
+            typed[key] = found
+    return Parameters(**typed, extra=extra or NO_EXTRA)
+
+
+def encode_parameters(parameters: Parameters) -> dict[str, Any]:
+    """The parameters as a chat request's fields."""
+    encoded: dict[str, Any] = {}
+    for key in _READERS:
+        value = getattr(parameters, key)
+        if value is None:
+            continue
+        if key == "tool_choice":
+            value = encode_tool_choice(value)
+        elif key == "response_format":
+            value = _encode_response_format(value)
+        encoded[key] = value
+    encoded.update(parameters.extra)
+    return encoded

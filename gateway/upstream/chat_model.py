@@ -11,7 +11,13 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.upstream.chat_codec import encode_messages, encode_tools, with_hidden
+from gateway.upstream.chat_codec import (
+    encode_messages,
+    encode_parameters,
+    encode_tool_choice,
+    encode_tools,
+    with_hidden,
+)
 from gateway.upstream.dialect import (
     RoundAssembler,
     genai_messages,
@@ -20,7 +26,14 @@ from gateway.upstream.dialect import (
     round_body,
     round_tool_choice,
 )
-from gateway.values import ChoiceDelta, Completion, CompletionRequest, Message, ToolDefinition
+from gateway.values import (
+    ChoiceDelta,
+    Completion,
+    CompletionRequest,
+    Message,
+    Parameters,
+    ToolDefinition,
+)
 from tool_registry import dumps
 
 Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
@@ -49,6 +62,7 @@ class ChatModel:
     """
 
     __slots__ = (
+        "_choice",
         "_client",
         "_client_tools",
         "_definitions",
@@ -66,7 +80,7 @@ class ChatModel:
         self,
         client: ChatClient,
         upstream: UpstreamConfig,
-        params: Mapping[str, Any],
+        params: Parameters,
         history: Sequence[Message],
         model: str,
         declared: list[dict[str, Any]],
@@ -78,12 +92,16 @@ class ChatModel:
         self.name = upstream.name
         self._history = history
         self._visible: list[dict[str, Any]] | None = None
-        self._params = {k: v for k, v in params.items() if k not in ("messages", "n")}
+        self._choice = params.tool_choice
+        self._params = encode_parameters(params)
+        self._params.pop("n", None)
+        if params.tool_choice is not None:  # each round's own (``round_tool_choice``)
+            del self._params["tool_choice"]
         self._params["model"] = model
         self._definitions = client_tools
         self._tools = declared
         self._client_tools = client_names
-        self.client_max_tokens = _max_tokens(self._params)
+        self.client_max_tokens = params.answer_bound
         self._prompt_bytes: int | None = None
 
     def prepare(self) -> list[dict[str, Any]]:
@@ -131,8 +149,9 @@ class ChatModel:
         if ask.final:
             params = {k: v for k, v in params.items() if k not in _TOOL_FIELDS}
             return round_body(params, params["model"], history, None, stream, None)
-        choice = round_tool_choice(params.get("tool_choice"), ask.first, False, self._client_tools)
-        return round_body(params, params["model"], history, self._tools, stream, choice)
+        choice = round_tool_choice(self._choice, ask.first, False, self._client_tools)
+        encoded = encode_tool_choice(choice) if choice is not None else None
+        return round_body(params, params["model"], history, self._tools, stream, encoded)
 
     async def answer(self, ask: CompletionRequest) -> Completion:
         body = self.body(ask, False)
@@ -151,16 +170,6 @@ class ChatModel:
         if assembler.finish_reason is None:
             raise UpstreamError(f"The upstream model server {self.name!r} ended the stream early.")
         yield assembler.round()
-
-
-def _max_tokens(params: dict[str, Any]) -> int | None:
-    """The client's bound on an answer (``max_completion_tokens``, or the older
-    ``max_tokens``), if it set a usable one."""
-    for field in ("max_completion_tokens", "max_tokens"):
-        value = params.get(field)
-        if type(value) is int and value > 0:
-            return value
-    return None
 
 
 # What the last round leaves out: no tools are offered, so none may be chosen.

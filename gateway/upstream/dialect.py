@@ -23,6 +23,7 @@ from gateway.values import (
     HiddenItem,
     Message,
     ToolCall,
+    ToolChoice,
     ToolOutput,
 )
 from tool_registry import dumps_text, parse_arguments
@@ -57,7 +58,9 @@ def round_body(
     return body
 
 
-def round_tool_choice(choice: Any, first: bool, final: bool, client_tools: frozenset[str]) -> Any:
+def round_tool_choice(
+    choice: ToolChoice | None, first: bool, final: bool, client_tools: frozenset[str]
+) -> ToolChoice | None:
     """The ``tool_choice`` of a round (DESIGN.md §6): the forced last round's is
     ``"none"``; the first round's is the client's.
 
@@ -67,17 +70,26 @@ def round_tool_choice(choice: Any, first: bool, final: bool, client_tools: froze
     ``"required"`` with server tools only, was met by the first round: ``"auto"``.
     """
     if final:
-        return "none"
-    if first or choice in (None, "auto", "none"):
+        return _NONE
+    if first or choice is None:
         return choice
-    if choice == "required":
-        return choice if client_tools else "auto"
-    if isinstance(choice, dict):
-        kind = choice.get("type")
-        named = choice.get(kind) if isinstance(kind, str) else None
+    if choice.unread is not None:  # a shape the gateway does not read: as named, if at all
+        raw = choice.unread
+        kind = raw.get("type") if isinstance(raw, dict) else None
+        named = raw.get(kind) if isinstance(raw, dict) and isinstance(kind, str) else None
         if isinstance(named, dict) and named.get("name") in client_tools:
             return choice
-    return "auto"
+        return _AUTO
+    if choice.name is not None:
+        return choice if choice.name in client_tools else _AUTO
+    if choice.allowed is None and choice.mode in ("auto", "none"):
+        return choice
+    if choice.allowed is None and choice.mode == "required" and client_tools:
+        return choice
+    return _AUTO
+
+
+_AUTO, _NONE = ToolChoice("auto"), ToolChoice("none")
 
 
 def call_dict(call: ToolCall) -> dict[str, Any]:

@@ -205,7 +205,7 @@ async def _replay(gateway: Gateway, url: str) -> None:
     }
     replayer = Replayer(gateway.runtime, gateway.upstream_transport, gateway.tool_transport)
     replayed = await replayer.replay(decode(recording), "m", None, live_read=True)
-    assert replayed.tool_calls[0]["served"] == "live"
+    assert replayed.tool_calls[0].served == "live"
 
 
 async def _probe(gateway: Gateway, url: str) -> None:

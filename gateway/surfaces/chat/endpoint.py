@@ -64,11 +64,11 @@ class ChatCall:
         server_tools = bool(head.policy.server_tools)
         n = choices_of(asked.body, head.policy.limits.max_iterations) if server_tools else 1
         return Start(
-            asked.body,
+            asked.parameters,
             sent,
             asked.client_tools,
             approvals,
-            forward=True,
+            forward=asked.body,
             changed=asked.changed,
             single_call_id=asked.single_call_id,
             n=n,

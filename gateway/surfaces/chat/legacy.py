@@ -19,7 +19,12 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.surfaces.chat.request import ChatRequest, tool_names
-from gateway.upstream.chat_codec import decode_messages, decode_tools, encode_tools
+from gateway.upstream.chat_codec import (
+    decode_messages,
+    decode_parameters,
+    decode_tools,
+    encode_tools,
+)
 
 LEGACY_FINISH = "function_call"
 
@@ -114,6 +119,7 @@ def from_functions(chat: ChatRequest) -> ChatRequest:
         chat,
         body=MappingProxyType(body),
         messages=messages,
+        parameters=decode_parameters(body),
         client_tools=tools,
         client_tool_names=names,
         changed=True,

@@ -11,14 +11,15 @@ from typing import Any
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
-from gateway.upstream.chat_codec import decode_messages, decode_tools
-from gateway.values import APPROVAL_TOOL, Message, ToolDefinition
+from gateway.upstream.chat_codec import decode_messages, decode_parameters, decode_tools
+from gateway.values import APPROVAL_TOOL, Message, Parameters, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
     messages: tuple[Message, ...]  # its ``messages``, decoded
+    parameters: Parameters  # the rest of what it asks of the model, decoded
     model: str
     stream: bool
     client_tools: tuple[ToolDefinition, ...]  # its ``tools``, decoded
@@ -104,6 +105,7 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     return ChatRequest(
         MappingProxyType(body),
         decode_messages(body["messages"]),
+        decode_parameters(body),
         model,
         bool(stream),
         client_tools,

@@ -236,7 +236,7 @@ class ResponseCall:
                 visible = await compact(visible, limit, summarise) or visible
         context = route.model.context_tokens
         if asked.body.get("truncation") == "auto" and context is not None:
-            reserve = asked.params.get("max_tokens") or 0
+            reserve = asked.params.max_tokens or 0
             budget = (
                 context - reserve - estimate_tokens([Message("system", asked.instructions or "")])
             )

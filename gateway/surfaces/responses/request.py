@@ -16,7 +16,7 @@ from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
 from gateway.surfaces.responses.items import ClientName, input_items, qualified
-from gateway.values import NO_EXTRA, ToolDefinition
+from gateway.values import NO_EXTRA, Parameters, ResponseFormat, ToolChoice, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class ResponsesRequest:
     stream: bool
     items: list[dict[str, Any]]  # ``input`` as items
     instructions: str | None
-    params: dict[str, Any]  # in the upstream dialect (chat completions)
+    params: Parameters  # what it asks of the model, besides its input and tools
     client_tools: tuple[ToolDefinition, ...]  # as a chat model is offered them
     client_tool_names: frozenset[str]
     narrowing: Narrowing
@@ -224,20 +224,17 @@ def _namespace(
         tools.append(declared)
 
 
-def _tool_choice(value: Any) -> Any:
-    if value is None or value in ("auto", "none", "required"):
-        return value
+def _tool_choice(value: Any) -> ToolChoice:
+    if value in ("auto", "none", "required"):
+        return ToolChoice(value)
     kind = value.get("type") if isinstance(value, dict) else None
     if kind in ("function", "custom") and isinstance(value.get("name"), str):
-        return {"type": "function", "function": {"name": value["name"]}}
+        return ToolChoice("required", value["name"])  # a custom tool is a function here
     if kind == "allowed_tools" and isinstance(value.get("tools"), list):
         names = [t.get("name") for t in value["tools"] if isinstance(t, dict)]
-        if all(isinstance(name, str) for name in names):
-            tools = [{"type": "function", "function": {"name": name}} for name in names]
-            return {
-                "type": "allowed_tools",
-                "allowed_tools": {"mode": value.get("mode", "auto"), "tools": tools},
-            }
+        allowed = tuple(name for name in names if isinstance(name, str))
+        if len(allowed) == len(names):
+            return ToolChoice(value.get("mode", "auto"), allowed=allowed)
     raise BadRequest(
         "'tool_choice' must be 'auto', 'none', 'required', a function or custom tool, or "
         "allowed tools.",
@@ -245,7 +242,7 @@ def _tool_choice(value: Any) -> Any:
     )
 
 
-def _response_format(text: Any) -> dict[str, Any] | None:
+def _response_format(text: Any) -> ResponseFormat | None:
     if text is None:
         return None
     fmt = text.get("format") if isinstance(text, dict) else None
@@ -255,11 +252,14 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return {"type": "json_object"}
+        return ResponseFormat("json_object")
     if kind == "json_schema" and fmt is not None and isinstance(fmt.get("schema"), dict):
-        schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
-        schema.setdefault("name", "response")
-        return {"type": "json_schema", "json_schema": schema}
+        name, description, strict = (
+            fmt.get("name", "response"),
+            fmt.get("description"),
+            fmt.get("strict"),
+        )
+        return ResponseFormat("json_schema", name, description, fmt["schema"], strict)
     raise BadRequest(
         "'text.format' must be text, json_object, or json_schema with a 'schema'.",
         param="text.format",
@@ -279,33 +279,31 @@ def _number(body: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _params(body: dict[str, Any]) -> dict[str, Any]:
-    """What the upstream dialect is asked for, from the request's own parameters."""
-    params: dict[str, Any] = {}
-    for name in ("temperature", "top_p"):
-        if (value := _number(body, name)) is not None:
-            params[name] = value
+def _params(body: dict[str, Any]) -> Parameters:
+    """What the model is asked for, from the request's own parameters."""
     tokens = body.get("max_output_tokens")
-    if tokens is not None:
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-            raise BadRequest(
-                "'max_output_tokens' must be a positive integer.", param="max_output_tokens"
-            )
-        params["max_tokens"] = tokens  # the name every chat-completions server knows
-    if body.get("tool_choice") is not None:
-        params["tool_choice"] = _tool_choice(body["tool_choice"])
-    if isinstance(body.get("parallel_tool_calls"), bool):
-        params["parallel_tool_calls"] = body["parallel_tool_calls"]
-    if (fmt := _response_format(body.get("text"))) is not None:
-        params["response_format"] = fmt
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
+    ):
+        raise BadRequest(
+            "'max_output_tokens' must be a positive integer.", param="max_output_tokens"
+        )
     reasoning = body.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, dict):
         raise BadRequest("'reasoning' must be an object.", param="reasoning")
-    if reasoning is not None and isinstance(reasoning.get("effort"), str):
-        params["reasoning_effort"] = reasoning["effort"]
-    if isinstance(body.get("user"), str):
-        params["user"] = body["user"]
-    return params
+    effort = reasoning.get("effort") if reasoning is not None else None
+    choice = body.get("tool_choice")
+    parallel, user = body.get("parallel_tool_calls"), body.get("user")
+    return Parameters(
+        temperature=_number(body, "temperature"),
+        top_p=_number(body, "top_p"),
+        max_tokens=tokens,  # the name every chat-completions server knows
+        tool_choice=_tool_choice(choice) if choice is not None else None,
+        parallel_tool_calls=parallel if isinstance(parallel, bool) else None,
+        response_format=_response_format(body.get("text")),
+        reasoning_effort=effort if isinstance(effort, str) else None,
+        user=user if isinstance(user, str) else None,
+    )
 
 
 def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> ResponsesRequest:

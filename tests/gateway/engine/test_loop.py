@@ -32,6 +32,7 @@ from gateway.values import (
     ChoiceDelta,
     HiddenItem,
     Message,
+    Parameters,
     ToolCall,
     ToolOutput,
 )
@@ -144,7 +145,7 @@ def session(
     chat = ChatModel(
         model,
         UPSTREAM,
-        {"model": "m"},
+        Parameters(),
         (Message("user", "hi"),),
         "target",
         encode_tools(registry.definitions(("double",))),

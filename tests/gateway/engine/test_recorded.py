@@ -25,6 +25,7 @@ from gateway.values import (
     AssistantMessage,
     Completion,
     Message,
+    Parameters,
     ToolCall,
     ToolDefinition,
     UsageCounts,
@@ -34,7 +35,7 @@ USAGE: UsageCounts = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens"
 CALL = ToolCall("c1", "look", '{"q": "x"}')
 RECORDING = Recording(
     LoopStart(
-        {"model": "m", "temperature": 0.5},
+        Parameters(temperature=0.5, extra={"model": "m", "seed": 7}),
         (Message("system", "be brief"), Message("user", "look it up")),
         (ToolDefinition("mine", "The client's.", {"type": "object"}),),
     ),

@@ -9,13 +9,22 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.chat_codec import decode_message, decode_tool, encode_message, encode_tool
+from gateway.upstream.chat_codec import (
+    decode_message,
+    decode_parameters,
+    decode_tool,
+    encode_message,
+    encode_parameters,
+    encode_tool,
+)
 from gateway.values import (
     NULL_CONTENT,
     AssistantMessage,
     Message,
     Part,
+    ResponseFormat,
     ToolCall,
+    ToolChoice,
     ToolDefinition,
     as_message,
 )
@@ -165,3 +174,82 @@ def test_a_server_tool_is_declared_as_a_function() -> None:
         "function": {"name": "find", "description": "Finds.", "parameters": {"type": "object"}},
     }
     assert decode_tool(encode_tool(tool)) == tool
+
+
+CHOICE = (
+    st.sampled_from(["auto", "none", "required", "any"])
+    | st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["function", "custom"]),
+            "function": st.fixed_dictionaries({"name": st.text(max_size=4)}),
+        }
+    )
+    | st.fixed_dictionaries(
+        {
+            "type": st.just("allowed_tools"),
+            "allowed_tools": st.fixed_dictionaries(
+                {
+                    "mode": st.sampled_from(["auto", "required", "x"]),
+                    "tools": st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "type": st.just("function"),
+                                "function": st.fixed_dictionaries({"name": st.text(max_size=3)}),
+                            }
+                        ),
+                        max_size=2,
+                    ),
+                }
+            ),
+        }
+    )
+    | JSON
+)
+SCHEMA_FIELDS = st.sampled_from(["name", "schema", "strict", "x"])
+PARAMETERS = st.fixed_dictionaries(
+    {},
+    optional={
+        "temperature": st.floats(0, 2) | JSON,
+        "top_p": st.floats(0, 1) | JSON,
+        "max_tokens": st.integers(-1, 10**6) | JSON,
+        "max_completion_tokens": st.integers(-1, 10**6) | JSON,
+        "tool_choice": CHOICE,
+        "parallel_tool_calls": JSON,
+        "response_format": st.fixed_dictionaries(
+            {"type": st.sampled_from(["text", "json_object", "json_schema"])},
+            optional={
+                "json_schema": st.dictionaries(
+                    st.sampled_from(["name", "schema", "strict", "x"]), JSON, max_size=3
+                )
+            },
+        )
+        | JSON,
+        "reasoning_effort": JSON,
+        "user": JSON,
+        "seed": JSON,
+        "stop": JSON,
+        "model": st.text(max_size=3),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(PARAMETERS)
+def test_the_parameters_go_back_as_they_came(raw: dict[str, Any]) -> None:
+    assert encode_parameters(decode_parameters(raw)) == raw
+
+
+def test_what_the_gateway_reads_of_the_parameters_is_typed() -> None:
+    body = {
+        "model": "m",
+        "messages": [],
+        "max_completion_tokens": 64,
+        "tool_choice": {"type": "function", "function": {"name": "find"}},
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}},
+        "seed": 3,
+    }
+    parameters = decode_parameters(body)
+    assert parameters.answer_bound == 64
+    assert parameters.tool_choice == ToolChoice("required", "find")
+    assert parameters.response_format == ResponseFormat("json_schema", "x", None, {})
+    assert parameters.extra == {"model": "m", "seed": 3}

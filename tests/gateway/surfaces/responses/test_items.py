@@ -23,7 +23,7 @@ from gateway.surfaces.responses.items import (
 )
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
-from gateway.upstream.chat_codec import encode_messages, encode_tools
+from gateway.upstream.chat_codec import encode_messages, encode_parameters, encode_tools
 from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 from tests.support.schema import assert_valid_response
 
@@ -87,7 +87,7 @@ def test_the_request_becomes_the_dialects_parameters() -> None:
         max_tool_calls=3,
         toolgate={"max_tool_calls": 5},
     )
-    assert asked.params == {
+    assert encode_parameters(asked.params) == {
         "temperature": 0.2,
         "max_tokens": 50,
         "tool_choice": {"type": "function", "function": {"name": "f"}},
