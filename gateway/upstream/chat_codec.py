@@ -235,8 +235,6 @@ class Declarations:
 # -- parameters -----------------------------------------------------------------------
 
 _MODES = ("auto", "none", "required")
-AUTO = ToolChoice("auto")
-NONE = ToolChoice("none")
 
 
 def decode_tool_choice(raw: Any) -> ToolChoice:
