@@ -17,16 +17,18 @@ requests. Calls run through ``ToolRunner`` exactly as a loop's calls do.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
@@ -48,6 +50,39 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gateway.mcp")
 
 _STATE_KEY = "toolgate.mcp"
+
+
+TOOLS_PAGE = 100  # tools in one tools/list answer
+_CURSOR_CHARS = 400  # a cursor this server gives is never longer
+
+
+def tools_page(names: Sequence[str], cursor: str | None) -> tuple[Sequence[str], str | None]:
+    """The page of ``names`` a ``tools/list`` cursor asks for (None: the first), and
+    the cursor of the next page (None: that was the last). A cursor names the last
+    tool of the page before it, so a page stays right when a reload changes tools
+    elsewhere in the list; one this server did not give is an invalid-params error."""
+    start = 0
+    if cursor is not None:
+        after = _cursor_name(cursor)
+        try:
+            start = names.index(after) + 1
+        except ValueError:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "The cursor is not one this server gave, or its tool is gone: list again.",
+            ) from None
+    page = names[start : start + TOOLS_PAGE]
+    more = start + TOOLS_PAGE < len(names)
+    return page, base64.urlsafe_b64encode(page[-1].encode()).decode() if more else None
+
+
+def _cursor_name(cursor: str) -> str:
+    try:
+        if len(cursor) > _CURSOR_CHARS:
+            raise ValueError("too long")
+        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode()
+    except ValueError:  # not base64 (binascii.Error), not ASCII or not UTF-8 either
+        raise MCPError(types.INVALID_PARAMS, "The cursor is not one this server gave.") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +184,15 @@ class McpEndpoint:
     async def _list_tools(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        """The tenant's tools, ``TOOLS_PAGE`` at a time (a catalog may hold thousands):
+        a page ends with the cursor of the next, if there is one."""
         caller = self._caller(ctx)
+        registry = caller.runtime.registry
+        names = [name for name in caller.tenant.tools if name in registry]
+        page, after = tools_page(names, params.cursor if params is not None else None)
         tools = []
-        for name in caller.tenant.tools:
-            tool = caller.runtime.registry.get(name)
+        for name in page:
+            tool = registry.get(name)
             if tool is None:
                 continue
             definition = tool.definition
@@ -169,7 +209,7 @@ class McpEndpoint:
                     ),
                 )
             )
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=tools, next_cursor=after)
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams

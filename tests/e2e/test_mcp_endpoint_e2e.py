@@ -13,7 +13,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
+from gateway.surfaces.mcp_server import TOOLS_PAGE
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import MODEL, OTHER_KEY, TENANT_KEY, Harness
 from tests.support.servers import ServerThread
@@ -191,3 +194,39 @@ def test_a_priced_tool_is_paid_from_the_tenants_budget_over_mcp(harness: Harness
         f"{gateway.url}/v1/toolgate/usage", headers={"authorization": f"Bearer {TENANT_KEY}"}
     ).json()["data"][0]
     assert usage["cost_usd"] == 0.01
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_large_catalog_is_listed_page_by_page(harness: Harness, mode: str) -> None:
+    """A catalog of thousands is not one tools/list answer: pages of ``TOOLS_PAGE``, each
+    naming the next, every tool once and in order; a cursor the server did not give is
+    an invalid-params error, not a first page."""
+    names = [f"tool_{i:03d}" for i in range(2 * TOOLS_PAGE + 17)]
+    url = "http://127.0.0.1:9/"
+    config = {
+        "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+        "models": [{"name": MODEL, "upstream": "up"}],
+        "tools": [{"name": name, "http": {"url": url}} for name in names],
+        "tenants": [{"id": "acme", "keys": [TENANT_KEY], "tools": ["tool_*"]}],
+    }
+    gateway = harness.gateway(config)
+
+    async def scenario() -> None:
+        http, client = await session(gateway.url, TENANT_KEY, mode)
+        async with http, client:
+            listed, cursor, pages = [], None, []
+            while True:
+                page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+                pages.append(len(page.tools))
+                listed += [tool.name for tool in page.tools]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert pages == [TOOLS_PAGE, TOOLS_PAGE, 17]
+            assert listed == names
+            for bad in ("not-a-cursor!", "dG9vbF85OTk=", "x" * 5000):  # the last: tool_999
+                with pytest.raises(MCPError) as refused:
+                    await client.list_tools(cursor=bad, cache_mode="bypass")
+                assert refused.value.code == INVALID_PARAMS
+
+    asyncio.run(scenario())
