@@ -10,23 +10,23 @@ shape is logged and not found.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.ops.offload import offload
 from gateway.store import GuardedStore, Keys
 from gateway.store.message_records import (
+    HEAVY_MESSAGES,
     RecordUnreadable,
     listed,
     mapping,
     message_records,
     read_messages,
+    read_record,
     read_v1,
 )
 from gateway.values import Message
-from tool_registry import dumps, loads_object
-
-logger = logging.getLogger("gateway.responses")
+from tool_registry import dumps
 
 VERSION = 2
 
@@ -88,17 +88,8 @@ class ConversationStore:
         ]
 
     async def save(self, tenant: str, conversation: Conversation) -> None:
-        value = dumps(
-            {
-                "v": VERSION,
-                "id": conversation.id,
-                "created_at": conversation.created_at,
-                "metadata": conversation.metadata,
-                "owner": conversation.owner,
-                "entries": [[e.item, message_records(e.messages)] for e in conversation.entries],
-                "taint": conversation.taint,
-            }
-        )
+        heavy = sum(len(entry.messages) for entry in conversation.entries) > HEAVY_MESSAGES
+        value = await offload(heavy, _encode, conversation)  # a long one off the event loop
         new, old = self._keys_of(tenant, conversation.id)
         await self._store.put(new, value, self._ttl_s)
         if conversation.version != VERSION:  # moved: the old record would come back
@@ -106,21 +97,26 @@ class ConversationStore:
             conversation.version = VERSION
 
     async def load(self, tenant: str, conversation_id: str) -> Conversation | None:
-        values = await self._store.get_many(self._keys_of(tenant, conversation_id))
-        value = next((v for v in values if v is not None), None)
-        found = loads_object(value) if value is not None else None
-        if found is None:
-            return None
-        try:
-            return _read(found)
-        except RecordUnreadable as exc:
-            logger.warning(
-                "conversation %s of tenant %s could not be read: %s", conversation_id, tenant, exc
-            )
-            return None
+        keys = self._keys_of(tenant, conversation_id)
+        what = f"conversation {conversation_id} of tenant {tenant}"
+        return await read_record(self._store, keys, _read, what)
 
     async def delete(self, tenant: str, conversation_id: str) -> None:
         await self._store.delete(self._keys_of(tenant, conversation_id))
+
+
+def _encode(conversation: Conversation) -> bytes:
+    return dumps(
+        {
+            "v": VERSION,
+            "id": conversation.id,
+            "created_at": conversation.created_at,
+            "metadata": conversation.metadata,
+            "owner": conversation.owner,
+            "entries": [[e.item, message_records(e.messages)] for e in conversation.entries],
+            "taint": conversation.taint,
+        }
+    )
 
 
 def _read(found: dict[str, Any]) -> Conversation:

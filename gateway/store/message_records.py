@@ -13,17 +13,27 @@ conversations use it from their version 2 on.
 
 Version 1 (what the gateway wrote before) held chat-completions messages;
 ``read_v1`` reads them as the chat surface reads a client's. A record of neither shape
-raises ``RecordUnreadable``.
+raises ``RecordUnreadable``. ``read_record`` finds a record under the keys of its
+versions and reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
+from gateway.ops.offload import offload
+from gateway.store.guard import GuardedStore
 from gateway.upstream.chat_codec import decode_message
 from gateway.values import NO_EXTRA, CallKind, Extra, Message, Part, ToolCall
+from tool_registry import dumps, loads_object
+
+logger = logging.getLogger("gateway.store")
+
+T = TypeVar("T")
+HEAVY_BYTES = 256 * 1024  # a record this large is read off the event loop
 
 
 class RecordUnreadable(ValueError):
@@ -61,6 +71,18 @@ def message_record(message: Message) -> dict[str, object]:
 
 def message_records(messages: Iterable[Message]) -> list[dict[str, object]]:
     return [message_record(message) for message in messages]
+
+
+HEAVY_MESSAGES = 1000  # writing more (a few µs each) is done off the event loop
+
+
+async def written(messages: Sequence[Message]) -> bytes:
+    """``messages`` as the JSON of their records, off the event loop for many."""
+    return await offload(len(messages) > HEAVY_MESSAGES, _written, messages)
+
+
+def _written(messages: Sequence[Message]) -> bytes:
+    return dumps(message_records(messages))
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -135,3 +157,27 @@ def read_v1(value: Any) -> list[Message]:
         if not isinstance(mapping(message).get("role"), str):
             raise RecordUnreadable("a message without a role")
     return [decode_message(message) for message in messages]
+
+
+async def read_record(
+    store: GuardedStore, keys: Sequence[str], read: Callable[[dict[str, Any]], T], what: str
+) -> T | None:
+    """The first of ``keys`` the store holds (the newest version's key first) read by
+    ``read`` — off the event loop for a large one (a long conversation); None when
+    there is none, or (logged, naming ``what``) when it cannot be read."""
+    values = await store.get_many(list(keys))
+    value = next((v for v in values if v is not None), None)
+    if value is None:
+        return None
+    try:
+        return await offload(len(value) > HEAVY_BYTES, _decoded, value, read)
+    except RecordUnreadable as exc:
+        logger.warning("%s could not be read: %s", what, exc)
+        return None
+
+
+def _decoded(value: bytes, read: Callable[[dict[str, Any]], T]) -> T:
+    found = loads_object(value)
+    if found is None:
+        raise RecordUnreadable("not a JSON object")
+    return read(found)

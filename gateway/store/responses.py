@@ -22,12 +22,13 @@ from gateway.store.message_records import (
     RecordUnreadable,
     listed,
     mapping,
-    message_records,
     read_messages,
+    read_record,
     read_v1,
+    written,
 )
 from gateway.values import Message
-from tool_registry import dumps, loads_object
+from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
 
@@ -52,6 +53,7 @@ class ResponseStore:
     async def save(self, tenant: str, stored: StoredResponse, encoded: bytes | None = None) -> bool:
         """Keep a response (``encoded``: its JSON, when it was written already); False
         (and a log line) when the store is unavailable."""
+        messages = await written(stored.messages)
         value = b"".join(
             (
                 b'{"v":2,"response":',
@@ -59,7 +61,7 @@ class ResponseStore:
                 b',"input_items":',
                 dumps(stored.input_items),
                 b',"messages":',
-                dumps(message_records(stored.messages)),
+                messages,
                 b',"owner":',
                 dumps(stored.owner),
                 b',"taint":',
@@ -82,18 +84,9 @@ class ResponseStore:
         ]
 
     async def load(self, tenant: str, response_id: str) -> StoredResponse | None:
-        values = await self._store.get_many(self._keys_of(tenant, response_id))
-        value = next((v for v in values if v is not None), None)
-        found = loads_object(value) if value is not None else None
-        if found is None:
-            return None
-        try:
-            return _read(found)
-        except RecordUnreadable as exc:
-            logger.warning(
-                "response %s of tenant %s could not be read: %s", response_id, tenant, exc
-            )
-            return None
+        keys = self._keys_of(tenant, response_id)
+        what = f"response {response_id} of tenant {tenant}"
+        return await read_record(self._store, keys, _read, what)
 
     async def delete(self, tenant: str, response_id: str) -> bool:
         keys = self._keys_of(tenant, response_id)

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from gateway.store import GuardedStore, Keys
 from gateway.store.conversations import Conversation, ConversationStore, Entry
 from gateway.store.message_records import (
+    HEAVY_BYTES,
+    HEAVY_MESSAGES,
     RecordUnreadable,
     message_records,
     read_messages,
@@ -176,3 +178,21 @@ def test_any_record_reads_as_messages_or_as_unreadable(record: list[Any]) -> Non
         except RecordUnreadable:
             continue
         assert read_messages(json.loads(json.dumps(message_records(messages)))) == messages
+
+
+async def test_a_long_conversation_is_written_and_read_as_a_short_one(
+    backend: tuple[GuardedStore, Keys],
+) -> None:
+    """Past ``HEAVY_MESSAGES`` and ``HEAVY_BYTES`` the work is done off the event loop:
+    what is kept and read back is the same."""
+    store, keys = backend
+    long = [Message("user", f"question {i} " + "x" * 300) for i in range(HEAVY_MESSAGES + 1)]
+    responses = ResponseStore(store, keys, ttl_s=60)
+    stored = StoredResponse(RESPONSE, ITEMS, long, "owner")
+    assert await responses.save("acme", stored)
+    assert len(await store.get(keys.stored_response("acme", "resp_1")) or b"") > HEAVY_BYTES
+    assert await responses.load("acme", "resp_1") == stored
+    conversations = ConversationStore(store, keys, ttl_s=60)
+    made = Conversation("conv_3", 5, {}, "owner", [Entry(None, long)])
+    await conversations.save("acme", made)
+    assert await conversations.load("acme", "conv_3") == made
