@@ -8,7 +8,8 @@ descriptions; and its source (``openapi:crm``). Scoring is bm25s's (Lucene's BM2
 
 Everything indexed comes from operators' files, imported documents and MCP servers, and
 every query from a model: all hostile text. Words are letters and digits only (nothing
-is ever interpreted), a tool gives at most ``TOOL_WORDS`` words and a query at most
+is ever interpreted), a tool gives at most ``TOOL_WORDS`` words (of at most
+``TEXT_CHARS`` characters of each of its texts) and a query at most
 ``QUERY_WORDS`` distinct ones read from its first ``QUERY_CHARS`` characters, so no
 query, however large, takes longer than a few, and no tool's text can make it match
 everything (BM25 discounts a long text's words, and it cannot grow past the cap).
@@ -26,6 +27,7 @@ import numpy as np
 from .tool import Tool
 
 TOOL_WORDS = 512  # the most words one tool is indexed under
+TEXT_CHARS = 16_384  # the most characters of one of its texts read
 QUERY_WORDS = 64  # the most distinct words of a query that count
 QUERY_CHARS = 4096  # the most characters of a query read
 _MASKS_KEPT = 64  # masks of distinct allowlists kept (tenants repeat theirs)
@@ -101,7 +103,7 @@ def tool_words(tool: Tool) -> list[str]:
     texts = [definition.description or "", *_schema_text(definition.parameters), tool.label]
     found = [*name, *name]
     for text in texts:
-        found.extend(words(text))
+        found.extend(words(text[:TEXT_CHARS]))
         if len(found) >= TOOL_WORDS:
             break
     return found[:TOOL_WORDS]
