@@ -18,6 +18,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.engine.recorded import Ending, Recording, RecordingUnreadable, decode
 from gateway.errors import GatewayError
+from gateway.ops.offload import offload
 from gateway.policy.prices import Rates, read_usage, usd
 from gateway.runtime.replayer import Replayed, Replayer, call_key
 
@@ -160,7 +161,8 @@ async def replay_all(
             failures.append(f"{name}: no kept recording")
         else:
             try:
-                recording = decode(document)
+                # Off the event loop: a recording holds a whole request's history.
+                recording = await offload(True, decode, document)
                 replayed = await replayer.replay(recording, model, tenant, live_read)
             except RecordingUnreadable as exc:
                 failures.append(f"{name}: The recording cannot be replayed: {exc}.")
