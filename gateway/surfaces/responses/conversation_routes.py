@@ -2,7 +2,7 @@
 responses read before their input and add their input and output to afterwards.
 
 A conversation is a list of entries, each the visible item (as the items routes list
-it) and the messages it stands for in the upstream dialect; the hidden rounds of a
+it) and the messages it stands for (``Message`` values); the hidden rounds of a
 response are an entry with no visible item. The model reads every entry's messages,
 so deleting an item takes it out of what the model sees too — and deleting the item
 a response answered with takes the hidden rounds that led to it along. Kept in the

@@ -41,9 +41,8 @@ from gateway.surfaces.responses.render import (
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
 from gateway.surfaces.skeleton import Forward, Start
-from gateway.upstream import dialect
-from gateway.upstream.chat_codec import encode_messages
-from gateway.values import Message, UsageCounts, as_message
+from gateway.upstream.chat_model import ChatModel
+from gateway.values import CompletionRequest, Message, Parameters, UsageCounts, as_message
 from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
@@ -246,10 +245,19 @@ class ResponseCall:
     async def _summarise(
         self, route: ModelRoute, usage: list[UsageCounts | None], messages: list[Message]
     ) -> str:
-        body = {"model": route.model.target, "messages": encode_messages(messages)}
-        answer = dialect.parse_completion(
-            await self._gateway.upstream.chat(route.upstream, body), route.upstream.name
+        """The same model's summary of ``messages``: one round, no tools."""
+        model = ChatModel(
+            self._gateway.upstream,
+            route.upstream,
+            Parameters(),
+            messages,
+            route.model.target,
+            [],
+            (),
+            frozenset(),
         )
+        await offload(self._head.large, model.prepare)  # a long conversation's encoding
+        answer = await model.answer(CompletionRequest([], first=True, final=True))
         usage.append(answer.usage)
         return answer.turn.content or ""
 

@@ -1,5 +1,5 @@
-"""Reading a Responses API request (DESIGN.md §11) into what the loop needs: the
-upstream dialect's parameters and the client's own tools. A parameter the gateway
+"""Reading a Responses API request (DESIGN.md §11) into what the loop needs: what it
+asks of the model (``Parameters``) and the client's own tools, as values. A parameter the gateway
 cannot honour is a 400 naming it, never dropped in silence."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _declared(
     )
 
 
-# A function tool's fields the dialect declares, and what each must be.
+# A function tool's fields a chat model is offered, and what each must be.
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "description": str,
     "parameters": dict,
