@@ -36,6 +36,9 @@ Approval = Literal["never", "after_untrusted", "always"]
 # What a run that has read untrusted words does with a tool that writes, loosest first.
 AfterUntrusted = Literal["allow", "approve", "refuse"]
 
+# Whether a request's server tools are searched rather than all offered (DESIGN.md §17).
+SearchMode = Literal["off", "auto", "on"]
+
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
@@ -288,6 +291,25 @@ class BackgroundRule(_Frozen):
         return self
 
 
+class ToolSearchConfig(_Frozen):
+    """Tool search (DESIGN.md §17): with many server tools in play, a round offers the
+    ``always`` tools, the ``preselect`` best matches for the conversation and a search
+    function; what a search finds is offered from the next round on, ``max_loaded`` at
+    most in a round. A tenant's settings win over the gateway's, field by field."""
+
+    mode: SearchMode = "auto"  # auto: on when more than ``auto_above`` tools are in play
+    auto_above: int = Field(default=32, ge=0, le=1_000_000)
+    preselect: int = Field(default=8, ge=0, le=256)
+    always: tuple[str, ...] = ()  # globs of names, or of sources (mcp:*)
+    max_loaded: int = Field(default=32, ge=1, le=1024)
+
+    def under(self, tenant: ToolSearchConfig | None) -> ToolSearchConfig:
+        """These settings with the fields ``tenant`` sets in their place."""
+        if tenant is None or not tenant.model_fields_set:
+            return self
+        return self.model_copy(update={k: getattr(tenant, k) for k in tenant.model_fields_set})
+
+
 class TenantConfig(_Frozen):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     keys: list[SecretStr] = Field(default_factory=list)
@@ -300,6 +322,7 @@ class TenantConfig(_Frozen):
     budget: BudgetConfig | None = None
     record: Record | None = None  # in place of recordings.record
     background: list[BackgroundRule] = Field(default_factory=list)  # no server tools
+    tool_search: ToolSearchConfig | None = None  # its fields in place of the gateway's
 
     @field_validator("keys")
     @classmethod
@@ -410,6 +433,7 @@ class GatewayConfig(_Frozen):
     otel: OtelConfig = Field(default_factory=OtelConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)

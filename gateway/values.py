@@ -245,6 +245,8 @@ class CompletionRequest:
     final: bool
     max_tokens: int | None = None  # the budget's bound on the round's answer, if any
     trace: dict[str, str] | None = None  # W3C headers naming the round's span, if traced
+    # The server tools offered, when a search chooses them (None: every tool in play).
+    tools: tuple[ToolDefinition, ...] | None = None
 
 
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):

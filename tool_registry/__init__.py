@@ -30,6 +30,7 @@ from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
 from .schemas import linear_pattern
+from .search import QUERY_CHARS, SEARCH_TOOL, SearchTool, ToolIndex, definition_bytes
 from .sources.fetch import fetch_document, parse_document
 from .sources.files import load_yaml, read_bounded
 from .sources.mcp import McpServer, McpServerConfig
@@ -52,6 +53,8 @@ __all__ = [
     "FIELDS",
     "NO_EXTRA",
     "PUBLIC_HEADERS",
+    "QUERY_CHARS",
+    "SEARCH_TOOL",
     "Backoff",
     "CallContext",
     "Effects",
@@ -75,6 +78,7 @@ __all__ = [
     "Redactor",
     "RefError",
     "ResultSpec",
+    "SearchTool",
     "Tool",
     "ToolArgumentsInvalid",
     "ToolCallFailed",
@@ -82,6 +86,7 @@ __all__ = [
     "ToolDefinition",
     "ToolError",
     "ToolExecutor",
+    "ToolIndex",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
@@ -91,6 +96,7 @@ __all__ = [
     "canonical",
     "canonical_arguments",
     "create_tool_transport",
+    "definition_bytes",
     "definition_fingerprint",
     "describe_validation_error",
     "dumps",

@@ -18,19 +18,29 @@ everything (BM25 discounts a long text's words, and it cannot grow past the cap)
 from __future__ import annotations
 
 import re
+from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 import bm25s
 import numpy as np
 
-from .tool import Tool
+from .definition import ToolDefinition
+from .errors import ToolArgumentsInvalid
+from .jsonio import dumps_text
+from .results import ToolResult
+from .tool import CallContext, Effects, HttpRunner, PreparedCall, Tool
 
 TOOL_WORDS = 512  # the most words one tool is indexed under
 TEXT_CHARS = 16_384  # the most characters of one of its texts read
 QUERY_WORDS = 64  # the most distinct words of a query that count
 QUERY_CHARS = 4096  # the most characters of a query read
 _MASKS_KEPT = 64  # masks of distinct allowlists kept (tenants repeat theirs)
+ABOUT_CHARS = 160  # of a tool's description, in a search's answer
+SEARCH_TOOL = "toolgate_search_tools"  # the function the gateway answers itself
+_SOURCES_NAMED = 8  # sources named in the search function's description, at most
+_DECLARATION_BYTES = 36  # {"type":"function","function":{…}} around a definition
+_FOUND_KEPT = 1024  # searches remembered by a search tool (they repeat across rounds)
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # of an ASCII word
@@ -109,6 +119,25 @@ def tool_words(tool: Tool) -> list[str]:
     return found[:TOOL_WORDS]
 
 
+def one_line(description: str | None) -> str:
+    """A description's first line or sentence, at most ``ABOUT_CHARS`` characters."""
+    text = " ".join((description or "")[: ABOUT_CHARS * 4].split())
+    end = text.find(". ")
+    if 0 < end < ABOUT_CHARS:
+        return text[: end + 1]
+    return text if len(text) <= ABOUT_CHARS else text[: ABOUT_CHARS - 1].rstrip() + "…"
+
+
+def definition_bytes(definition: ToolDefinition) -> int:
+    """About how many bytes a definition takes where a request declares it."""
+    shape = {
+        "name": definition.name,
+        "description": definition.description,
+        "parameters": definition.parameters,
+    }
+    return len(dumps_text(shape).encode()) + _DECLARATION_BYTES
+
+
 def query_words(query: str) -> list[str]:
     """A query's distinct words (each counts once), at most ``QUERY_WORDS``."""
     return list(dict.fromkeys(words(query[:QUERY_CHARS])))[:QUERY_WORDS]
@@ -123,6 +152,10 @@ class ToolIndex:
         event loop)."""
         listed = list(tools)
         self.names = tuple(tool.name for tool in listed)
+        self.about = {tool.name: one_line(tool.description) for tool in listed}
+        self.sources = {tool.name: tool.label for tool in listed}
+        # What each definition weighs as JSON (about what a dialect declares it in).
+        self.sizes = {tool.name: definition_bytes(tool.definition) for tool in listed}
         self._where = {name: index for index, name in enumerate(self.names)}
         self._bm25 = bm25s.BM25()
         corpus = [tool_words(tool) or ["\x00"] for tool in listed]  # "\x00": no word found
@@ -167,3 +200,115 @@ class ToolIndex:
             matching = matching[best]
         ranked = sorted(matching.tolist(), key=lambda index: (-scores[index], index))
         return [self.names[index] for index in ranked]
+
+
+_SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "What the tools you need do, in a few words "
+            "(an action, the thing it acts on, the service).",
+        },
+        "limit": {"type": "integer", "minimum": 1, "description": "How many tools, at most."},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def describe_catalog(names: Collection[str], sources: dict[str, str]) -> str:
+    """The search function's description: what the catalog holds."""
+    counted = Counter(sources.get(name, "") for name in names)
+    named = ", ".join(f"{source} ({n})" for source, n in counted.most_common(_SOURCES_NAMED))
+    more = len(counted) - _SOURCES_NAMED
+    if more > 0:
+        named += f" and {more} more"
+    return (
+        f"Search the catalog of {len(names)} tools you may use (sources: {named}) for the "
+        "ones that fit what you need to do. Only some of them are offered to you now; the "
+        "tools a search finds can be called from your next step on. Search again with "
+        "other words if none fits."
+    )
+
+
+class SearchTool(Tool):
+    """``toolgate_search_tools``: a catalog's tools found for a model, among those its
+    request may use (``allowed``), answered by the gateway itself (nothing leaves it).
+    Its results are a pure function of its arguments: ``found`` gives them again."""
+
+    __slots__ = ("_allowed", "_found", "_index", "limit")
+
+    def __init__(self, index: ToolIndex, allowed: frozenset[str], limit: int) -> None:
+        """``limit``: how many tools a search gives, unless it asks for fewer, and the
+        most it may ask for."""
+        parameters = dict(_SEARCH_PARAMETERS)
+        properties = dict(parameters["properties"])
+        properties["limit"] = {**properties["limit"], "maximum": limit}
+        parameters["properties"] = properties
+        in_play = [name for name in index.names if name in allowed]
+        super().__init__(
+            SEARCH_TOOL,
+            describe_catalog(in_play, index.sources),
+            parameters,
+            source="gateway",
+            origin="the gateway's tool search",
+        )
+        self._index = index
+        self._allowed = allowed
+        self.limit = limit
+        self._found: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+
+    @property
+    def effects(self) -> Effects:
+        return "read"
+
+    def search(self, query: str, limit: int | None = None) -> tuple[str, ...]:
+        """The names of the tools that best fit ``query``, best first."""
+        wanted = self.limit if limit is None else max(1, min(limit, self.limit))
+        key = f"{wanted}:{query[:QUERY_CHARS]}"
+        found = self._found.get(key)
+        if found is None:
+            found = tuple(self._index.search(query, wanted, self._allowed))
+            if len(self._found) >= _FOUND_KEPT:
+                self._found.popitem(last=False)
+            self._found[key] = found
+        return found
+
+    def query(self, arguments: str | None) -> str | None:
+        """The query of a call with these arguments, as it is read; None for arguments
+        that are not a search's."""
+        try:
+            call = self.prepare(arguments, _NO_CONTEXT)
+        except ToolArgumentsInvalid:
+            return None
+        return str(call.arguments["query"])[:QUERY_CHARS]
+
+    def found(self, arguments: str | None) -> tuple[str, ...]:
+        """What a call with these arguments (as the model wrote them) finds; nothing for
+        arguments that are not a search's."""
+        try:
+            call = self.prepare(arguments, _NO_CONTEXT)
+        except ToolArgumentsInvalid:
+            return ()
+        return self.search(call.arguments["query"], call.arguments.get("limit"))
+
+    def answer(self, query: str, limit: int | None = None) -> str:
+        """What the model reads: the tools found, each with a line about it."""
+        names = self.search(query, limit)
+        about = self._index.about
+        if not names:
+            note = (
+                "No tool you may use matches these words. Search again with other words "
+                "(what to do, the thing it acts on, the service)."
+            )
+            return dumps_text({"tools": [], "note": note})
+        tools = [{"name": name, "description": about.get(name, "")} for name in names]
+        note = "These tools are offered from your next step on: call them by name."
+        return dumps_text({"tools": tools, "note": note})
+
+    async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
+        return ToolResult(self.answer(call.arguments["query"], call.arguments.get("limit")), "ok")
+
+
+_NO_CONTEXT = CallContext("")

@@ -26,12 +26,13 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from gateway.engine.estimate import PromptSize
+from gateway.engine.offer import Offer
 from gateway.engine.runner import ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
-from gateway.policy.ledger import Decided, Ledger, RoundLine
+from gateway.policy.ledger import Decided, Ledger, RoundLine, Search
 from gateway.policy.point import PolicyPoint
 from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
@@ -45,6 +46,7 @@ from gateway.values import (
     HiddenItem,
     KeepTurn,
     ToolCall,
+    ToolDefinition,
     ToolOutput,
 )
 from tool_registry import CallContext, ToolExecutor
@@ -135,6 +137,7 @@ class LoopJob:
     budget: RunBudget | None = None  # what the run may spend, when anything counts
     taint: str | None = None  # where the request's input first held untrusted words
     spent: tuple[Any, ...] = ()  # usage spent for the request before its loop (a summary)
+    offer: Offer | None = None  # the first round's server tools, when a search chooses them
 
 
 class Run:
@@ -164,6 +167,8 @@ class Run:
         self.error: GatewayError | None = None
         self._asked: tuple[ToolCall, ...] = ()  # approvals the client is asked for
         self._prompt: PromptSize | None = None  # for budgets: the next prompt's size
+        self.offer = job.offer  # the next round's server tools, when a search chooses them
+        self._metrics = metrics
 
     @property
     def stopped(self) -> str | None:
@@ -195,7 +200,8 @@ class Run:
             max_tokens = grant.max_tokens if grant is not None else None
             span = self._round_span(iteration, final, max_tokens)
             trace = span.headers if span is not None else None
-            ask = CompletionRequest(self.hidden, first, final, max_tokens, trace)
+            offered = self._offered() if not final else None
+            ask = CompletionRequest(self.hidden, first, final, max_tokens, trace, offered)
             first = False
             try:
                 if stream:
@@ -223,8 +229,10 @@ class Run:
                 raise
             if span is not None:
                 span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
-            self._count(answer, iteration, final, started, grant)
+            self._count(answer, iteration, final, started, grant, offered is not None)
             turn = answer.turn
+            if self.offer is not None and turn.calls:
+                self.offer = self.offer.after(turn.calls)
             time_left = self._deadline - self._clock.time()
             step = self.policy.round(self.ledger, turn.calls, final, time_left)
             if step.kind == "run_tools":
@@ -273,6 +281,15 @@ class Run:
                 f"({self.policy.limits.request_timeout_s:g}s)."
             ) from exc
 
+    def _offered(self) -> tuple[ToolDefinition, ...] | None:
+        """The server tools the next round offers when a search chooses them: the
+        offer's, then the search function."""
+        offer = self.offer
+        if offer is None:
+            return None
+        definitions = self.policy.registry.definitions(offer.names)
+        return (*definitions, *offer.catalog.definitions)
+
     def _round_span(self, iteration: int, final: bool, max_tokens: int | None) -> RoundSpan | None:
         trace = self.job.trace
         if trace is None:
@@ -299,8 +316,10 @@ class Run:
         final: bool,
         started: float,
         grant: RoundGrant | None = None,
+        searched: bool = False,
     ) -> None:
-        """A round's answer arrived: its usage, its cost, and its line in the trace."""
+        """A round's answer arrived: its usage, its cost, and its line in the trace
+        (with the tools a search chose for it, ``searched``, and the searches it made)."""
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         ledger, choice = self.ledger, self.job.choice
         if self.job.record:
@@ -312,6 +331,13 @@ class Run:
                 self._prompt.counted(answer.usage, self.hidden)
         ledger.state.count_round(answer.usage)
         calls = tuple(call.name for call in answer.turn.calls)
+        offered: tuple[str, ...] | None = None
+        searches: tuple[Search, ...] = ()
+        if searched and self.offer is not None:
+            offered = self.offer.names
+            searches = self.offer.searches(answer.turn.calls)
+            if self._metrics is not None:
+                self._metrics_of_search(self.offer, offered, searches)
         ledger.rounds.append(
             RoundLine(
                 iteration,
@@ -322,8 +348,21 @@ class Run:
                 calls,
                 choice,
                 spent,
+                offered,
+                searches,
             )
         )
+
+    def _metrics_of_search(
+        self, offer: Offer, offered: tuple[str, ...], searches: tuple[Search, ...]
+    ) -> None:
+        assert self._metrics is not None
+        tenant, metrics = self.job.context.tenant_id, self._metrics
+        saved = offer.catalog.bytes_saved(offered)
+        if saved > 0:
+            metrics.tool_bytes_saved.labels(tenant).inc(saved)
+        for search in searches:
+            metrics.tool_searches.labels(tenant, "true" if search.found else "false").inc()
 
     async def _resume(self) -> None:
         """Run the held calls the client has answered, before the first round."""

@@ -389,7 +389,7 @@ class ToolRunner:
         if self._trace is not None:
             self._trace_record(record, result, self._trace)
         if self._metrics is not None and reused_from is None and not kept:
-            known = self._registry.get(name)
+            known = self._policy.tool(name)
             tool, source = (name, known.source) if known is not None else (UNKNOWN, NONE)
             tenant = self._context.tenant_id
             self._metrics.tool_calls.labels(tenant, tool, source, result.outcome).inc()
@@ -405,7 +405,7 @@ class ToolRunner:
             if span is None:
                 return
         else:
-            known = self._registry.get(record.name)
+            known = self._policy.tool(record.name)
             source = known.label if known is not None else NONE
             span = trace.tool(record.name or UNKNOWN, record.call_id, source)
         span.finished(

@@ -160,6 +160,24 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.tool_searches = Family(
+            Counter(
+                "toolgate_tool_searches",
+                "Searches of the tool catalog by a model (toolgate_search_tools), by "
+                "tenant and whether they found a tool.",
+                ["tenant", "found"],
+                registry=registry,
+            )
+        )
+        self.tool_bytes_saved = Family(
+            Counter(
+                "toolgate_tool_search_bytes_saved",
+                "Bytes of tool definitions not sent upstream because tool search chose "
+                "the tools offered, by tenant (every tool in play less those offered).",
+                ["tenant"],
+                registry=registry,
+            )
+        )
         self.tool_seconds = Family(
             Histogram(
                 "toolgate_tool_duration_seconds",

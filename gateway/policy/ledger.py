@@ -18,6 +18,17 @@ Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 
 
 @dataclass(frozen=True, slots=True)
+class Search:
+    """A search of the tool catalog a round's turn made: its words, what it found."""
+
+    query: str
+    found: tuple[str, ...]
+
+    def line(self) -> dict[str, object]:
+        return {"query": self.query, "found": list(self.found)}
+
+
+@dataclass(frozen=True, slots=True)
 class RoundLine:
     """A round's line in the trace: which round of which choice, from which upstream,
     how long it took, its usage, whether it was the forced last, the tools it called,
@@ -31,6 +42,8 @@ class RoundLine:
     tool_calls: tuple[str | None, ...]
     choice: int = 0
     spent: RoundSpend | None = None
+    offered: tuple[str, ...] | None = None  # the server tools a search chose for it
+    searches: tuple[Search, ...] = ()  # the searches its turn made
 
     def line(self) -> dict[str, object]:
         """As the trace shows it."""
@@ -46,6 +59,10 @@ class RoundLine:
             line["choice"] = self.choice
         if self.spent is not None:
             line["budget"] = self.spent.line()
+        if self.offered is not None:
+            line["tools_offered"] = list(self.offered)
+        if self.searches:
+            line["searches"] = [search.line() for search in self.searches]
         return line
 
 

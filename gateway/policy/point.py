@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from gateway.config import LimitsConfig
+from gateway.config import LimitsConfig, ToolSearchConfig
 from gateway.ops.metrics import UNKNOWN, Metrics
 from gateway.policy.approval_desk import MAX_REASON, Answer, ApprovalDesk, binding_problem
 from gateway.policy.caps import Step, decide
@@ -31,6 +31,7 @@ from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effec
 from gateway.policy.prices import nanos_of
 from gateway.policy.rules import TenantPolicy
 from gateway.policy.run_budget import RoundGrant, Stop
+from gateway.policy.tool_search import Catalog, Catalogs
 from gateway.policy.verdicts import Allow, Hold, Refuse, Verdict, Why, refusal
 from gateway.store.approval_records import ApprovalRecord, Decision
 from gateway.values import ToolCall
@@ -65,6 +66,7 @@ class PolicyPoint:
         "limits",
         "registry",
         "rules",
+        "search",
         "server_tools",
         "tenant",
     )
@@ -81,10 +83,14 @@ class PolicyPoint:
         tenant: str = "",
         metrics: Metrics | None = None,
         untrusted_input: bool = False,
+        search: Catalog | None = None,
     ) -> None:
         self.limits = limits
         self.server_tools = tuple(server_tools)
-        self._in_play = frozenset(self.server_tools)
+        # With tool search on, its function is the gateway's own tool in play.
+        self.search = search
+        own = (search.tool.name,) if search is not None else ()
+        self._in_play = frozenset((*self.server_tools, *own))
         self.client_tools = client_tools
         self.registry = registry  # of the runtime snapshot the request read
         self.rules = rules if rules is not None else TenantPolicy()
@@ -109,12 +115,15 @@ class PolicyPoint:
         desk: ApprovalDesk | None = None,
         tenant: str = "",
         metrics: Metrics | None = None,
+        search: tuple[Catalogs, ToolSearchConfig] | None = None,
     ) -> tuple[PolicyPoint, tuple[str, ...]]:
         """The request's policy — the tenant's allowlist and caps, narrowed (never
-        widened) by the request, its tool rules and approvals — and the server tools a
-        client tool of the same name shadows. Naming a tool the tenant may not use is
-        refused (403)."""
+        widened) by the request, its tool rules and approvals, whether its tools are
+        searched (``search``: the snapshot's catalogs and the tenant's settings) — and
+        the server tools a client tool of the same name shadows. Naming a tool the
+        tenant may not use is refused (403)."""
         tools, shadowed = effective_tools(allowed, narrowing, client_tools)
+        catalog = search[0].of(tools, search[1], client_tools) if search is not None else None
         point = cls(
             effective_limits(limits, narrowing),
             tools,
@@ -125,13 +134,17 @@ class PolicyPoint:
             tenant=tenant,
             metrics=metrics,
             untrusted_input=narrowing.untrusted_input,
+            search=catalog,
         )
         return point, shadowed
 
     def read(self, ledger: Ledger, tool: Tool, result: ToolResult) -> None:
         """A call's result is in the run: an ``untrusted`` tool's taints it, whatever
         it answered (an error body carries the far side's words too), unless the
-        gateway answered in its place (``denied``: nothing was sent)."""
+        gateway answered in its place (``denied``: nothing was sent) or is the tool
+        (a search reads the catalog's own definitions, which the model reads anyway)."""
+        if self._own(tool):
+            return
         if result.outcome != "denied" and self.rules.of(tool).output == "untrusted":
             ledger.tainted(f"tool {tool.name!r}")
 
@@ -178,7 +191,11 @@ class PolicyPoint:
         budget = ledger.budget
         if budget is None:
             return {}
-        priced = [(key, nanos_of(self.rules.of(p.tool).cost_usd)) for key, p in to_run.items()]
+        priced = [
+            (key, nanos_of(self.rules.of(p.tool).cost_usd))
+            for key, p in to_run.items()
+            if not self._own(p.tool)
+        ]
         priced = [(key, cost) for key, cost in priced if cost > 0]
         if not priced:
             return {}
@@ -193,7 +210,10 @@ class PolicyPoint:
         tools and tools the request may not use read the same answer, which names
         what is available."""
         name = call.name
-        tool = self.registry.get(name) if name in self._in_play else None
+        search = self.search
+        if search is not None and name == search.tool.name:
+            return Allow(search.tool)
+        tool = self.registry.get(name) if name is not None and name in self._in_play else None
         if name is None or tool is None:
             outcome: Outcome = "denied" if name in self.registry else "unknown"
             self._count(name if outcome == "denied" else None, "refuse")
@@ -208,6 +228,8 @@ class PolicyPoint:
         if decided is not None:  # resumed: its approval was answered
             self._count(tool.name, (decided.why or {}).get("verdict", "refuse"))
             return decided
+        if self._own(tool):  # reads the catalog, changes nothing: no rule is about it
+            return Allow(tool)
         policy, taint = self.rules.of(tool), ledger.taint
         rule: str | None = None
         if policy.approval == "always":
@@ -347,12 +369,35 @@ class PolicyPoint:
             name = tool if tool is not None else UNKNOWN
             self._metrics.policy_verdicts.labels(self.tenant, name, verdict).inc()
 
+    def _own(self, tool: Tool) -> bool:
+        """Whether ``tool`` is the gateway's own (its search function)."""
+        return self.search is not None and tool is self.search.tool
+
+    def tool(self, name: str | None) -> Tool | None:
+        """The tool of ``name`` as this request knows it: the registry's, or the
+        gateway's own."""
+        if name is None:
+            return None
+        search = self.search
+        if search is not None and name == search.tool.name:
+            return search.tool
+        return self.registry.get(name)
+
     def over_budget(self) -> Refuse:
         """A call past what the round's decision allowed to run."""
         return Refuse(BUDGET_SPENT)
 
     def _unavailable_text(self) -> str:
         if self._unavailable is None:
+            if self.search is not None:  # too many to name: the search finds them
+                names = ", ".join(sorted(self.client_tools))
+                also = f" Besides them, the client's tools: {names}." if names else ""
+                message = (
+                    "This tool is not available. Find the tools you may use with "
+                    f"{self.search.tool.name}.{also}"
+                )
+                self._unavailable = error_result(message, "unknown")
+                return self._unavailable.content
             names = ", ".join([*self.server_tools, *sorted(self.client_tools)]) or "none"
             message = f"This tool is not available. Available tools: {names}."
             self._unavailable = error_result(message, "unknown")

@@ -16,6 +16,7 @@ from gateway.config import (
     PolicyConfig,
     Record,
     TenantConfig,
+    ToolSearchConfig,
 )
 from gateway.errors import AuthError, NotFound
 from gateway.policy.background import Background
@@ -42,6 +43,16 @@ class Tenant:
     budget: BudgetConfig | None = None  # spend per day and month (DESIGN.md §13)
     record: Record = "off"  # which of its requests are recorded for replay
     background: Background = field(default_factory=Background)  # get no server tools
+    tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # DESIGN.md §17
+
+    @property
+    def searches(self) -> bool:
+        """Whether some request of this tenant may have its tools searched: search is
+        on, or automatic and the tenant may use more tools than it is off for."""
+        search = self.tool_search
+        return search.mode == "on" or (
+            search.mode == "auto" and len(self.tools) > search.auto_above
+        )
 
     @classmethod
     def resolve(
@@ -51,6 +62,7 @@ class Tenant:
         tools: Sequence[str],
         policy: PolicyConfig | None = None,
         record: Record = "off",
+        tool_search: ToolSearchConfig | None = None,
     ) -> Tenant:
         return cls(
             id=config.id,
@@ -62,6 +74,7 @@ class Tenant:
             budget=config.budget,
             record=config.record if config.record is not None else record,
             background=Background.of(config.background),
+            tool_search=(tool_search or ToolSearchConfig()).under(config.tool_search),
         )
 
 
@@ -93,10 +106,16 @@ class TenantDirectory:
                 LimitsConfig(),
                 policy=policy,
                 record=config.recordings.record,
+                tool_search=config.tool_search,
             )
         for tenant_config in config.tenants or []:
             tenant = Tenant.resolve(
-                tenant_config, models, tools, config.policy, config.recordings.record
+                tenant_config,
+                models,
+                tools,
+                config.policy,
+                config.recordings.record,
+                config.tool_search,
             )
             digests = [key_digest(k.get_secret_value()) for k in tenant_config.keys]
             for digest in [*digests, *tenant_config.key_sha256]:

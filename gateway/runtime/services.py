@@ -158,12 +158,14 @@ class Gateway:
         client_tools: frozenset[str],
         identity: str,
         client_approves: bool,
+        searched: bool = False,
     ) -> tuple[PolicyPoint, tuple[str, ...]]:
         """The one factory of a request's policy, for every surface and ``/mcp``: the
         tenant's allowlist, caps and rules narrowed by the request (and the server
         tools its own tools shadow), with who approves its held calls — the client if
         it can (``client_approves``), else an operator if the tenant has one, else
-        no one (they are refused)."""
+        no one (they are refused). ``searched``: the request's tools may be searched
+        (a model request's, where the tenant's settings say so; never ``/mcp``'s)."""
         desk = None
         if tenant.tools:  # nothing is held without tools
             approvals = tenant.policy.approvals
@@ -188,6 +190,9 @@ class Gateway:
             desk=desk,
             tenant=tenant.id,
             metrics=self.metrics,
+            search=(catalogs, tenant.tool_search)
+            if searched and (catalogs := runtime.catalogs) is not None
+            else None,
         )
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:

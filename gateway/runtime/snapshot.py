@@ -12,6 +12,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.policy.models import ModelRouter
 from gateway.policy.tenants import TenantDirectory
+from gateway.policy.tool_search import Catalogs
 from gateway.runtime.loader import check_references
 from tool_registry import Tool, ToolConfigError, ToolRegistry
 
@@ -23,6 +24,8 @@ class Runtime:
     tenants: TenantDirectory
     models: ModelRouter
     warnings: tuple[str, ...] = ()  # what was left out or is suspect, for the log
+    # Tool search's index, when some tenant may have its tools searched (DESIGN.md §17).
+    catalogs: Catalogs | None = None
 
     @classmethod
     def build(
@@ -34,7 +37,9 @@ class Runtime:
     ) -> Runtime:
         """``tools`` come from the configuration: a duplicate name or invalid schema is a
         ``ConfigError``. ``discovered`` tools (MCP servers) that clash or are invalid are
-        left out with a warning: a server's list must not take the gateway down."""
+        left out with a warning: a server's list must not take the gateway down.
+        Blocking (it indexes the tools where a tenant may have them searched): once the
+        event loop runs, build it off it."""
         try:
             registry = ToolRegistry(tools, discovered=discovered)
         except ToolConfigError as exc:
@@ -49,10 +54,13 @@ class Runtime:
             for j, pattern in enumerate(tenant.tools)
             if not registry.match(pattern)
         ]
+        tenants = TenantDirectory(config, registry.names)
+        searched = any(tenant.searches for tenant in tenants.all())
         return cls(
             config,
             registry,
-            TenantDirectory(config, registry.names),
+            tenants,
             ModelRouter(config),
             (*warnings, *registry.problems, *unmatched),
+            Catalogs.build(registry) if searched else None,
         )

@@ -61,6 +61,18 @@ def _ending(report: RunReport) -> Ending | None:
     return None
 
 
+def _recorded_tools(report: RunReport) -> tuple[str, ...]:
+    """The server tools a recording keeps: every tool in play; when a search chose
+    them (DESIGN.md §17), those some round offered or the run called (a catalog of
+    thousands is not a recording's to keep; a replay offers these)."""
+    policy = report.policy
+    if policy.search is None:
+        return policy.server_tools
+    seen = {name for line in report.rounds for name in line.offered or ()}
+    seen.update(record.name for record in report.calls)
+    return tuple(name for name in policy.server_tools if name in seen)
+
+
 def recording(
     report: RunReport,
     request: Mapping[str, Any] | None,
@@ -74,7 +86,7 @@ def recording(
     policy = report.policy
     registry = policy.registry
     tools = []
-    for name in policy.server_tools:
+    for name in _recorded_tools(report):
         tool = registry.get(name)
         if tool is None:
             continue

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.engine.loop import LoopJob, Resumed, Run
+from gateway.engine.offer import Offer
 from gateway.engine.recorded import LoopStart
 from gateway.engine.report import RunReport
 from gateway.ops.offload import offload
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
+OFFERED_HEADER = "x-toolgate-tools-offered"  # server tools the first round offers
 BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no server tools
 
 
@@ -178,6 +180,7 @@ class Skeleton(Generic[A]):
             asked.client_tool_names,
             exchange.identity,
             asked.client_approves,
+            searched=True,
         )
         writes = None
         if policy.server_tools:
@@ -250,15 +253,27 @@ class Skeleton(Generic[A]):
             exchange.loop_start = LoopStart(plan.params, history, tools)
         budget = gateway.budgets.run(head.tenant, route, policy.limits)
         registry = head.runtime.registry
+        offer = None
+        if policy.search is not None:  # a search chooses each round's server tools
+            offer = await offload(
+                head.large, Offer.start, policy.search, plan.history, plan.params.tool_choice
+            )
+            first = (*registry.definitions(offer.names), *policy.search.definitions)
+            declared = gateway.declared.each(first)
+        else:
+            first = registry.definitions(policy.server_tools)
+            declared = gateway.declared(first)
+        exchange.headers[OFFERED_HEADER] = str(len(first))
         model = ChatModel(
             gateway.upstream,
             route.upstream,
             plan.params,
             plan.history,
             route.model.target,
-            gateway.declared(registry.definitions(policy.server_tools)),
+            declared,
             plan.client_tools,
             policy.client_tools,
+            gateway.declared.each,
         )
         if head.large:  # the history is encoded once, and measured for a budget
             await offload(True, model.prompt_bytes if budget is not None else model.prepare)
@@ -275,6 +290,7 @@ class Skeleton(Generic[A]):
             budget=budget,
             taint=head.taint,
             spent=tuple(plan.usage),
+            offer=offer,
         )
         return gateway.loop.runs(job, plan.n)
 

@@ -215,11 +215,12 @@ class Declarations:
     snapshot's registry hands out one tuple of definitions for the same names, so
     the same tuple is declared once (kept with it, so its id is never another's)."""
 
-    __slots__ = ("_found", "_kept")
+    __slots__ = ("_each", "_found", "_kept")
 
     def __init__(self, kept: int = 256) -> None:
         self._kept = kept
         self._found: dict[int, tuple[tuple[ToolDefinition, ...], list[dict[str, Any]]]] = {}
+        self._each: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
 
     def __call__(self, definitions: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
         found = self._found.get(id(definitions))
@@ -229,6 +230,19 @@ class Declarations:
             self._found.clear()
         declared = encode_tools(definitions)
         self._found[id(definitions)] = (definitions, declared)
+        return declared
+
+    def each(self, definitions: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+        """Definitions whose sets vary round by round (tool search), each declared once."""
+        declared = []
+        each = self._each
+        for definition in definitions:
+            found = each.get(id(definition))
+            if found is None or found[0] is not definition:
+                if len(each) >= self._kept * 64:
+                    each.clear()
+                found = each[id(definition)] = (definition, encode_tools((definition,))[0])
+            declared.append(found[1])
         return declared
 
 

@@ -6,7 +6,7 @@ and ``dialect``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
@@ -37,6 +37,8 @@ from gateway.values import (
 from tool_registry import dumps
 
 Trace = Mapping[str, str] | None  # W3C headers naming the span a request belongs to
+# Server tools in the dialect, for the sets a search chooses round by round.
+Declare = Callable[[tuple[ToolDefinition, ...]], list[dict[str, Any]]]
 
 
 class ChatClient(Protocol):
@@ -58,13 +60,16 @@ class ChatModel:
     (encoded once, by ``prepare``); the tools offered are the server's (``declared``
     already) then the client's own, withheld on the last round so that no server
     renders them into a prompt the model may not act on. ``tool_choice`` follows
-    DESIGN.md §6 round by round.
+    DESIGN.md §6 round by round. A round whose server tools a search chose
+    (``CompletionRequest.tools``) offers those, declared by ``declare``.
     """
 
     __slots__ = (
         "_choice",
         "_client",
         "_client_tools",
+        "_declare",
+        "_declared_client",
         "_definitions",
         "_history",
         "_params",
@@ -86,6 +91,7 @@ class ChatModel:
         declared: list[dict[str, Any]],
         client_tools: Sequence[ToolDefinition],
         client_names: frozenset[str],
+        declare: Declare | None = None,
     ) -> None:
         self._client = client
         self.upstream = upstream
@@ -100,6 +106,8 @@ class ChatModel:
         self._params["model"] = model
         self._definitions = client_tools
         self._tools = declared
+        self._declare = declare
+        self._declared_client: list[dict[str, Any]] = []
         self._client_tools = client_names
         self.client_max_tokens = params.answer_bound
         self._prompt_bytes: int | None = None
@@ -109,7 +117,8 @@ class ChatModel:
         does it off the event loop for a large body)."""
         if self._visible is None:
             if self._definitions:
-                self._tools = [*self._tools, *encode_tools(self._definitions)]
+                self._declared_client = encode_tools(self._definitions)
+                self._tools = [*self._tools, *self._declared_client]
             self._visible = encode_messages(self._history)
         return self._visible
 
@@ -151,7 +160,10 @@ class ChatModel:
             return round_body(params, params["model"], history, None, stream, None)
         choice = round_tool_choice(self._choice, ask.first, False, self._client_tools)
         encoded = encode_tool_choice(choice) if choice is not None else None
-        return round_body(params, params["model"], history, self._tools, stream, encoded)
+        tools = self._tools
+        if ask.tools is not None and self._declare is not None:
+            tools = [*self._declare(ask.tools), *self._declared_client]
+        return round_body(params, params["model"], history, tools, stream, encoded)
 
     async def answer(self, ask: CompletionRequest) -> Completion:
         body = self.body(ask, False)

@@ -1,0 +1,133 @@
+"""Tool search (DESIGN.md §17): which of a request's server tools are offered when
+there are too many to offer them all.
+
+``Catalogs`` belongs to a runtime snapshot: its index (built off the event loop with
+the snapshot) and, per distinct set of tools in play and settings, one ``Catalog``.
+A ``Catalog`` is a request's: the search function the gateway answers for it (only
+tools it may use are ever found), the tools always offered, and the first round's
+best matches for its conversation (``preselected``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gateway.config import ToolSearchConfig
+from gateway.values import Message, ToolChoice, ToolDefinition
+from tool_registry import (
+    QUERY_CHARS,
+    SEARCH_TOOL,
+    SearchTool,
+    ToolIndex,
+    ToolRegistry,
+    definition_bytes,
+)
+
+_CATALOGS_KEPT = 256  # distinct (tools in play, settings) remembered per snapshot
+_CONTEXT_MESSAGES = 6  # the recent messages whose text fills a short preselection
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Catalog:
+    """A request's server tools when they are searched."""
+
+    tool: SearchTool  # toolgate_search_tools, answered for the tools in play
+    in_play: tuple[str, ...]  # in registry order: what is offered keeps that order
+    always: tuple[str, ...]  # offered in every round
+    preselect: int
+    max_loaded: int
+    # Where each tool in play comes in the registry's order.
+    place: dict[str, int] = field(repr=False)
+    # The search function's definition, one tuple for every round that offers it.
+    definitions: tuple[ToolDefinition, ...] = field(repr=False)
+    sizes: dict[str, int] = field(repr=False)  # each tool's definition's bytes
+    total_bytes: int = 0  # of every tool in play's definitions
+    search_bytes: int = 0  # of the search function's
+
+    def bytes_saved(self, offered: Sequence[str]) -> int:
+        """The bytes of definitions a round offering ``offered`` (and the search
+        function) does not send, beside one offering every tool in play."""
+        sizes = self.sizes
+        sent = sum(sizes.get(name, 0) for name in offered) + self.search_bytes
+        return self.total_bytes - sent
+
+    def preselected(self, history: Sequence[Message]) -> tuple[str, ...]:
+        """The tools that best fit the conversation: its last user message first, then
+        its recent messages' words, at most ``preselect``."""
+        wanted = self.preselect
+        if wanted < 1:
+            return ()
+        users = [m for m in history if m.role == "user"]
+        found = list(self.tool.search(users[-1].text, wanted)) if users else []
+        if len(found) < wanted:
+            recent = " ".join(m.text[:QUERY_CHARS] for m in history[-_CONTEXT_MESSAGES:])
+            more = self.tool.search(recent, wanted)
+            found += [name for name in more if name not in found][: wanted - len(found)]
+        return tuple(found)
+
+    def pinned(self, choice: ToolChoice | None) -> tuple[str, ...]:
+        """The tools in play a client's ``tool_choice`` names: offered in every round."""
+        if choice is None:
+            return ()
+        named = (choice.name,) if choice.name is not None else choice.allowed or ()
+        return tuple(name for name in named if name in self.place)
+
+
+class Catalogs:
+    """A snapshot's tool search: its index and the catalogs of its requests."""
+
+    def __init__(self, registry: ToolRegistry, index: ToolIndex) -> None:
+        self._registry = registry
+        self.index = index
+        self._kept: dict[tuple[tuple[str, ...], ToolSearchConfig], Catalog] = {}
+
+    @classmethod
+    def build(cls, registry: ToolRegistry) -> Catalogs:
+        """Index ``registry``'s tools (blocking: build it off the event loop)."""
+        return cls(registry, ToolIndex(registry))
+
+    def of(
+        self, tools: tuple[str, ...], settings: ToolSearchConfig, client_tools: frozenset[str]
+    ) -> Catalog | None:
+        """The catalog of a request with ``tools`` in play, or None when they are
+        offered whole: search is off, or automatic and they are few, or the client has
+        a tool of the search function's name."""
+        if settings.mode == "off" or not tools or SEARCH_TOOL in client_tools:
+            return None
+        if settings.mode == "auto" and len(tools) <= settings.auto_above:
+            return None
+        key = (tools, settings)
+        catalog = self._kept.get(key)
+        if catalog is None:
+            if len(self._kept) >= _CATALOGS_KEPT:
+                self._kept.clear()
+            catalog = self._kept[key] = self._catalog(tools, settings)
+        return catalog
+
+    def _catalog(self, tools: tuple[str, ...], settings: ToolSearchConfig) -> Catalog:
+        registry = self._registry
+        tool = SearchTool(self.index, frozenset(tools), settings.max_loaded)
+        always = tuple(
+            name
+            for name in tools
+            if (found := registry.get(name)) is not None
+            and any(
+                fnmatch.fnmatchcase(name, glob) or fnmatch.fnmatchcase(found.label, glob)
+                for glob in settings.always
+            )
+        )
+        sizes = self.index.sizes
+        return Catalog(
+            tool,
+            tools,
+            always,
+            settings.preselect,
+            settings.max_loaded,
+            {name: place for place, name in enumerate(tools)},
+            (tool.definition,),
+            sizes,
+            sum(sizes.get(name, 0) for name in tools),
+            definition_bytes(tool.definition),
+        )
