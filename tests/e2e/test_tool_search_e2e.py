@@ -302,7 +302,7 @@ def test_a_tool_in_play_not_offered_yet_is_still_run_by_the_policy_point(
 
 
 def test_client_tools_are_always_offered_as_sent(harness: Harness) -> None:
-    mine = {
+    mine: Any = {
         "type": "function",
         "function": {
             "name": "open_drawer",
@@ -320,6 +320,7 @@ def test_client_tools_are_always_offered_as_sent(harness: Harness) -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_surface_searches_too(harness: Harness, stream: bool) -> None:
     stack = Stack(harness, searching_model("stock ticker price", "stock_quote"))
+    response: Any
     if stream:
         with stack.client.responses.stream(model=MODEL, input="Hi there.") as events:
             response = events.get_final_response()
@@ -377,7 +378,7 @@ def test_metrics_count_searches_and_the_bytes_saved(harness: Harness) -> None:
 
 
 def test_found_tools_stay_offered_across_a_hand_back(harness: Harness) -> None:
-    drawer = {
+    drawer: Any = {
         "type": "function",
         "function": {
             "name": "open_drawer",
@@ -396,7 +397,7 @@ def test_found_tools_stay_offered_across_a_hand_back(harness: Harness) -> None:
     asked: Any = [{"role": "user", "content": "Hi."}]
     handed = stack.client.chat.completions.create(model=MODEL, messages=asked, tools=[drawer])
     message = handed.choices[0].message
-    assert [c.function.name for c in message.tool_calls or []] == ["open_drawer"]
+    assert [c.model_dump()["function"]["name"] for c in message.tool_calls or []] == ["open_drawer"]
     back: Any = [
         *asked,
         message.model_dump(exclude_none=True),
