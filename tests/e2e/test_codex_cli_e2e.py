@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,16 @@ def agent(body: dict[str, Any]) -> dict[str, Any]:
     return says(f"All done: length {done[0]}, {done[1].strip()[:200]}")
 
 
-def run_codex(harness: Harness, model_name: str, workdir: Path) -> tuple[Model, Any, str]:
-    model = Model(agent)
+def run_codex(
+    harness: Harness,
+    model_name: str,
+    workdir: Path,
+    script: Any = agent,
+    options: tuple[str, ...] = (),
+    environ: dict[str, str] | None = None,
+    prompt: str = "Add hello.txt",
+) -> tuple[Model, Any, str]:
+    model = Model(script)
     tools = Recorder(lambda hit: Answer(body=b'{"length": 5}'))
     url = harness.serve(tools).url
     length = tool("string_length", f"{url}/len", {"s": {"type": "string"}})
@@ -81,6 +90,7 @@ def run_codex(harness: Harness, model_name: str, workdir: Path) -> tuple[Model, 
         "HOME": str(home),
         "CODEX_HOME": str(home),
         "TOOLGATE_KEY": TENANT_KEY,
+        **(environ or {}),
     }
     done = subprocess.run(
         [
@@ -99,9 +109,10 @@ def run_codex(harness: Harness, model_name: str, workdir: Path) -> tuple[Model, 
             "model_provider=toolgate",
             "-c",
             provider,
+            *options,
             "-m",
             model_name,
-            "Add hello.txt",
+            prompt,
         ],
         capture_output=True,
         text=True,
@@ -149,3 +160,52 @@ def test_codex_exec_runs_a_server_round_its_shell_and_a_patch_through_the_gatewa
     names = [c["function"]["name"] for m in last if m.get("tool_calls") for c in m["tool_calls"]]
     assert names[:1] == ["string_length"]
     assert len(task) == 4
+
+
+DESK = Path(__file__).resolve().parent.parent / "support" / "desk_mcp.py"
+
+
+def desk_agent(body: dict[str, Any]) -> dict[str, Any]:
+    """Searches Codex's deferred MCP tools with its own ``tool_search``, calls the
+    drawer tool once Codex has loaded it, then answers with what it gave."""
+    offered = [t["function"]["name"] for t in body.get("tools") or []]
+    if "tool_search" not in offered:
+        return says("ok")
+    last = body["messages"][-1]
+    drawer = [name for name in offered if name.endswith("open_drawer")]
+    if last["role"] == "tool" and last.get("tool_call_id") == "call_open":
+        return says(f"Found: {last['content'][:200]}")
+    if drawer:
+        return asks(call(drawer[0], {"which": "top"}, "call_open"))
+    return asks(call("tool_search", {"query": "open desk drawer", "limit": 4}, "call_find"))
+
+
+def test_codex_searches_its_deferred_mcp_tools_through_the_gateway(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Codex defers its MCP server's tools behind its own ``tool_search``: the model's
+    search goes back to Codex as a ``tool_search_call``, Codex answers with the tools
+    it loaded, the gateway offers them, and Codex runs the call the model makes."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    log = tmp_path / "desk.log"
+    server = (
+        f'mcp_servers.desk={{command="{sys.executable}", args=["{DESK}"], '
+        f'env={{DESK_LOG="{log}"}}}}'
+    )
+    model, _, stdout = run_codex(
+        harness, KNOWN, workdir, desk_agent, ("-c", server), prompt="What is in my drawer?"
+    )
+    events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    messages = [
+        e["item"]["text"]
+        for e in events
+        if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
+    ]
+    assert "drawer is open: it holds a key" in messages[-1], messages
+    assert log.read_text() == "open_drawer top\n"  # Codex ran the loaded tool, once
+    task = [r for r in model.requests if "tool_search" in str(r.get("tools"))]
+    first = [t["function"]["name"] for t in task[0]["tools"]]
+    assert not any(name.endswith("open_drawer") for name in first)  # deferred at first
+    loaded = [t["function"]["name"] for t in task[1]["tools"]]
+    assert any(name.endswith("open_drawer") for name in loaded)

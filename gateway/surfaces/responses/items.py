@@ -20,6 +20,7 @@ from gateway.values import (
     Message,
     Part,
     ToolCall,
+    ToolDefinition,
 )
 from tool_registry import dumps, loads_object, tool_name
 
@@ -106,6 +107,15 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[Messa
                 messages[-1] = replace(last, calls=(*last.calls, call))
             else:
                 messages.append(Message("assistant", None, (call,), extra=NULL_CONTENT))
+        elif kind == "tool_search_call":
+            call = _search_call_of(item, at)
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant":
+                messages[-1] = replace(last, calls=(*last.calls, call))
+            else:
+                messages.append(Message("assistant", None, (call,), extra=NULL_CONTENT))
+        elif kind == "tool_search_output":
+            messages.append(_search_output_of(item, at))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id, output = item.get("call_id"), item.get("output")
             if not isinstance(call_id, str):
@@ -192,6 +202,77 @@ def _call_of(item: dict[str, Any], kind: str, at: str) -> ToolCall:
     return ToolCall(call_id, name, arguments)
 
 
+CLIENT_SEARCH = "tool_search"  # a client-executed tool search, as a chat model is offered it
+_SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "What the tools you need do."},
+        "limit": {"type": "number", "description": "How many tools, at most."},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def client_search(tool: dict[str, Any], at: str, names: dict[str, ClientName]) -> ToolDefinition:
+    """A client's own ``tool_search`` as the function a chat model is offered (its
+    description and parameters, or the gateway's), named in ``names``."""
+    about, parameters = tool.get("description"), tool.get("parameters")
+    if about is not None and not isinstance(about, str):
+        raise BadRequest(f"'{at}.description' must be a string.", param=f"{at}.description")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise BadRequest(f"'{at}.parameters' must be an object.", param=f"{at}.parameters")
+    names[CLIENT_SEARCH] = ClientName(CLIENT_SEARCH, search=True)
+    about = about or "Search for tools that were not offered to you yet; those found are."
+    return ToolDefinition(CLIENT_SEARCH, about, parameters or _SEARCH_PARAMETERS)
+
+
+def _search_call_of(item: dict[str, Any], at: str) -> ToolCall:
+    """A ``tool_search_call`` item (a client-executed search) as the model's call of the
+    ``tool_search`` function it was offered."""
+    call_id = item.get("call_id")
+    if call_id is None:
+        call_id = item.get("id")
+    arguments = item.get("arguments", {})
+    if not isinstance(call_id, str) or not isinstance(arguments, dict):
+        raise BadRequest(f"'{at}' needs a string 'call_id' and object 'arguments'.", param=at)
+    return ToolCall(call_id, CLIENT_SEARCH, dumps(arguments).decode())
+
+
+def loaded_tools(item: dict[str, Any], at: str) -> list[Any]:
+    """The tool definitions a ``tool_search_output`` item loaded."""
+    tools = item.get("tools", [])
+    if not isinstance(tools, list):
+        raise BadRequest(f"'{at}.tools' must be an array.", param=f"{at}.tools")
+    return tools
+
+
+def _search_output_of(item: dict[str, Any], at: str) -> Message:
+    """A ``tool_search_output`` item as what the model reads of its search: the names
+    of the tools it loaded (as the model is offered them), which are offered from then
+    on (``request._tools`` reads their definitions)."""
+    call_id = item.get("call_id")
+    if call_id is None:
+        call_id = item.get("id")
+    if not isinstance(call_id, str):
+        raise BadRequest(f"'{at}.call_id' must be a string.", param=f"{at}.call_id")
+    names: list[str] = []
+    for tool in loaded_tools(item, at):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        inner = tool.get("tools")
+        if tool.get("type") == "namespace" and isinstance(inner, list):
+            names += [
+                qualified(tool["name"], member["name"])
+                for member in inner
+                if isinstance(member, dict) and isinstance(member.get("name"), str)
+            ]
+        else:
+            names.append(tool["name"])
+    note = "These tools are loaded: call them by name." if names else "No tool was found."
+    return Message("tool", dumps({"loaded": names, "note": note}).decode(), call_id=call_id)
+
+
 def message_item(turn: AssistantMessage, item_id: str, status: str = "completed") -> dict[str, Any]:
     """The assistant's text (or refusal) as an output ``message`` item."""
     content: list[dict[str, Any]] = []
@@ -225,6 +306,7 @@ class ClientName:
     name: str
     namespace: str | None = None
     custom: bool = False
+    search: bool = False  # the client's ``tool_search`` (``execution: client``)
 
 
 # A request's client tools that the model knows otherwise: the model's name → the client's.
@@ -263,6 +345,16 @@ def call_item(
         }
     named = names.get(call.name) if names and call.name else None
     item: dict[str, Any]
+    if named is not None and named.search:
+        arguments = loads_object(call.arguments)
+        return {
+            "id": item_id,
+            "type": "tool_search_call",
+            "call_id": call.id,
+            "execution": "client",
+            "arguments": arguments if arguments is not None else {},
+            "status": "completed",
+        }
     if named is not None and named.custom:
         item = {"id": item_id, "type": "custom_tool_call", "call_id": call.id}
         item |= {"name": named.name, "input": custom_input(call.arguments)}
@@ -309,6 +401,8 @@ _ID_PREFIXES = {
     "function_call_output": "fco",
     "custom_tool_call": "ctc",
     "custom_tool_call_output": "ctco",
+    "tool_search_call": "tsc",
+    "tool_search_output": "tso",
 }
 # Items whose stored form carries a ``status`` (a custom tool call's has none).
 _STATUS = frozenset({"message", "function_call", "function_call_output", "custom_tool_call_output"})

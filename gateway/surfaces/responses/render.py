@@ -38,7 +38,7 @@ class ResponseShape:
             "tools": [
                 _echoed(tool)
                 for tool in body.get("tools") or []
-                if isinstance(tool, dict) and tool.get("type") in _ECHOED
+                if isinstance(tool, dict) and tool.get("type") in _ECHOED and _client_side(tool)
             ],
             "tool_choice": body.get("tool_choice") or "auto",
             "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
@@ -83,12 +83,20 @@ class ResponseShape:
         return response
 
 
-_ECHOED = frozenset({"function", "custom", "namespace"})  # the client's own tools
+_ECHOED = frozenset({"function", "custom", "namespace", "tool_search"})  # the client's own tools
+
+
+def _client_side(tool: dict[str, Any]) -> bool:
+    """Not a hosted tool search (the client's own is offered as a function)."""
+    return tool["type"] != "tool_search" or tool.get("execution") == "client"
 
 
 def _echoed(tool: dict[str, Any]) -> dict[str, Any]:
     """A client tool as a response lists it (every field the schema asks for)."""
     kind = tool["type"]
+    if kind == "tool_search":
+        keys = ("type", "execution", "description", "parameters")
+        return {key: tool[key] for key in keys if tool.get(key) is not None}
     if kind == "namespace":
         return {
             "type": "namespace",
@@ -134,9 +142,15 @@ def output_of(
 
 
 def _call_id(call: ToolCall, names: ClientNames | None) -> str:
-    """A new id for a call's item: ``ctc_`` for a custom tool's, ``fc_`` for a function's."""
+    """A new id for a call's item: ``ctc_`` for a custom tool's, ``tsc_`` for a client
+    tool search's, ``fc_`` for a function's."""
     named = names.get(call.name) if names and call.name else None
-    return new_id("ctc" if named is not None and named.custom else "fc")
+    if named is None:
+        return new_id("fc")
+    return new_id("ctc" if named.custom else "tsc" if named.search else "fc")
+
+
+_WHOLE = frozenset({"mcp_approval_request", "tool_search_call"})  # items streamed whole
 
 
 class ResponseEvents:
@@ -292,7 +306,7 @@ class ResponseEvents:
         for call in calls:
             index = len(self._output)
             done = call_item(call, _call_id(call, names), "completed", names)
-            if done["type"] == "mcp_approval_request":  # no deltas: it comes whole
+            if done["type"] in _WHOLE:  # no deltas: it comes whole
                 for kind in ("response.output_item.added", "response.output_item.done"):
                     events.append(self._event(kind, output_index=index, item=done))
                 self._output.append(done)

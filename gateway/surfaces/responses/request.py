@@ -15,7 +15,13 @@ from gateway.errors import BadRequest
 from gateway.policy.background import last_user_text
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
-from gateway.surfaces.responses.items import ClientName, input_items, qualified
+from gateway.surfaces.responses.items import (
+    ClientName,
+    client_search,
+    input_items,
+    loaded_tools,
+    qualified,
+)
 from gateway.values import NO_EXTRA, Parameters, ResponseFormat, ToolChoice, ToolDefinition
 
 
@@ -90,12 +96,17 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NOT_HOSTED = frozenset({"function", "custom", "namespace"})
 
 
-def _tools(value: Any) -> tuple[list[ToolDefinition], dict[str, ClientName], list[Hosted]]:
+def _tools(
+    value: Any, items: list[dict[str, Any]]
+) -> tuple[list[ToolDefinition], dict[str, ClientName], list[Hosted]]:
     """The client's tools as a chat model is offered them — a ``custom`` tool as a function
-    of one string, a ``namespace``'s tools flattened under ``qualified`` names — the
-    names the model knows for those, and the hosted tools (``web_search``,
-    ``file_search``, ...: types a hosted model runs), which the tenant's
-    ``hosted_tools`` decides about."""
+    of one string, a ``namespace``'s tools flattened under ``qualified`` names, its own
+    ``tool_search`` (``execution: client``) as a function whose calls go back as
+    ``tool_search_call`` items — the names the model knows for those, and the hosted
+    tools (``web_search``, ``file_search``, ...: types a hosted model runs), which the
+    tenant's ``hosted_tools`` decides about. With its own tool search, a client's
+    ``defer_loading`` tools are offered once a ``tool_search_output`` of ``items`` has
+    loaded them (its definitions are the ones offered)."""
     if value is None:
         return [], {}, []
     if not isinstance(value, list):
@@ -103,10 +114,20 @@ def _tools(value: Any) -> tuple[list[ToolDefinition], dict[str, ClientName], lis
     tools: list[ToolDefinition] = []
     names: dict[str, ClientName] = {}
     hosted = []
+    searching = any(
+        isinstance(tool, dict)
+        and tool.get("type") == "tool_search"
+        and tool.get("execution") == "client"
+        for tool in value
+    )
     for index, tool in enumerate(value):
         at = f"tools[{index}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
-        if isinstance(kind, str) and kind not in _NOT_HOSTED:
+        if searching and kind == "tool_search":
+            tools.append(client_search(tool, at, names))
+        elif searching and isinstance(tool, dict) and tool.get("defer_loading") is True:
+            continue  # loaded by the client's search, below
+        elif isinstance(kind, str) and kind not in _NOT_HOSTED:
             # Named in a response header and a message: a type that is no plain token
             # (a newline, a megabyte) is named as what it is not.
             hosted.append(Hosted(index, kind if _TOKEN.fullmatch(kind) else "unnamed"))
@@ -114,11 +135,37 @@ def _tools(value: Any) -> tuple[list[ToolDefinition], dict[str, ClientName], lis
             _namespace(tool, at, tools, names)
         else:
             tools.append(_declared(tool, at, kind, names))
+    if searching:
+        tools += _loaded(items, names, {tool.name for tool in tools})
     counts = Counter(tool.name for tool in tools)  # linear: thousands fit
     twice = sorted(n for n in names if counts[n] > 1)
     if twice:
         raise BadRequest(f"'tools': two tools are named {twice[0]!r}.", param="tools")
     return tools, names, hosted
+
+
+def _loaded(
+    items: list[dict[str, Any]], names: dict[str, ClientName], offered: set[str]
+) -> list[ToolDefinition]:
+    """The tools the input's ``tool_search_output`` items loaded, as a chat model is
+    offered them (a tool loaded twice, or declared already, once)."""
+    loaded: list[ToolDefinition] = []
+    for index, item in enumerate(items):
+        if item.get("type") != "tool_search_output":
+            continue
+        for number, tool in enumerate(loaded_tools(item, f"input[{index}]")):
+            at = f"input[{index}].tools[{number}]"
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            found: list[ToolDefinition] = []
+            if kind == "namespace":
+                _namespace(tool, at, found, names)
+            else:
+                found.append(_declared(tool, at, kind, names))
+            for definition in found:
+                if definition.name not in offered:
+                    offered.add(definition.name)
+                    loaded.append(definition)
+    return loaded
 
 
 def _declared(
@@ -345,7 +392,8 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         raise BadRequest(
             "'metadata' must be an object of at most 16 string values.", param="metadata"
         )
-    tools, client_names, hosted = _tools(body.get("tools"))
+    items = input_items(body.get("input", []))
+    tools, client_names, hosted = _tools(body.get("tools"), items)
     names = frozenset(tool.name for tool in tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     max_tool_calls = body.get("max_tool_calls")
@@ -365,7 +413,7 @@ def parse_responses_request(raw: bytes, headers: Mapping[str, str]) -> Responses
         body=MappingProxyType(body),
         model=model,
         stream=bool(stream),
-        items=input_items(body.get("input", [])),
+        items=items,
         instructions=instructions,
         params=_params(body),
         client_tools=tuple(tools),
