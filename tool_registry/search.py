@@ -3,27 +3,36 @@ tools, built once per registry (off the event loop: it grows with the catalog) a
 searched per request among the tools that request may use.
 
 A tool is indexed by its name split into words (``crm_findCustomer`` → crm, find,
-customer), twice, for a name says most; its description; its parameters' names and
-descriptions; and its source (``openapi:crm``). Scoring is bm25s's (Lucene's BM25).
+customer), four times, for a name says most; its description, twice; its parameters'
+names, descriptions and enumerated values (``cuisine: [Italian, Thai]``); and its
+source (``openapi:crm``). Words are lower-cased, English ones stemmed (Snowball, by
+PyStemmer: ``movies`` finds ``movie``), common English words left out, and runs of
+Chinese, Japanese or Korean characters read as their character pairs. Scoring is
+bm25s's (Lucene's BM25). ``bench/retrieval.py`` measures the choices on BFCL.
 
 Everything indexed comes from operators' files, imported documents and MCP servers, and
 every query from a model: all hostile text. Words are letters and digits only (nothing
-is ever interpreted), a tool gives at most ``TOOL_WORDS`` words (of at most
-``TEXT_CHARS`` characters of each of its texts) and a query at most
-``QUERY_WORDS`` distinct ones read from its first ``QUERY_CHARS`` characters, so no
-query, however large, takes longer than a few, and no tool's text can make it match
-everything (BM25 discounts a long text's words, and it cannot grow past the cap).
+is ever interpreted; a "word" longer than ``WORD_CHARS`` is none), a tool gives at most
+``TOOL_WORDS`` words (of at most ``TEXT_CHARS`` characters of each of its texts) and a
+query at most ``QUERY_WORDS`` distinct ones read from its first ``QUERY_CHARS``
+characters, so no query, however large, takes longer than a few, and no tool's text can
+make it match everything (BM25 discounts a long text's words, and it cannot grow past
+the cap).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable, Iterator
+from functools import lru_cache
 from typing import Any
 
 import bm25s
 import numpy as np
+import Stemmer
+from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from .definition import ToolDefinition
 from .errors import ToolArgumentsInvalid
@@ -33,63 +42,56 @@ from .tool import CallContext, Effects, HttpRunner, PreparedCall, Tool
 
 TOOL_WORDS = 512  # the most words one tool is indexed under
 TEXT_CHARS = 16_384  # the most characters of one of its texts read
+WORD_CHARS = 64  # a longer run of letters is no word
 QUERY_WORDS = 64  # the most distinct words of a query that count
 QUERY_CHARS = 4096  # the most characters of a query read
+NAME_TIMES, DESCRIPTION_TIMES = 4, 2  # how much more a name's and a description's words weigh
+ENUM_VALUES = 64  # of a parameter's enumerated values, the most read
 _MASKS_KEPT = 64  # masks of distinct allowlists kept (tenants repeat theirs)
 ABOUT_CHARS = 160  # of a tool's description, in a search's answer
 SEARCH_TOOL = "toolgate_search_tools"  # the function the gateway answers itself
 _SOURCES_NAMED = 8  # sources named in the search function's description, at most
 _DECLARATION_BYTES = 36  # {"type":"function","function":{…}} around a definition
 _FOUND_KEPT = 1024  # searches remembered by a search tool (they repeat across rounds)
+_STEMS_KEPT = 1 << 16  # stemmed words remembered
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # of an ASCII word
-_STOP = frozenset(
-    {
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "will",
-        "with",
-    }
-)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_STOP = frozenset(STOPWORDS_EN_PLUS) | {"has", "have", "its", "were"}
+_STEMMERS = threading.local()  # a PyStemmer stemmer is not to be shared by threads
+
+
+@lru_cache(maxsize=_STEMS_KEPT)
+def _stem(word: str) -> str:
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def words(text: str) -> Iterator[str]:
-    """The words of ``text``, lower-cased, camel case and snake case split."""
+    """The words of ``text``: lower-cased, camel case and snake case split, stemmed,
+    common ones left out; a run of CJK characters as its character pairs."""
     for word in _WORD.findall(text):
+        if len(word) > WORD_CHARS:
+            continue
+        if not word.isascii() and _CJK.search(word):
+            if len(word) == 1:
+                yield word
+            for at in range(len(word) - 1):
+                yield word[at : at + 2]
+            continue
         split = word.isascii() and not word.islower()
         for part in _CAMEL.findall(word) if split else (word,):
             lowered = part.lower()
             if len(lowered) > 1 and lowered not in _STOP:
-                yield lowered
+                yield _stem(lowered)
 
 
 def _schema_text(schema: Any, depth: int = 0) -> Iterator[str]:
-    """A JSON Schema's property names and descriptions, nested ones too (a bounded
-    walk: an imported schema is hostile)."""
+    """A JSON Schema's property names, descriptions and enumerated values, nested ones
+    too (a bounded walk: an imported schema is hostile)."""
     if not isinstance(schema, dict) or depth > 4:
         return
     properties = schema.get("properties")
@@ -100,6 +102,9 @@ def _schema_text(schema: Any, depth: int = 0) -> Iterator[str]:
                 about = inner.get("description")
                 if isinstance(about, str):
                     yield about
+                values = inner.get("enum")
+                if isinstance(values, list):
+                    yield " ".join(v for v in values[:ENUM_VALUES] if isinstance(v, str))
                 yield from _schema_text(inner, depth + 1)
     items = schema.get("items")
     if isinstance(items, dict):
@@ -110,12 +115,12 @@ def tool_words(tool: Tool) -> list[str]:
     """What ``tool`` is found by, at most ``TOOL_WORDS`` words."""
     definition = tool.definition
     name = list(words(tool.name))
-    texts = [definition.description or "", *_schema_text(definition.parameters), tool.label]
-    found = [*name, *name]
-    for text in texts:
-        found.extend(words(text[:TEXT_CHARS]))
+    described = list(words((definition.description or "")[:TEXT_CHARS]))
+    found = name * NAME_TIMES + described * DESCRIPTION_TIMES
+    for text in (*_schema_text(definition.parameters), tool.label):
         if len(found) >= TOOL_WORDS:
             break
+        found.extend(words(text[:TEXT_CHARS]))
     return found[:TOOL_WORDS]
 
 

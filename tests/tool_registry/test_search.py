@@ -59,7 +59,7 @@ def test_the_tool_that_fits_comes_first() -> None:
     assert INDEX.search("find the customer with this email", 2)[0] == "crm_findCustomer"
     assert INDEX.search("open a ticket for me", 1) == ["create_ticket"]
     # Names split into words; parameters' names and descriptions count.
-    assert tool_words(CATALOG[1])[:3] == ["crm", "find", "customer"]
+    assert tool_words(CATALOG[1])[:3] == ["crm", "find", "custom"]  # stemmed
     assert INDEX.search("address", 5) == ["crm_findCustomer"]
 
 
