@@ -38,6 +38,9 @@ AfterUntrusted = Literal["allow", "approve", "refuse"]
 
 # Whether a request's server tools are searched rather than all offered (DESIGN.md §17).
 SearchMode = Literal["off", "auto", "on"]
+# An OpenAPI document's or MCP server's tools, at most, by default where search may be
+# on (256 where it is off): 4,096 tools weigh about 30 MiB with their index.
+SEARCHED_MAX_TOOLS = 4096
 
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -437,6 +440,27 @@ class GatewayConfig(_Frozen):
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _searched_catalogs(cls, data: object) -> object:
+        """Where tool search may be on (``tool_search.mode`` not ``off``), an OpenAPI
+        document or an MCP server gives up to ``SEARCHED_MAX_TOOLS`` tools unless its
+        ``max_tools`` says otherwise: a request is sent the few that fit, not all."""
+        if not isinstance(data, dict):
+            return data
+        search = data.get("tool_search")
+        if isinstance(search, dict) and search.get("mode") == "off":
+            return data
+        widened = dict(data)
+        for key in ("openapi", "mcp"):
+            entries = data.get(key)
+            if isinstance(entries, list):
+                widened[key] = [
+                    {"max_tools": SEARCHED_MAX_TOOLS, **entry} if isinstance(entry, dict) else entry
+                    for entry in entries
+                ]
+        return widened
 
     def tool_origin(self, index: int) -> str:
         if index < len(self._tool_origins):

@@ -49,7 +49,8 @@ from .mcp_transport import guarded_client
 
 logger = logging.getLogger("tool_registry.mcp")
 
-_MAX_PAGES = 100
+_MAX_PAGES = 1000  # of a tools/list, at most (a cursor may never end)
+_LISTED_PER_TOOL = 4  # tools listed, at most, per tool ``max_tools`` lets in
 _MAX_DESCRIPTION = 1024
 _BACKOFF_CAP_S = 60.0
 _CLIENT = mcp_types.Implementation(name="toolgate", version="0.1.0")
@@ -286,7 +287,9 @@ class McpServer:
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")
                 remote += page.tools
                 cursor = page.next_cursor
-                if not cursor:
+                # Enough read for ``max_tools`` after ``include``/``exclude``: a list
+                # that goes on is not read to its end.
+                if not cursor or len(remote) > _LISTED_PER_TOOL * self.config.max_tools:
                     break
         # Judging and building what may be hundreds of large schemas is CPU work.
         tools = await asyncio.to_thread(self._tools_of, remote)
