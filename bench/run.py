@@ -29,6 +29,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
 SHARED_KEY = "bench-shared-key"  # a tenant with a request rate limit: Redis on every request
 BUDGET_KEY = "bench-budget-key"  # a tenant with a day budget, on a priced model
+# Tenants with 32 tools in play (two bench tools and 30 others), tool search on and off.
+SEARCH_ON_KEY, SEARCH_OFF_KEY = "bench-search-on-key", "bench-search-off-key"
+PADDING = 30  # tools beside the bench tools for the search tenants
 CHAT = "/v1/chat/completions"
 
 
@@ -36,6 +39,13 @@ def gateway_config(upstream: int, slow: int, tools: int, port: int) -> str:
     tool = (
         "{{name: {name}, parameters: {{type: object, properties: {{i: {{type: integer}}}}}}, "
         "http: {{url: 'http://127.0.0.1:{port}/tool?ms={ms}'}}}}"
+    )
+    nouns = ("invoice", "ticket", "order", "payment", "shipment", "customer")
+    padding = "\n".join(
+        f"  - {{name: pad_{i}, description: 'Look up the {nouns[i % 6]} {i} of an account "
+        f"by its id.', parameters: {{type: object, properties: {{id: {{type: string}}}}}}, "
+        f"http: {{url: 'http://127.0.0.1:{tools}/tool?ms=0'}}}}"
+        for i in range(PADDING)
     )
     return f"""
 server: {{host: 127.0.0.1, port: {port}}}
@@ -52,6 +62,7 @@ models:
 tools:
   - {tool.format(name="bench_fast", port=tools, ms=0)}
   - {tool.format(name="bench_slow", port=tools, ms=200)}
+{padding}
 tenants:
   - {{id: plain, keys: [{PLAIN_KEY}], tools: []}}
   - {{id: tools, keys: [{TOOLS_KEY}], tools: ["bench_*"], limits: {{max_parallel_tools: 8}}}}
@@ -59,6 +70,10 @@ tenants:
       budget: {{cost_usd_per_day: 1000000, tokens_per_day: 1000000000000}}}}
   - {{id: shared, keys: [{SHARED_KEY}], tools: ["bench_*"],
       limits: {{requests_per_minute: 1000000000}}}}
+  - {{id: search_on, keys: [{SEARCH_ON_KEY}], tools: ["bench_*", "pad_*"],
+      tool_search: {{mode: "on", always: [bench_fast]}}}}
+  - {{id: search_off, keys: [{SEARCH_OFF_KEY}], tools: ["bench_*", "pad_*"],
+      tool_search: {{mode: "off"}}}}
 """
 
 
@@ -261,6 +276,17 @@ def _scenarios(
     )
     results |= side_by_side(
         {
+            "k_tool_round_search_off": L(
+                "toolgate", "bench-tool1", SEARCH_OFF_KEY, concurrency=32, seconds=seconds
+            ),
+            "k_tool_round_search_on": L(
+                "toolgate", "bench-tool1", SEARCH_ON_KEY, concurrency=32, seconds=seconds
+            ),
+        },
+        rounds,
+    )
+    results |= side_by_side(
+        {
             "a_direct_c1": L("direct", "bench-plain", concurrency=1, seconds=seconds),
             "c_passthrough_c1": L("toolgate", "bench-plain", concurrency=1, seconds=seconds),
             "d_tool_round_c4": L(
@@ -438,6 +464,13 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "max_ms",
         ),
         ("(g) no errors at concurrency 256", r["g_slow_upstream_c256"]["errors"], 0, "max"),
+        (
+            "(k) a tool round with tool search on, 32 tools in play: CPU/request ≤ 110% of off",
+            r["k_tool_round_search_on"]["server_cpu_us_per_request"]
+            / r["k_tool_round_search_off"]["server_cpu_us_per_request"],
+            1.10,
+            "max",
+        ),
         (
             "(i) Responses tool round rps ≥ 90% of chat's (d)",
             r["i_tool_round_responses"]["rps"] / r["d_tool_round"]["rps"],

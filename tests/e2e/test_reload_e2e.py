@@ -177,3 +177,73 @@ def test_a_reload_every_second_under_load_fails_no_request(
     finally:
         stop.set()
         served.stop()
+
+
+def test_a_reload_of_a_searched_catalog_under_load_keeps_answering(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """3,000 tools, tool search on: each reload builds a new registry and index (off
+    the event loop, seconds of work) while requests go on; none fails, and a tool the
+    reload brings is found by the next requests' search."""
+    model = Model(tool_then_answer("string_length"))
+    upstream = harness.serve(model.recorder).url
+    tools = harness.serve(Recorder(lambda hit: Answer(body=b'{"length": 3}'))).url
+    config = tmp_path / "gateway.yaml"
+    catalog = [
+        {**tool(f"svc{i % 50}_op_{i}", tools), "description": f"Operation {i} of area {i % 7}."}
+        for i in range(3000)
+    ]
+
+    def rewrite(extra: list[dict[str, Any]]) -> None:
+        write(config, upstream, tools, OLD_KEY, [])
+        data = yaml.safe_load(config.read_text())
+        data["tools"] += catalog + extra
+        config.write_text(yaml.safe_dump(data))
+
+    rewrite([])
+    served = ServeProcess(config, tmp_path / "serve.log", "--log-level", "warning")
+    stop = threading.Event()
+    failures: list[str] = []
+    answered: list[float] = []
+
+    def load() -> None:
+        with openai.OpenAI(
+            base_url=f"{served.url}/v1", api_key=TENANT_KEY, max_retries=0, timeout=30
+        ) as client:
+            while not stop.is_set():
+                try:
+                    raw = client.chat.completions.with_raw_response.create(
+                        model=MODEL, messages=[{"role": "user", "content": '{"s": "abc"}'}]
+                    )
+                    assert raw.parse().choices[0].message.content == "done"
+                    assert int(raw.headers["x-toolgate-tools-offered"]) <= 33
+                    answered.append(time.monotonic())
+                except Exception as exc:
+                    failures.append(repr(exc))
+
+    workers = [threading.Thread(target=load) for _ in range(8)]
+    try:
+        for worker in workers:
+            worker.start()
+        windows = []
+        for round_ in range(3):
+            time.sleep(0.5)
+            brewer = tool(f"coffee_brewer_{round_}", tools)
+            rewrite([{**brewer, "description": "Brew a pot of coffee."}])
+            started = time.monotonic()
+            assert reload(served.url).status_code == 200
+            windows.append((started, time.monotonic()))
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=30)
+        assert failures == []
+        for begun, ended in windows:  # requests were answered while each reload built
+            assert any(begun <= at <= ended for at in answered)
+        with openai.OpenAI(base_url=f"{served.url}/v1", api_key=TENANT_KEY) as client:
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "brew coffee"}]
+            )
+        assert "coffee_brewer_2" in offered(model, -1)
+    finally:
+        stop.set()
+        served.stop()
