@@ -445,3 +445,51 @@ def test_a_searched_run_is_recorded_with_the_tools_it_offered_and_replays(
     assert replayed["recorded_arguments"] == [{"q": "x"}]
     assert sorted(offered(replaying.requests[0])) == sorted(names)  # the recorded tools
     assert stack.hits() == []  # a replay serves what was recorded
+
+
+def test_no_rule_holds_taints_or_prices_the_search_but_found_tools_are_judged(
+    harness: Harness,
+) -> None:
+    """The search reads the catalog and changes nothing: a rule over every tool that
+    asks for approval, marks output untrusted or prices calls does not touch it; the
+    tools it finds are judged like any call."""
+    policy = {
+        "tools": [
+            {"tools": ["*"], "output": "untrusted", "cost_usd": 1},
+            {"tools": ["currency_convert"], "effects": "write"},
+            {"tools": ["stock_quote"], "approval": "always"},
+        ],
+        "after_untrusted": "refuse",
+    }
+
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not results:
+            return asks(
+                call(SEARCH, {"query": "currency"}, "c_1"),
+                call(SEARCH, {"query": "stock price"}, "c_2"),
+            )
+        if len(results) == 2:  # a write after two searches: the run is not tainted
+            return asks(call("currency_convert", {"q": "EUR"}, "c_3"))
+        if len(results) == 3:
+            return asks(call("stock_quote", {"q": "ACME"}, "c_4"))
+        return says("done")
+
+    model = Model(script)
+    # $1.50 a run: two priced searches and the write would be $3, the write alone $1.
+    tenants = [
+        {
+            "id": "acme",
+            "keys": [TENANT_KEY],
+            "tools": ["*"],
+            "limits": {"max_cost_usd_per_request": 1.5},
+        }
+    ]
+    stack = Stack(harness, model, policy=policy, tenants=tenants)
+    chat_round(stack, "hi", False)
+    first, second = model.tool_results(1)
+    assert json.loads(first)["tools"][0]["name"] == "currency_convert"
+    assert json.loads(second)["tools"][0]["name"] == "stock_quote"
+    assert stack.hits() == ["currency_convert"]  # the write ran: no taint before it
+    [*_, held] = model.tool_results(-1)
+    assert "needs a person's approval" in held  # a found tool is judged as any
