@@ -167,27 +167,49 @@ def share(cases: list[Case], found: list[set[str]], keep: Any = None) -> tuple[f
     return hits / len(picked), len(picked)
 
 
+def measure(preselect: int = 8, data: Path = DATA) -> dict[str, Any]:
+    """The shares, for ``make bench`` and the command line."""
+    tools, cases = load(wheel(data))
+    halves = {
+        "all": None,
+        "looked_at": lambda c: c.number % 2 == 0,
+        "held_out": lambda c: c.number % 2 == 1,
+    }
+    rows = {
+        "gateway": gateway(tools, cases, preselect),
+        "plain_bm25": plain_bm25(tools, cases, preselect),
+    }
+    return {
+        "dataset": PACKAGE,
+        "functions": len(tools),
+        "requests": len(cases),
+        "preselect": preselect,
+        **{
+            ranking: {half: round(share(cases, found, keep)[0], 3) for half, keep in halves.items()}
+            for ranking, found in rows.items()
+        },
+    }
+
+
+def lines(found: dict[str, Any]) -> list[str]:
+    """The shares as text."""
+    out = [
+        f"BFCL v4 ({found['dataset']}): {found['functions']} distinct functions in one "
+        f"catalog, {found['requests']} requests, preselect {found['preselect']}: the share "
+        "whose expected tools are all in the first round (all / looked at / held out)"
+    ]
+    for ranking, label in (("gateway", "gateway"), ("plain_bm25", "plain BM25")):
+        r = found[ranking]
+        out.append(f"  {label}: {r['all']} / {r['looked_at']} / {r['held_out']}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preselect", type=int, default=8)
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
-    tools, cases = load(wheel(args.data))
-    size = sum(len(json.dumps(t.spec.model_dump(exclude={"http"}))) for t in tools)
-    print(f"BFCL v4 ({PACKAGE}): {len(tools)} distinct functions ({size / 1000:.0f} kB of")
-    print(f"definitions) in one catalog, {len(cases)} requests, preselect {args.preselect}")
-    print()
-    rows = [
-        ("gateway (Catalog.preselected)", gateway(tools, cases, args.preselect)),
-        ("plain BM25 (bm25s defaults)", plain_bm25(tools, cases, args.preselect)),
-    ]
-    print(f"{'ranking':32} {'all':>14} {'looked at':>14} {'held out':>14}")
-    for label, found in rows:
-        cells = []
-        for keep in (None, lambda c: c.number % 2 == 0, lambda c: c.number % 2 == 1):
-            value, count = share(cases, found, keep)
-            cells.append(f"{value:.3f} ({count})")
-        print(f"{label:32} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14}")
+    print("\n".join(lines(measure(args.preselect, args.data))))
 
 
 if __name__ == "__main__":

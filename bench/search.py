@@ -20,6 +20,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 from gateway.config import ToolSearchConfig
 from gateway.engine.offer import Offer
@@ -180,37 +181,26 @@ def sent_bytes(registry: ToolRegistry, index: ToolIndex, query: str) -> tuple[in
     return every, first, declared(loaded)
 
 
-def report(label: str, make: Callable[[], list[Tool]], query: str) -> None:
+def weighed(label: str, make: Callable[[], list[Tool]], query: str) -> dict[str, Any]:
+    """One catalog's figures: making it, its weight, what a request sends."""
     built, peak, registry, index = weigh(make)
     every, first, full = sent_bytes(registry, index, query)
-    per = peak / len(registry) * 1000 / 2**20
-    print(
-        f"{label}: {len(registry)} tools; tools, registry and index made in "
-        f"{built * 1000:.0f} ms, "
-        f"peak {peak / 2**20:.1f} MiB ({per:.2f} MiB per 1,000 tools)"
-    )
-    print(
-        f"  definitions per request: every tool {every / 1000:,.0f} kB; search on, first "
-        f"round {first / 1000:,.1f} kB ({first / every:.2%}), a round at max_loaded "
-        f"{full / 1000:,.1f} kB ({full / every:.2%})"
-    )
+    return {
+        "catalog": label,
+        "tools": len(registry),
+        "made_ms": round(built * 1000),
+        "peak_mib": round(peak / 2**20, 1),
+        "mib_per_1000_tools": round(peak / len(registry) * 1000 / 2**20, 2),
+        "every_tool_bytes": every,
+        "first_round_bytes": first,
+        "max_loaded_round_bytes": full,
+        "first_round_share": round(first / every, 4),
+        "max_loaded_share": round(full / every, 4),
+    }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tools", type=int, default=10_000)
-    parser.add_argument("--operations", type=int, default=1_500)
-    parser.add_argument("--queries", type=int, default=2_000)
-    args = parser.parse_args()
-    document = openapi_document(args.operations)
-    source = OpenApiSource(spec="bench.json", max_tools=args.operations)
-
-    def imported() -> list[Tool]:
-        return list(openapi_tools(document, source, "bench").tools)
-
-    report(f"OpenAPI, {args.operations} operations", imported, "close the ticket")
-    report("synthetic catalog", lambda: list(catalog(args.tools)), "find a customer's invoice")
-    tools = catalog(args.tools)
+def latency(tools: list[HttpTool], queries: int) -> dict[str, Any]:
+    """The index alone: build time and memory, then searches among half the tools."""
     tracemalloc.start()
     started = time.perf_counter()
     index = ToolIndex(tools)
@@ -220,16 +210,66 @@ def main() -> None:
     rng = random.Random(11)
     allowed = frozenset(t.name for t in tools[: len(tools) // 2])  # a tenant's half
     timings = []
-    for _ in range(args.queries):
+    for _ in range(queries):
         query = f"please {rng.choice(VERBS)} the {rng.choice(NOUNS)} for {rng.choice(NOUNS)}"
         started = time.perf_counter()
         index.search(query, 8, allowed)
         timings.append(time.perf_counter() - started)
     timings.sort()
-    p50 = statistics.median(timings) * 1000
-    p99 = timings[int(len(timings) * 0.99) - 1] * 1000
-    print(f"{args.tools} tools: index built in {built * 1000:.0f} ms, peak {peak / 2**20:.1f} MiB")
-    print(f"search among half of them, top 8: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    return {
+        "tools": len(tools),
+        "index_ms": round(built * 1000),
+        "index_peak_mib": round(peak / 2**20, 1),
+        "search_p50_ms": round(statistics.median(timings) * 1000, 3),
+        "search_p99_ms": round(timings[int(len(timings) * 0.99) - 1] * 1000, 3),
+    }
+
+
+def measure(tools: int = 10_000, operations: int = 1_500, queries: int = 2_000) -> dict[str, Any]:
+    """Every figure, for ``make bench`` and the command line."""
+    document = openapi_document(operations)
+    source = OpenApiSource(spec="bench.json", max_tools=operations)
+
+    def imported() -> list[Tool]:
+        return list(openapi_tools(document, source, "bench").tools)
+
+    return {
+        "catalogs": [
+            weighed(f"OpenAPI, {operations} operations", imported, "close the ticket"),
+            weighed(f"synthetic, {tools} tools", lambda: list(catalog(tools)), "find an invoice"),
+        ],
+        "index": latency(catalog(tools), queries),
+    }
+
+
+def lines(found: dict[str, Any]) -> list[str]:
+    """The figures as text."""
+    out = []
+    for c in found["catalogs"]:
+        out.append(
+            f"{c['catalog']}: tools, registry and index made in {c['made_ms']} ms, peak "
+            f"{c['peak_mib']} MiB ({c['mib_per_1000_tools']} MiB per 1,000 tools); "
+            f"definitions per request: every tool {c['every_tool_bytes'] / 1000:,.0f} kB, "
+            f"search on: first round {c['first_round_bytes'] / 1000:,.1f} kB "
+            f"({c['first_round_share']:.2%}), a round at max_loaded "
+            f"{c['max_loaded_round_bytes'] / 1000:,.1f} kB ({c['max_loaded_share']:.2%})"
+        )
+    i = found["index"]
+    out.append(
+        f"index of {i['tools']} tools: built in {i['index_ms']} ms, peak "
+        f"{i['index_peak_mib']} MiB; search among half of them, top 8: p50 "
+        f"{i['search_p50_ms']} ms, p99 {i['search_p99_ms']} ms"
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--operations", type=int, default=1_500)
+    parser.add_argument("--queries", type=int, default=2_000)
+    args = parser.parse_args()
+    print("\n".join(lines(measure(args.tools, args.operations, args.queries))))
 
 
 if __name__ == "__main__":
