@@ -84,9 +84,9 @@ _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "develop
 
 
 def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[Message]:
-    """Input items as messages. A ``function_call`` joins the assistant message before
-    it (a turn's calls are on its message); reasoning items are the upstream's own and
-    are left out."""
+    """Input items as messages. A ``function_call`` (a custom tool's, a client tool
+    search's) joins the assistant message before it (a turn's calls are on its
+    message); reasoning items are the upstream's own and are left out."""
     messages: list[Message] = []
     for index, item in enumerate(items):
         at = f"{where}[{index}]"
@@ -100,15 +100,9 @@ def to_messages(items: list[dict[str, Any]], where: str = "input") -> list[Messa
                     param=f"{at}.role",
                 )
             messages.append(Message(role, _content(item.get("content"), f"{at}.content")))
-        elif kind in ("function_call", "custom_tool_call"):
-            call = _call_of(item, kind, at)
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant":
-                messages[-1] = replace(last, calls=(*last.calls, call))
-            else:
-                messages.append(Message("assistant", None, (call,), extra=NULL_CONTENT))
-        elif kind == "tool_search_call":
-            call = _search_call_of(item, at)
+        elif kind in ("function_call", "custom_tool_call", "tool_search_call"):
+            search = kind == "tool_search_call"
+            call = _search_call_of(item, at) if search else _call_of(item, kind, at)
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":
                 messages[-1] = replace(last, calls=(*last.calls, call))
