@@ -29,11 +29,6 @@ from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
-import bm25s
-import numpy as np
-import Stemmer
-from bm25s.stopwords import STOPWORDS_EN_PLUS
-
 from .definition import ToolDefinition
 from .errors import ToolArgumentsInvalid
 from .jsonio import dumps_text
@@ -58,14 +53,26 @@ _STEMS_KEPT = 1 << 16  # stemmed words remembered
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # of an ASCII word
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_STOP = frozenset(STOPWORDS_EN_PLUS) | {"has", "have", "its", "were"}
 _STEMMERS = threading.local()  # a PyStemmer stemmer is not to be shared by threads
+
+# bm25s, NumPy and PyStemmer are imported when first used: a gateway (or a command)
+# that searches no catalog does not pay for them at start.
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    """English words too common to find anything by (bm25s's list, and a few more)."""
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS) | {"has", "have", "its", "were"}
 
 
 @lru_cache(maxsize=_STEMS_KEPT)
 def _stem(word: str) -> str:
     stemmer = getattr(_STEMMERS, "english", None)
     if stemmer is None:
+        import Stemmer
+
         stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
     return str(stemmer.stemWord(word))
 
@@ -73,6 +80,7 @@ def _stem(word: str) -> str:
 def words(text: str) -> Iterator[str]:
     """The words of ``text``: lower-cased, camel case and snake case split, stemmed,
     common ones left out; a run of CJK characters as its character pairs."""
+    stop = _stop_words()
     for word in _WORD.findall(text):
         if len(word) > WORD_CHARS:
             continue
@@ -85,7 +93,7 @@ def words(text: str) -> Iterator[str]:
         split = word.isascii() and not word.islower()
         for part in _CAMEL.findall(word) if split else (word,):
             lowered = part.lower()
-            if len(lowered) > 1 and lowered not in _STOP:
+            if len(lowered) > 1 and lowered not in stop:
                 yield _stem(lowered)
 
 
@@ -162,6 +170,8 @@ class ToolIndex:
         # What each definition weighs as JSON (about what a dialect declares it in).
         self.sizes = {tool.name: definition_bytes(tool.definition) for tool in listed}
         self._where = {name: index for index, name in enumerate(self.names)}
+        import bm25s
+
         self._bm25 = bm25s.BM25()
         corpus = [tool_words(tool) or ["\x00"] for tool in listed]  # "\x00": no word found
         self._vocabulary: frozenset[str] = frozenset()
@@ -178,6 +188,8 @@ class ToolIndex:
         key = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
         mask = self._masks.get(key)
         if mask is None:
+            import numpy as np
+
             mask = np.zeros(len(self.names), dtype=np.float32)
             for name in key:
                 index = self._where.get(name)
@@ -198,6 +210,8 @@ class ToolIndex:
         if not found:
             return []
         mask = self._mask(allowed) if allowed is not None else None
+        import numpy as np
+
         scores = np.asarray(self._bm25.get_scores(found, weight_mask=mask))
         matching = np.flatnonzero(scores > 0)
         if len(matching) > limit:
