@@ -38,6 +38,9 @@ RELOAD_RESULTS = ("ok", "error")
 SPAN_DROPS = ("queue_full", "export_failed")
 
 
+PRIMED_TOOLS = 512  # a larger catalog's tools get their series at their first call
+
+
 @dataclass(frozen=True)
 class Labels:
     """What the configuration says a label may be: each tenant with its models and
@@ -307,8 +310,12 @@ class Metrics:
             self.upstream_seconds.labels(upstream)
             for status in UPSTREAM_STATUSES:
                 self.upstream_calls.labels(upstream, status)
-        for tool, source in labels.tools.items():
-            self.tool_seconds.labels(tool, source)
+        # A catalog of thousands (tool search) is not primed tool by tool: its tools'
+        # series appear at their first call, and priming stays quick and small.
+        each_tool = len(labels.tools) <= PRIMED_TOOLS
+        if each_tool:
+            for tool, source in labels.tools.items():
+                self.tool_seconds.labels(tool, source)
         for result in CACHE_RESULTS:
             self.cache_lookups.labels(result)
         for result in RELOAD_RESULTS:
@@ -333,7 +340,10 @@ class Metrics:
                 self.iterations.labels(tenant)
                 for kind in labels.cap_kinds:
                     self.cap_hits.labels(tenant, kind)
-            for tool in tools:
+                for found in ("true", "false"):
+                    self.tool_searches.labels(tenant, found)
+                self.tool_bytes_saved.labels(tenant)
+            for tool in tools if each_tool else ():
                 source = labels.tools.get(tool, NONE)
                 for outcome in labels.outcomes:
                     self.tool_calls.labels(tenant, tool, source, outcome)
