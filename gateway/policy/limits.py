@@ -57,7 +57,10 @@ def effective_limits(limits: LimitsConfig, narrowing: Narrowing) -> LoopLimits:
 
 
 def effective_tools(
-    allowed: tuple[str, ...], narrowing: Narrowing, client_tools: frozenset[str]
+    allowed: tuple[str, ...],
+    narrowing: Narrowing,
+    client_tools: frozenset[str],
+    members: frozenset[str] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The server tools in play, and those a client tool of the same name shadows.
 
@@ -65,6 +68,8 @@ def effective_tools(
     use is refused (403) with the same words whether or not the tool exists. A client
     tool named like a server tool wins for the request (DESIGN.md §6): a client that
     knows nothing of the tenant's tools must not fail on a common name like ``search``.
+    ``members``: ``allowed`` as a set, when the caller keeps one (a catalog of thousands
+    is not walked per request for a client's few names).
     """
     tools = allowed
     if narrowing.tools is not None:
@@ -77,6 +82,8 @@ def effective_tools(
             )
         tools = tuple(t for t in allowed if t in narrowing.tools)
     if not client_tools:
+        return tools, ()
+    if members is not None and tools is allowed and client_tools.isdisjoint(members):
         return tools, ()
     shadowed = tuple(t for t in tools if t in client_tools)
     if not shadowed:

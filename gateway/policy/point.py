@@ -84,13 +84,17 @@ class PolicyPoint:
         metrics: Metrics | None = None,
         untrusted_input: bool = False,
         search: Catalog | None = None,
+        members: frozenset[str] | None = None,
     ) -> None:
         self.limits = limits
         self.server_tools = tuple(server_tools)
         # With tool search on, its function is the gateway's own tool in play.
         self.search = search
-        own = (search.tool.name,) if search is not None else ()
-        self._in_play = frozenset((*self.server_tools, *own))
+        # ``members``: the server tools as a set, when the caller keeps one.
+        if search is not None:
+            self._in_play = search.members
+        else:
+            self._in_play = members if members is not None else frozenset(self.server_tools)
         self.client_tools = client_tools
         self.registry = registry  # of the runtime snapshot the request read
         self.rules = rules if rules is not None else TenantPolicy()
@@ -116,13 +120,15 @@ class PolicyPoint:
         tenant: str = "",
         metrics: Metrics | None = None,
         search: tuple[Catalogs, ToolSearchConfig] | None = None,
+        members: frozenset[str] | None = None,
     ) -> tuple[PolicyPoint, tuple[str, ...]]:
         """The request's policy — the tenant's allowlist and caps, narrowed (never
         widened) by the request, its tool rules and approvals, whether its tools are
         searched (``search``: the snapshot's catalogs and the tenant's settings) — and
         the server tools a client tool of the same name shadows. Naming a tool the
-        tenant may not use is refused (403)."""
-        tools, shadowed = effective_tools(allowed, narrowing, client_tools)
+        tenant may not use is refused (403). ``members``: ``allowed`` as a set, if the
+        caller keeps one."""
+        tools, shadowed = effective_tools(allowed, narrowing, client_tools, members)
         catalog = search[0].of(tools, search[1], client_tools) if search is not None else None
         point = cls(
             effective_limits(limits, narrowing),
@@ -135,6 +141,7 @@ class PolicyPoint:
             metrics=metrics,
             untrusted_input=narrowing.untrusted_input,
             search=catalog,
+            members=members if tools is allowed else None,
         )
         return point, shadowed
 

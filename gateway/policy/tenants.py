@@ -44,6 +44,10 @@ class Tenant:
     record: Record = "off"  # which of its requests are recorded for replay
     background: Background = field(default_factory=Background)  # get no server tools
     tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # DESIGN.md §17
+    members: frozenset[str] = field(init=False, repr=False, compare=False)  # ``tools``, a set
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", frozenset(self.tools))
 
     @property
     def searches(self) -> bool:

@@ -26,6 +26,7 @@ from tool_registry import (
 )
 
 _CATALOGS_KEPT = 256  # distinct (tools in play, settings) remembered per snapshot
+_HASHED_TOOLS = 256  # tool sets up to this size are kept by value, larger by identity
 _CONTEXT_MESSAGES = 6  # the recent messages whose text fills a short preselection
 
 
@@ -42,6 +43,7 @@ class Catalog:
     place: dict[str, int] = field(repr=False)
     # The search function's definition, one tuple for every round that offers it.
     definitions: tuple[ToolDefinition, ...] = field(repr=False)
+    members: frozenset[str] = field(repr=False)  # the tools in play and the search function
     sizes: dict[str, int] = field(repr=False)  # each tool's definition's bytes
     total_bytes: int = 0  # of every tool in play's definitions
     search_bytes: int = 0  # of the search function's
@@ -81,7 +83,9 @@ class Catalogs:
     def __init__(self, registry: ToolRegistry, index: ToolIndex) -> None:
         self._registry = registry
         self.index = index
-        self._kept: dict[tuple[tuple[str, ...], ToolSearchConfig], Catalog] = {}
+        # By the tools (a few: by value; thousands: by the tuple's identity, a tenant's
+        # own request after request, not hashed per request) and the settings.
+        self._kept: dict[tuple[object, ToolSearchConfig], tuple[tuple[str, ...], Catalog]] = {}
 
     @classmethod
     def build(cls, registry: ToolRegistry) -> Catalogs:
@@ -98,12 +102,14 @@ class Catalogs:
             return None
         if settings.mode == "auto" and len(tools) <= settings.auto_above:
             return None
-        key = (tools, settings)
-        catalog = self._kept.get(key)
-        if catalog is None:
-            if len(self._kept) >= _CATALOGS_KEPT:
-                self._kept.clear()
-            catalog = self._kept[key] = self._catalog(tools, settings)
+        key = (tools if len(tools) <= _HASHED_TOOLS else id(tools), settings)
+        kept = self._kept.get(key)
+        if kept is not None and (kept[0] is tools or len(tools) <= _HASHED_TOOLS):
+            return kept[1]
+        if len(self._kept) >= _CATALOGS_KEPT:
+            self._kept.clear()
+        catalog = self._catalog(tools, settings)
+        self._kept[key] = (tools, catalog)
         return catalog
 
     def _catalog(self, tools: tuple[str, ...], settings: ToolSearchConfig) -> Catalog:
@@ -127,6 +133,7 @@ class Catalogs:
             settings.max_loaded,
             {name: place for place, name in enumerate(tools)},
             (tool.definition,),
+            frozenset((*tools, tool.name)),
             sizes,
             sum(sizes.get(name, 0) for name in tools),
             definition_bytes(tool.definition),

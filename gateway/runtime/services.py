@@ -193,6 +193,7 @@ class Gateway:
             search=(catalogs, tenant.tool_search)
             if searched and (catalogs := runtime.catalogs) is not None
             else None,
+            members=tenant.members,
         )
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:

@@ -55,12 +55,16 @@ class Runtime:
             if not registry.match(pattern)
         ]
         tenants = TenantDirectory(config, registry.names)
-        searched = any(tenant.searches for tenant in tenants.all())
+        searching = [tenant for tenant in tenants.all() if tenant.searches]
+        catalogs = Catalogs.build(registry) if searching else None
+        if catalogs is not None:  # each tenant's catalog made here, not by its first request
+            for tenant in searching:
+                catalogs.of(tenant.tools, tenant.tool_search, frozenset())
         return cls(
             config,
             registry,
             tenants,
             ModelRouter(config),
             (*warnings, *registry.problems, *unmatched),
-            Catalogs.build(registry) if searched else None,
+            catalogs,
         )

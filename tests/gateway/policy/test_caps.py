@@ -290,3 +290,9 @@ def test_effective_tools() -> None:
     assert effective_tools(allowed, Narrowing(), frozenset({"b", "x"})) == (("a", "c"), ("b",))
     every = frozenset(allowed)
     assert effective_tools(allowed, Narrowing(), every) == ((), allowed)
+    # With the allowlist as a set (a tenant keeps one), the same answers.
+    assert effective_tools(allowed, Narrowing(), frozenset({"x"}), every) == (allowed, ())
+    assert effective_tools(allowed, Narrowing(), frozenset({"b", "x"}), every) == (
+        ("a", "c"),
+        ("b",),
+    )

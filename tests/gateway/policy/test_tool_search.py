@@ -57,6 +57,8 @@ def test_search_is_on_when_asked_or_when_many_tools_are_in_play() -> None:
     # A client tool of the search function's name wins: the gateway offers none.
     assert CATALOGS.of(REGISTRY.names, ON, frozenset({SEARCH_TOOL})) is None
     assert catalog() is catalog()  # one per tool set and settings
+    assert catalog(ON, tuple(list(REGISTRY.names))) is catalog()  # a few: kept by value
+    assert catalog().members == frozenset((*REGISTRY.names, SEARCH_TOOL))
 
 
 def test_the_first_round_offers_the_best_matches_always_and_pinned_tools() -> None:
