@@ -172,7 +172,10 @@ class ToolRunner:
         attempt of the request made (an approved one is not asked again)."""
         prepared = []
         for call in calls:
-            tool = self._registry.get(call.name) if call.name in self._policy.server_tools else None
+            name = call.name
+            tool = (
+                self._registry.get(name) if name is not None and self._policy.serves(name) else None
+            )
             if tool is None or not self._is_write(tool):
                 continue
             try:

@@ -376,6 +376,10 @@ class PolicyPoint:
             name = tool if tool is not None else UNKNOWN
             self._metrics.policy_verdicts.labels(self.tenant, name, verdict).inc()
 
+    def serves(self, name: str | None) -> bool:
+        """Whether ``name`` is a server tool in play for this request."""
+        return name is not None and name in self._in_play and name in self.registry
+
     def _own(self, tool: Tool) -> bool:
         """Whether ``tool`` is the gateway's own (its search function)."""
         return self.search is not None and tool is self.search.tool

@@ -152,6 +152,6 @@ class Head:
         kept, answers = take_answers(visible, asked)
         if not answers:
             return kept, None
-        held = tuple(c for c in held_calls(kept) if c.name in self.policy.server_tools)
+        held = tuple(c for c in held_calls(kept) if self.policy.serves(c.name))
         decided = await self.policy.resume(answers, held)
         return kept, Resumed(held, decided) if held else None
