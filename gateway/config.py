@@ -313,6 +313,40 @@ class ToolSearchConfig(_Frozen):
         return self.model_copy(update={k: getattr(tenant, k) for k in tenant.model_fields_set})
 
 
+# The JWS algorithms an end-user token may be signed with: asymmetric only (a shared
+# secret would let anyone who can verify also sign; ``none`` is never one).
+UserTokenAlgorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]
+
+
+class JwtUsersConfig(_Frozen):
+    """End-user tokens a tenant accepts (DESIGN.md §18): JWTs from the application's
+    identity provider, verified against its JWKS; their ``claim`` names the user."""
+
+    issuer: str = Field(min_length=1)  # the ``iss`` a token must carry
+    jwks_url: str | None = None  # else the issuer's discovery document names it
+    audience: str = Field(min_length=1)  # the ``aud`` a token must carry
+    algorithms: tuple[UserTokenAlgorithm, ...] = ("RS256", "ES256")
+    header: str = Field(default="x-toolgate-user-token", pattern=r"^[A-Za-z0-9-]{1,64}$")
+    claim: str = Field(default="sub", min_length=1, max_length=64)  # who the user is
+    leeway_s: float = Field(default=60.0, ge=0, le=600)  # clock skew allowed
+    required: bool = True  # false: a request without a token is anonymous, as before
+    jwks_ttl_s: float = Field(default=600.0, gt=0, le=86400)  # keys kept this long
+    min_refresh_s: float = Field(default=30.0, ge=0, le=3600)  # an unknown kid's refetch
+
+    @field_validator("issuer", "jwks_url")
+    @classmethod
+    def _https_or_loopback(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL")
+        return url
+
+
+class UsersConfig(_Frozen):
+    jwt: JwtUsersConfig
+
+
 class TenantConfig(_Frozen):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     keys: list[SecretStr] = Field(default_factory=list)
@@ -326,6 +360,7 @@ class TenantConfig(_Frozen):
     record: Record | None = None  # in place of recordings.record
     background: list[BackgroundRule] = Field(default_factory=list)  # no server tools
     tool_search: ToolSearchConfig | None = None  # its fields in place of the gateway's
+    users: UsersConfig | None = None  # verified end users (DESIGN.md §18)
 
     @field_validator("keys")
     @classmethod

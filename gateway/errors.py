@@ -18,6 +18,7 @@
     │   └── QuotaExceeded            429 insufficient_quota: the tenant's budget window
     ├── StoreUnavailable             503 the shared store did not answer (in time)
     ├── Overloaded                   503 large bodies past server.large_bodies_held_bytes
+    ├── UserKeysUnavailable          503 the identity provider's keys cannot be had
     ├── RequestTimeout               504 request_timeout_s spent waiting on the upstream
     └── UpstreamError                502 the upstream model server failed
         ├── UpstreamTimeout          504
@@ -170,6 +171,15 @@ class StoreUnavailable(GatewayError):
     status = 503
     type = "server_error"
     default_code = "store_unavailable"
+
+
+class UserKeysUnavailable(GatewayError):
+    """A user token cannot be verified now: its issuer's keys (JWKS) cannot be fetched
+    and none are kept. Not the client's fault: it may retry."""
+
+    status = 503
+    type = "server_error"
+    default_code = "user_keys_unavailable"
 
 
 class Overloaded(GatewayError):

@@ -22,7 +22,7 @@ from .errors import (
     ToolConfigError,
     ToolError,
 )
-from .executor import ToolExecutor, origin
+from .executor import ToolExecutor, origin, read_capped
 from .jsonio import canonical, dumps, dumps_text, loads, loads_object
 from .logfields import FIELDS
 from .redact import Redactor
@@ -114,6 +114,7 @@ __all__ = [
     "parse_arguments",
     "parse_document",
     "read_bounded",
+    "read_capped",
     "read_yaml",
     "retry_after_s",
     "send",

@@ -17,7 +17,7 @@ from .templates import placeholders
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
-_BIND_SOURCE = re.compile(r"^(tenant\.id|header\.[A-Za-z0-9!#$%&'*+.^_`|~-]+)$")
+_BIND_SOURCE = re.compile(r"^(tenant\.id|user\.id|header\.[A-Za-z0-9!#$%&'*+.^_`|~-]+)$")
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _PLACEHOLDER_RE = re.compile(r"\{[^{}]+\}")
@@ -187,7 +187,7 @@ class ToolSpec(_Frozen):
                 if not _BIND_SOURCE.match(source):
                     raise ValueError(
                         f"bind.{key}: {{{source}}} is not a bindable value "
-                        "(use {tenant.id} or {header.NAME})"
+                        "(use {tenant.id}, {user.id} or {header.NAME})"
                     )
         return bind
 

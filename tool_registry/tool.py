@@ -45,12 +45,16 @@ class CallContext:
 
     tenant_id: str
     headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
+    user_id: str | None = None  # the verified end user's, when the tenant verifies them
 
     def values(self, names: Iterable[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         for name in names:
             if name == "tenant.id":
                 found[name] = self.tenant_id
+            elif name == "user.id":
+                if self.user_id is not None:
+                    found[name] = self.user_id
             elif name.startswith("header."):
                 value = self.headers.get(name[len("header.") :].lower())
                 if value is not None:
@@ -189,6 +193,10 @@ class Tool(ABC):
             try:
                 arguments[key] = render(template, values)
             except MissingValue as exc:
+                if not exc.name.startswith("header."):
+                    raise ToolArgumentsInvalid(
+                        "this tool acts for a verified user, and the request named none"
+                    ) from exc
                 raise ToolArgumentsInvalid(
                     f"this tool needs the request header {exc.name[len('header.') :]!r}, "
                     "which the client did not send"

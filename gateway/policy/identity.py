@@ -1,7 +1,8 @@
-"""Who is asking, within a tenant (DESIGN.md §6, §11, §13).
+"""Who is asking, within a tenant (DESIGN.md §6, §11, §13, §18).
 
-A caller's identity is its tenant and the value of every request header some tool
-binds (``ToolRegistry.bound_headers``, e.g. ``x-toolgate-user``). Hidden turns, stored
+A caller's identity is its tenant, the end user a verified token names (where the
+tenant verifies its users), and the value of every request header some tool binds
+(``ToolRegistry.bound_headers``, e.g. ``x-toolgate-user``). Hidden turns, stored
 responses and conversations are bound to it: another user of the same tenant neither
 continues nor reads them. A bound header sent twice is refused (400): one value is the
 one every surface binds, and no layer may pick another.
@@ -17,9 +18,12 @@ from starlette.datastructures import Headers
 from gateway.errors import BadRequest
 
 
-def caller_identity(tenant: str, headers: Headers, bound_headers: Iterable[str]) -> str:
-    """The tenant and each bound header's value (``bound_headers``: lower-case, sorted)."""
-    values = []
+def caller_identity(
+    tenant: str, headers: Headers, bound_headers: Iterable[str], user: str | None = None
+) -> str:
+    """The tenant, the verified end user if there is one (DESIGN.md §18), and each
+    bound header's value (``bound_headers``: lower-case, sorted)."""
+    values = [] if user is None else [f"user={user}"]
     for name in bound_headers:
         given = headers.getlist(name)
         if len(given) > 1:

@@ -12,6 +12,7 @@ from gateway.config import (
     BudgetConfig,
     GatewayConfig,
     HostedTools,
+    JwtUsersConfig,
     LimitsConfig,
     PolicyConfig,
     Record,
@@ -44,6 +45,7 @@ class Tenant:
     record: Record = "off"  # which of its requests are recorded for replay
     background: Background = field(default_factory=Background)  # get no server tools
     tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # DESIGN.md §17
+    users: JwtUsersConfig | None = None  # how its end users are verified (DESIGN.md §18)
     members: frozenset[str] = field(init=False, repr=False, compare=False)  # ``tools``, a set
 
     def __post_init__(self) -> None:
@@ -79,6 +81,7 @@ class Tenant:
             record=config.record if config.record is not None else record,
             background=Background.of(config.background),
             tool_search=(tool_search or ToolSearchConfig()).under(config.tool_search),
+            users=config.users.jwt if config.users is not None else None,
         )
 
 

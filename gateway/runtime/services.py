@@ -30,6 +30,7 @@ from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
+from gateway.runtime.user_keys import UserKeys
 from gateway.store import Keys, open_store
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budget_counters import BudgetStore
@@ -137,6 +138,7 @@ class Gateway:
         self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, redactor=self.redactor)
+        self.users = UserKeys(tools)  # end users' identity providers' keys, fetched guarded
         self.loop = ToolLoop(
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,

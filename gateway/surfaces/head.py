@@ -49,16 +49,21 @@ class Admission:
     async def __call__(
         self, request: Request, exchange: Exchange
     ) -> tuple[Runtime, Tenant, Meter | None]:
-        """``tenant``, the caller's identity within it (a second value of a bound
-        header is a 400), then the rate limits: their headers go on whatever the
-        answer is; a tenant with a token limit has its usage charged (the meter)."""
+        """``tenant``, then the rate limits (their headers go on whatever the answer
+        is; a tenant with a token limit has its usage charged: the meter), then the
+        caller's identity within it: the end user its token names, where the tenant
+        verifies users (a 401 for a token that fails), and its bound headers (a second
+        value of one is a 400)."""
         runtime, tenant = self.tenant(request, exchange)
-        exchange.identity = caller_identity(
-            tenant.id, request.headers, runtime.registry.bound_headers
-        )
         limiter = self._gateway.limiter
         admission = await limiter.admit(tenant)
         exchange.headers |= admission.headers
+        if tenant.users is not None:  # a verified end user (DESIGN.md §18), or a 401
+            user = await self._gateway.users.user(request.headers, tenant.users)
+            exchange.user = user.id if user is not None else None
+        exchange.identity = caller_identity(
+            tenant.id, request.headers, runtime.registry.bound_headers, exchange.user
+        )
         if not admission.metered:
             return runtime, tenant, None
 

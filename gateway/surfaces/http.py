@@ -132,6 +132,7 @@ class Exchange:
     wall_start: float = field(default_factory=time.time)
     tenant: str = NONE
     identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
+    user: str | None = None  # the verified end user, when the tenant verifies them
     model: str = NONE
     report: RunReport | None = None  # how a request's run ended, when it ran the loop
     usage: UsageCounts | None = None  # the usage of a pass-through answer, when read

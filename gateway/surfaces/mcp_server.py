@@ -94,6 +94,7 @@ class Caller:
     request_id: str
     headers: dict[str, str]
     identity: str  # ``identity.caller_identity``: who, within the tenant
+    user: str | None = None  # the verified end user, when the tenant verifies them
 
 
 class McpEndpoint:
@@ -161,6 +162,7 @@ class McpEndpoint:
             request_id,
             {k.lower(): v for k, v in request.headers.items()},
             exchange.identity,
+            exchange.user,
         )
         scope.setdefault("state", {})[_STATE_KEY] = caller
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -234,7 +236,7 @@ class McpEndpoint:
             policy,
             ledger,
             gateway.executor,
-            CallContext(tenant.id, caller.headers),
+            CallContext(tenant.id, caller.headers, caller.user),
             gateway.cache,
             gateway.metrics,
             trace,

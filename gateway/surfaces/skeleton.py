@@ -280,7 +280,7 @@ class Skeleton(Generic[A]):
         job = LoopJob(
             model,
             policy,
-            CallContext(head.tenant.id, head.request.headers),
+            CallContext(head.tenant.id, head.request.headers, exchange.user),
             plan.keep,
             plan.single_call_id,
             resumed=plan.resumed,

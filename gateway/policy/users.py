@@ -1,0 +1,132 @@
+"""Who the user is (DESIGN.md §18): an end-user token — a JWT from the application's
+identity provider — verified against the provider's keys, whose ``claim`` (``sub``)
+names the user within the tenant.
+
+Pure: ``verify`` takes the token, the keys (``runtime/user_keys.py`` fetches them) and
+the tenant's settings, and answers with the ``User`` or refuses (401). Everything in a
+token is hostile: it is read only after its signature holds, only with an algorithm
+the tenant allows (never ``none``, never a shared secret), and a token of absurd size is
+refused before it is parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from starlette.datastructures import Headers
+
+from gateway.config import JwtUsersConfig
+from gateway.errors import AuthError, BadRequest
+
+MAX_TOKEN_CHARS = 16_384  # a JWT longer than this is refused unread
+MAX_USER_CHARS = 256  # of the claim that names the user
+INVALID = "invalid_user_token"
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A verified end user: who (the claim's value), and by which issuer."""
+
+    id: str
+    issuer: str
+
+
+def refused(why: str) -> AuthError:
+    return AuthError(f"The user token was refused: {why}.", code=INVALID)
+
+
+def token_of(headers: Headers, settings: JwtUsersConfig) -> str | None:
+    """The end-user token a request carries in the tenant's header (``Bearer`` or
+    bare); None for none. Sent twice is a 400: one token names one user."""
+    given = headers.getlist(settings.header)
+    if len(given) > 1:
+        raise BadRequest(
+            f"The header {settings.header!r} is sent {len(given)} times; send one user token.",
+            code="duplicate_header",
+        )
+    if not given:
+        return None
+    value = str(given[0]).strip()
+    scheme, _, rest = value.partition(" ")
+    return rest.strip() if scheme.lower() == "bearer" else value
+
+
+def verify(
+    token: str,
+    keys: Mapping[str, jwt.PyJWK],
+    settings: JwtUsersConfig,
+) -> User | None:
+    """The user ``token`` names, once its signature, issuer, audience and times hold;
+    None when it names a key that ``keys`` does not hold (they may have rotated)."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        raise refused("it is empty or too large")
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.InvalidTokenError as exc:
+        raise refused("it is not a JWT") from exc
+    algorithm = header.get("alg")
+    if algorithm not in settings.algorithms:
+        shown = algorithm if isinstance(algorithm, str) and len(algorithm) <= 16 else "?"
+        raise refused(f"it is signed with {shown!r}, which this tenant does not accept")
+    key = _key(header.get("kid"), keys)
+    if key is None:
+        return None
+    if not _fits(key, algorithm):
+        raise refused("its key is not for its algorithm")
+    try:
+        claims = jwt.decode(
+            token,
+            key.key,
+            algorithms=[algorithm],
+            audience=settings.audience,
+            issuer=settings.issuer,
+            leeway=settings.leeway_s,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise refused("it has expired") from exc
+    except jwt.InvalidTokenError as exc:
+        raise refused(_why(exc)) from exc
+    user = claims.get(settings.claim)
+    if not isinstance(user, str) or not user or len(user) > MAX_USER_CHARS:
+        raise refused(f"its {settings.claim!r} claim does not name a user")
+    return User(user, settings.issuer)
+
+
+def _key(kid: Any, keys: Mapping[str, jwt.PyJWK]) -> jwt.PyJWK | None:
+    if isinstance(kid, str) and kid:
+        return keys.get(kid)
+    if len(keys) == 1:  # a provider with one key may name none
+        return next(iter(keys.values()))
+    raise refused("it names no key, and the issuer has several")
+
+
+# The algorithms each kind of public key signs with.
+_FAMILIES = {"RSA": ("RS", "PS"), "EC": ("ES",), "OKP": ("EdDSA",)}
+
+
+def _fits(key: jwt.PyJWK, algorithm: str) -> bool:
+    """Whether ``key`` may verify ``algorithm``: the one its JWK names, if it names
+    one; else one of its kind's."""
+    named = key._jwk_data.get("alg")
+    if isinstance(named, str):
+        return named == algorithm
+    return algorithm.startswith(_FAMILIES.get(str(key.key_type), ()))
+
+
+def _why(exc: jwt.InvalidTokenError) -> str:
+    """What went wrong, in words that say nothing of the token itself."""
+    if isinstance(exc, jwt.InvalidAudienceError):
+        return "it is not for this audience"
+    if isinstance(exc, jwt.InvalidIssuerError):
+        return "it is from another issuer"
+    if isinstance(exc, jwt.ImmatureSignatureError):
+        return "it is not valid yet"
+    if isinstance(exc, jwt.MissingRequiredClaimError):
+        return f"it lacks the {exc.claim!r} claim"
+    if isinstance(exc, jwt.InvalidSignatureError):
+        return "its signature does not hold"
+    return "it cannot be read"

@@ -1,0 +1,232 @@
+"""Who the user is (DESIGN.md §18): a tenant that verifies its end users accepts a JWT
+from the application's identity provider, checked against the provider's JWKS
+(fetched through the egress guard, refetched when the provider rotates its keys), and
+the user it names is bound into tool calls (``{user.id}``) and into what is kept for
+them. Driven by the stock SDK against a gateway under uvicorn, a JWKS server and a
+recording tool server; hostile tokens and key documents are refused, with nothing
+fetched from where it must not be."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import jwt
+import openai
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, config, tool_then_answer
+from tests.support.servers import ServerThread
+
+AUDIENCE = "toolgate-tests"
+
+
+class Provider:
+    """An identity provider's key documents, served on loopback; its keys can rotate."""
+
+    def __init__(self, harness: Harness, host: str = "127.0.0.1") -> None:
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = "k1"
+        self.recorder = Recorder(self._answer)
+        self.server: ServerThread = harness.serve(self.recorder, host)
+        self.issuer = self.server.url
+        self.jwks_uri = f"{self.issuer}/jwks"
+        self.extra_keys: list[dict[str, Any]] = []
+
+    def jwk(self) -> dict[str, Any]:
+        return {**json.loads(RSAAlgorithm.to_jwk(self.private.public_key())), "kid": self.kid}
+
+    def _answer(self, hit: Received) -> Answer:
+        if hit.raw_path == "/.well-known/openid-configuration":
+            document = {"issuer": self.issuer, "jwks_uri": self.jwks_uri}
+            return Answer(body=json.dumps(document).encode())
+        if hit.raw_path == "/jwks":
+            return Answer(body=json.dumps({"keys": [*self.extra_keys, self.jwk()]}).encode())
+        return Answer(404, b"{}")
+
+    def rotate(self) -> None:
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = f"k{int(self.kid[1:]) + 1}"
+
+    def token(self, user: str = "alice", **claims: Any) -> str:
+        now = int(time.time())
+        body = {"iss": self.issuer, "aud": AUDIENCE, "sub": user, "iat": now, "exp": now + 300}
+        return jwt.encode(body | claims, self.private, "RS256", headers={"kid": self.kid})
+
+    def fetches(self) -> int:
+        return sum(1 for hit in self.recorder.hits if hit.raw_path == "/jwks")
+
+
+class Stack:
+    def __init__(self, harness: Harness, users: dict[str, Any] | None = None, **extra: Any):
+        self.provider = Provider(harness)
+        self.tools = Recorder(lambda hit: Answer(body=b'{"length": 5}'))
+        tools_url = harness.serve(self.tools).url
+        self.model = Model(tool_then_answer("mine"))
+        mine = {
+            "name": "mine",
+            "description": "The caller's own things.",
+            "parameters": {"type": "object", "properties": {"s": {"type": "string"}}},
+            "bind": {"owner": "{user.id}"},
+            "http": {"url": f"{tools_url}/mine", "query": {"owner": "{owner}"}},
+        }
+        data = config(harness.serve(self.model.recorder).url, [mine], **extra)
+        settings = {
+            "issuer": self.provider.issuer,
+            "audience": AUDIENCE,
+            "min_refresh_s": 0,
+            **(users or {}),
+        }
+        data["tenants"][0]["users"] = {"jwt": settings}
+        self.gateway = harness.gateway(data)
+        self.harness = harness
+
+    def client(self, token: str | None) -> openai.OpenAI:
+        headers = {"x-toolgate-user-token": f"Bearer {token}"} if token is not None else {}
+        client = openai.OpenAI(
+            base_url=f"{self.gateway.url}/v1",
+            api_key=TENANT_KEY,
+            max_retries=0,
+            default_headers=headers,
+        )
+        self.harness.on_close(client.close)
+        return client
+
+    def ask(self, token: str | None) -> Any:
+        return self.client(token).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": '{"s": "x"}'}]
+        )
+
+    def owners(self) -> list[str]:
+        return [parse_qs(urlsplit(h.raw_path).query)["owner"][0] for h in self.tools.hits]
+
+
+def refusal(stack: Stack, token: str | None) -> str:
+    with pytest.raises(openai.AuthenticationError) as raised:
+        stack.ask(token)
+    body: Any = raised.value.body
+    assert body["code"] == "invalid_user_token"
+    message: str = body["message"]
+    return message
+
+
+def test_a_verified_user_is_bound_into_tool_calls(harness: Harness) -> None:
+    stack = Stack(harness)
+    assert stack.ask(stack.provider.token("alice")).choices[0].message.content == "done"
+    assert stack.ask(stack.provider.token("bob")).choices[0].message.content == "done"
+    assert stack.owners() == ["alice", "bob"]
+    assert stack.provider.fetches() == 1  # the keys are kept
+    # The keys came through the issuer's discovery document.
+    assert stack.provider.recorder.hits[0].raw_path == "/.well-known/openid-configuration"
+
+
+def test_tokens_that_do_not_hold_are_refused(harness: Harness) -> None:
+    stack = Stack(harness)
+    provider = stack.provider
+    assert "none was sent" in refusal(stack, None)
+    assert "expired" in refusal(stack, provider.token(exp=int(time.time()) - 3600))
+    assert "audience" in refusal(stack, provider.token(aud="someone-else"))
+    assert "another issuer" in refusal(stack, provider.token(iss="https://evil.example"))
+    assert "not a JWT" in refusal(stack, "not.a.token")
+    assert "too large" in refusal(stack, "e" * 1_000_000)
+    unsigned = jwt.encode({"sub": "alice", "aud": AUDIENCE}, "", "none")
+    assert "'none'" in refusal(stack, unsigned)
+    # The old confusion: HS256 "signed" with the provider's public key as the secret.
+    public = provider.private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    forged = _hs256(public, provider)
+    assert "'HS256'" in refusal(stack, forged)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    claims = {"iss": provider.issuer, "aud": AUDIENCE, "sub": "mallory", "exp": 2**31}
+    wrong = jwt.encode(claims, other, "RS256", headers={"kid": provider.kid})
+    assert "signature" in refusal(stack, wrong)
+    assert "claim" in refusal(stack, provider.token(sub=""))
+    assert stack.tools.hits == []  # nothing ran for any of them
+
+
+def _hs256(secret: bytes, provider: Provider) -> str:
+    """A token "signed" with HS256 under ``secret`` (PyJWT refuses a PEM as an HMAC
+    key, as it should: the signature is made by hand)."""
+    import base64
+    import hashlib
+    import hmac
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": provider.kid}).encode())
+    claims = {"sub": "mallory", "aud": AUDIENCE, "iss": provider.issuer, "exp": 2**31}
+    body = b64(json.dumps(claims).encode())
+    signature = hmac.new(secret, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64(signature)}"
+
+
+def test_rotated_keys_are_fetched_again_once(harness: Harness) -> None:
+    stack = Stack(harness)
+    provider = stack.provider
+    stack.ask(provider.token("alice"))
+    provider.rotate()
+    stack.ask(provider.token("alice"))  # a kid not held: fetched again, then verified
+    assert provider.fetches() == 2
+    stack.ask(provider.token("bob"))
+    assert provider.fetches() == 2
+    assert stack.owners() == ["alice", "alice", "bob"]
+
+
+def test_an_ec_key_and_a_configured_jwks_url(harness: Harness) -> None:
+    stack = Stack(harness)
+    provider = stack.provider
+    curve = ec.generate_private_key(ec.SECP256R1())
+    jwk = {**json.loads(ECAlgorithm.to_jwk(curve.public_key())), "kid": "ec1"}
+    provider.extra_keys = [jwk, {"kty": "oct", "k": "c2VjcmV0", "kid": "shared"}]
+    claims = {"iss": provider.issuer, "aud": AUDIENCE, "sub": "carol", "exp": 2**31}
+    token = jwt.encode(claims, curve, "ES256", headers={"kid": "ec1"})
+    assert stack.ask(token).choices[0].message.content == "done"
+    # A shared-secret key in the JWKS is never used: HS256 is refused whatever it holds.
+    shared = jwt.encode(claims, b"s" * 32, "HS256", headers={"kid": "shared"})
+    assert "'HS256'" in refusal(stack, shared)
+    assert stack.owners() == ["carol"]
+
+
+def test_keys_from_where_they_must_not_come_are_not_fetched(harness: Harness) -> None:
+    canary = Recorder(lambda hit: Answer(body=b'{"keys": []}'))
+    elsewhere = harness.serve(canary, "127.0.0.2")
+    stack = Stack(harness)
+    stack.provider.jwks_uri = f"{elsewhere.url}/jwks"  # discovery points to another origin
+    with pytest.raises(openai.InternalServerError) as raised:
+        stack.ask(stack.provider.token())
+    assert raised.value.status_code == 503
+    assert canary.hits == []
+    # The egress policy guards the fetch too: keys on a refused address are not had.
+    guarded = Stack(harness, egress={"deny_private": True})
+    with pytest.raises(openai.InternalServerError):
+        guarded.ask(guarded.provider.token())
+    assert guarded.provider.recorder.hits == []
+
+
+def test_a_tenant_may_let_anonymous_requests_through(harness: Harness) -> None:
+    stack = Stack(harness, {"required": False})
+    assert stack.ask(None).choices[0].message.content == "done"
+    assert stack.tools.hits == []  # the tool needs a user: it was not called
+    assert "verified user" in stack.model.tool_results()[0]
+
+
+def test_one_user_cannot_read_another_s_stored_response(harness: Harness) -> None:
+    stack = Stack(harness)
+    alice = stack.client(stack.provider.token("alice"))
+    bob = stack.client(stack.provider.token("bob"))
+    stored = alice.responses.create(model=MODEL, input='{"s": "x"}')
+    assert alice.responses.retrieve(stored.id).id == stored.id
+    with pytest.raises(openai.NotFoundError):
+        bob.responses.retrieve(stored.id)
+    headers = {"authorization": f"Bearer {TENANT_KEY}"}
+    anonymous = httpx.get(f"{stack.gateway.url}/v1/responses/{stored.id}", headers=headers)
+    assert anonymous.status_code == 401
