@@ -27,7 +27,7 @@ from starlette.datastructures import Headers
 from gateway.config import JwtUsersConfig
 from gateway.errors import UserKeysUnavailable
 from gateway.policy.users import User, refused, token_of, verify
-from tool_registry import EgressDenied, loads_object, read_capped, send
+from tool_registry import EgressDenied, GuardedTransport, loads_object, read_capped, send
 
 logger = logging.getLogger("gateway.users")
 
@@ -48,7 +48,7 @@ class UserKeys:
     """Every trusted issuer's keys, for every tenant that verifies its users."""
 
     def __init__(
-        self, transport: httpx.AsyncBaseTransport, clock: Callable[[], float] = time.monotonic
+        self, transport: GuardedTransport, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._transport = transport
         self._clock = clock

@@ -21,9 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.datastructures import Headers
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, JwtUsersConfig
 from gateway.engine.recorded import decode
+from gateway.errors import GatewayError
 from gateway.runtime.probe import probe_tools
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
@@ -106,9 +108,10 @@ def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
     the rest): a plain ``httpx`` transport does not type-check there."""
     from gateway.ops.webhook import Webhooks
     from gateway.runtime.remote_sources import OpenApiUrl, RemoteSources
+    from gateway.runtime.user_keys import UserKeys
     from tool_registry import ToolExecutor
 
-    for consumer in (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer):
+    for consumer in (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer, UserKeys):
         hints = consumer.__init__.__annotations__
         assert any("GuardedTransport" in str(v) for v in hints.values()), consumer
     assert "GuardedTransport" in str(fetch_document.__annotations__["transport"])
@@ -212,6 +215,14 @@ async def _probe(gateway: Gateway, url: str) -> None:
     await probe_tools(gateway)
 
 
+async def _user_keys(gateway: Gateway, url: str) -> None:
+    """A tenant's end users' identity provider: its JWKS, fetched to verify a token."""
+    settings = JwtUsersConfig(issuer="https://idp.test", audience="a", jwks_url=url)
+    headers = Headers({"x-toolgate-user-token": "e30.e30.sig"})
+    with contextlib.suppress(GatewayError):
+        await gateway.users.user(headers, settings)
+
+
 async def _sources(gateway: Gateway, url: str) -> None:
     """The OpenAPI URL and the MCP server were tried when the gateway started."""
     sources = gateway.runtimes.sources
@@ -226,6 +237,7 @@ MATRIX: dict[str, Place] = {
     "openapi fetch": _openapi,
     "replay live read": _replay,
     "probe": _probe,
+    "user keys (JWKS)": _user_keys,
     "openapi and mcp sources": _sources,
 }
 
