@@ -343,6 +343,42 @@ class JwtUsersConfig(_Frozen):
         return url
 
 
+class GrantKey(_Frozen):
+    """A key grants are sealed with: its id (kept beside each sealed grant) and 32
+    random bytes, base64 (``openssl rand -base64 32``)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    key: SecretStr
+
+    @field_validator("key")
+    @classmethod
+    def _thirty_two_bytes(cls, key: SecretStr) -> SecretStr:
+        try:
+            raw = base64.b64decode(key.get_secret_value(), validate=True)
+        except ValueError as exc:
+            raise ValueError("must be base64") from exc
+        if len(raw) != 32:
+            raise ValueError(f"must be 32 bytes (AES-256), not {len(raw)}")
+        return key
+
+
+class GrantsConfig(_Frozen):
+    """Users' grants (their tokens for connections, DESIGN.md §18), sealed at rest:
+    the first key seals, every key listed opens (rotate by listing a new key first)."""
+
+    keys: list[GrantKey] = Field(min_length=1)
+    ttl_s: float = Field(default=90 * 86400, gt=0, le=400 * 86400)  # since the last write
+    refresh_lock_s: float = Field(default=30.0, gt=0, le=300)  # one refresh at a time
+
+    @field_validator("keys")
+    @classmethod
+    def _distinct_ids(cls, keys: list[GrantKey]) -> list[GrantKey]:
+        ids = [key.id for key in keys]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two keys have the same id")
+        return keys
+
+
 class UsersConfig(_Frozen):
     jwt: JwtUsersConfig
 
@@ -472,6 +508,7 @@ class GatewayConfig(_Frozen):
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
+    grants: GrantsConfig | None = None  # where users' tokens are kept (DESIGN.md §18)
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)

@@ -35,6 +35,7 @@ from gateway.store import Keys, open_store
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budget_counters import BudgetStore
 from gateway.store.conversations import ConversationStore
+from gateway.store.grants import GrantStore
 from gateway.store.kept_writes import KeptWrites
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
@@ -120,6 +121,10 @@ class Gateway:
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
         self.kept_writes = KeptWrites(self.store, self.keys)
+        # Users' tokens for their connections, sealed (DESIGN.md §18), where configured.
+        self.grants = (
+            GrantStore(self.store, self.keys, config.grants) if config.grants is not None else None
+        )
         self.budgets = Budgets(
             BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
         )

@@ -15,6 +15,7 @@ from gateway.ops.offload import offload
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
+from gateway.surfaces.connections import Connections
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
@@ -164,6 +165,7 @@ def build_routes(
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
     usage = UsageReport(gateway)
+    connections = Connections(gateway, admit)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
     return [
@@ -195,6 +197,8 @@ def build_routes(
         Route("/v1/toolgate/recordings", endpoint(handlers.recordings), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
+        Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
+        Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
             observed_route(f"/v1{path}", partial(handlers.forward, path), "POST")

@@ -8,7 +8,12 @@ fetched from where it must not be."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hashlib
+import hmac
 import json
+import os
 import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,6 +26,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
+from gateway.config import GrantsConfig
+from gateway.store import Keys
+from gateway.store.grants import Grant, GrantStore
+from gateway.store.redis import RedisStore, redis_client
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, config, tool_then_answer
 from tests.support.servers import ServerThread
@@ -155,9 +164,6 @@ def test_tokens_that_do_not_hold_are_refused(harness: Harness) -> None:
 def _hs256(secret: bytes, provider: Provider) -> str:
     """A token "signed" with HS256 under ``secret`` (PyJWT refuses a PEM as an HMAC
     key, as it should: the signature is made by hand)."""
-    import base64
-    import hashlib
-    import hmac
 
     def b64(data: bytes) -> str:
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
@@ -230,3 +236,46 @@ def test_one_user_cannot_read_another_s_stored_response(harness: Harness) -> Non
     headers = {"authorization": f"Bearer {TENANT_KEY}"}
     anonymous = httpx.get(f"{stack.gateway.url}/v1/responses/{stored.id}", headers=headers)
     assert anonymous.status_code == 401
+
+
+def test_a_user_lists_and_forgets_their_connections(
+    harness: Harness, redis_url: str, redis_prefix: str
+) -> None:
+    """The routes of the user's application (DESIGN.md §18): a user's connections,
+    kept sealed in the shared store (a grant put there by another replica), listed
+    without a token, and forgotten; another user sees none of them."""
+    grants = {"keys": [{"id": "k1", "key": base64.b64encode(os.urandom(32)).decode()}]}
+    prefix = f"{redis_prefix}grants:"
+    harness.store = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
+    stack = Stack(harness, grants=grants)
+
+    async def put() -> None:
+        store = RedisStore(redis_client(redis_url, timeout_s=2.0))
+        vault = GrantStore(store, Keys(prefix), GrantsConfig.model_validate(grants))
+        await vault.put(
+            "acme", "alice", Grant("github", "at-CANARY-1", "rt-CANARY-1", 2e9, ("repo",))
+        )
+        await store.aclose()
+
+    asyncio.run(put())
+    provider = stack.provider
+    alice = {"authorization": f"Bearer {TENANT_KEY}", "x-toolgate-user-token": provider.token()}
+    bob = {**alice, "x-toolgate-user-token": provider.token("bob")}
+    url = f"{stack.gateway.url}/v1/toolgate/connections"
+    listed = httpx.get(url, headers=alice)
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["data"] == [
+        {
+            "object": "toolgate.connection",
+            "connection": "github",
+            "scopes": ["repo"],
+            "expires_at": 2e9,
+        }
+    ]
+    assert "CANARY" not in listed.text
+    assert httpx.get(url, headers=bob).json()["data"] == []
+    assert httpx.delete(f"{url}/github", headers=bob).status_code == 404
+    assert httpx.delete(f"{url}/github", headers=alice).json()["deleted"] is True
+    assert httpx.get(url, headers=alice).json()["data"] == []
+    anonymous = {"authorization": f"Bearer {TENANT_KEY}"}
+    assert httpx.get(url, headers=anonymous).status_code == 401  # users are required here

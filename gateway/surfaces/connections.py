@@ -1,0 +1,56 @@
+"""The routes a user's application has for the user's connections (DESIGN.md §18):
+which services the verified user has connected (name, scopes, expiry — never a
+token), and forgetting one. The tenant's key and the user's own token say whose."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import BadRequest, NotFound
+from gateway.store.grants import GrantStore
+from gateway.surfaces.head import Admission
+from gateway.surfaces.http import Exchange, json_response
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+
+class Connections:
+    def __init__(self, gateway: Gateway, admit: Admission) -> None:
+        self._gateway = gateway
+        self._admit = admit
+
+    async def _whose(self, request: Request, exchange: Exchange) -> tuple[GrantStore, str, str]:
+        """The grants, the tenant and the verified user a request is about."""
+        _, tenant, _ = await self._admit(request, exchange)
+        grants = self._gateway.grants
+        if grants is None:
+            raise NotFound("This gateway keeps no connections (no grants section is configured).")
+        if exchange.user is None:
+            raise BadRequest(
+                "Connections belong to a verified user: send the user's token "
+                "(the tenant's users.jwt settings name the header).",
+                code="user_required",
+            )
+        return grants, tenant.id, exchange.user
+
+    async def list(self, request: Request, exchange: Exchange) -> Response:
+        grants, tenant, user = await self._whose(request, exchange)
+        found = await grants.all(tenant, user)
+        return json_response(
+            {
+                "object": "list",
+                "data": [{"object": "toolgate.connection", **g.public()} for g in found],
+            }
+        )
+
+    async def forget(self, request: Request, exchange: Exchange) -> Response:
+        grants, tenant, user = await self._whose(request, exchange)
+        name = request.path_params["name"]
+        if await grants.get(tenant, user, name) is None:
+            raise NotFound(f"No connection {name[:64]!r} for this user.")
+        await grants.forget(tenant, user, name)
+        return json_response({"object": "toolgate.connection", "connection": name, "deleted": True})
