@@ -66,6 +66,9 @@ class ServerConfig(_Frozen):
     watch_config: bool = False
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
+    # The gateway's address as users' browsers reach it: connections' callbacks and
+    # links are made under it (DESIGN.md §18).
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
 
     @model_validator(mode="after")
@@ -379,6 +382,22 @@ class GrantsConfig(_Frozen):
         return keys
 
 
+class OAuth2Connection(_Frozen):
+    """A way to get a user's token for a service (DESIGN.md §18): OAuth 2 authorization
+    code with PKCE at the provider's endpoints, refreshed before it expires."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    type: Literal["oauth2"] = "oauth2"
+    authorize_url: str = Field(pattern=r"^https?://[^\s#]+$")
+    token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
+    revoke_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    client_id: str = Field(min_length=1, max_length=512)
+    client_secret: SecretStr | None = None  # sent to the token endpoint only
+    scopes: tuple[str, ...] = ()
+    params: dict[str, str] = Field(default_factory=dict)  # more authorize parameters
+    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # refresh this early
+
+
 class UsersConfig(_Frozen):
     jwt: JwtUsersConfig
 
@@ -509,9 +528,24 @@ class GatewayConfig(_Frozen):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     grants: GrantsConfig | None = None  # where users' tokens are kept (DESIGN.md §18)
+    connections: list[OAuth2Connection] = Field(default_factory=list)  # users' services
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _connections_have_what_they_need(self) -> GatewayConfig:
+        names = [c.name for c in self.connections]
+        if len(set(names)) != len(names):
+            raise ValueError("connections: two have the same name")
+        if self.connections and self.grants is None:
+            raise ValueError("connections need a grants section: where users' tokens are kept")
+        if self.connections and self.server.public_url is None:
+            raise ValueError(
+                "connections need server.public_url: the address users' browsers reach "
+                "the gateway at (the providers' callback is under it)"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -28,12 +28,14 @@ from gateway.policy.models import ModelRouter
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
+from gateway.runtime.oauth import OAuthClient
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.user_keys import UserKeys
 from gateway.store import Keys, open_store
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budget_counters import BudgetStore
+from gateway.store.consent import Consents
 from gateway.store.conversations import ConversationStore
 from gateway.store.grants import GrantStore
 from gateway.store.kept_writes import KeptWrites
@@ -125,6 +127,7 @@ class Gateway:
         self.grants = (
             GrantStore(self.store, self.keys, config.grants) if config.grants is not None else None
         )
+        self.consents = Consents(self.store, self.keys)  # connections being made
         self.budgets = Budgets(
             BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
         )
@@ -144,6 +147,7 @@ class Gateway:
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, redactor=self.redactor)
         self.users = UserKeys(tools)  # end users' identity providers' keys, fetched guarded
+        self.oauth = OAuthClient(tools)  # connections' token endpoints, guarded
         self.loop = ToolLoop(
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,

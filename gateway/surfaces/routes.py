@@ -15,6 +15,7 @@ from gateway.ops.offload import offload
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
+from gateway.surfaces.connect import CALLBACK_PATH, Connect
 from gateway.surfaces.connections import Connections
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
@@ -166,6 +167,7 @@ def build_routes(
     operator = OperatorApprovals(gateway)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
+    connect = Connect(gateway, admit)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
     return [
@@ -199,6 +201,9 @@ def build_routes(
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
         Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),
+        Route("/v1/toolgate/connections/{name}/link", endpoint(connect.link), methods=["POST"]),
+        Route(CALLBACK_PATH, connect.callback, methods=["GET"]),
+        Route("/v1/toolgate/connect/{ticket}", connect.start, methods=["GET"]),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
             observed_route(f"/v1{path}", partial(handlers.forward, path), "POST")

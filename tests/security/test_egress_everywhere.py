@@ -23,9 +23,10 @@ import httpx
 import pytest
 from starlette.datastructures import Headers
 
-from gateway.config import GatewayConfig, JwtUsersConfig
+from gateway.config import GatewayConfig, JwtUsersConfig, OAuth2Connection
 from gateway.engine.recorded import decode
 from gateway.errors import GatewayError
+from gateway.runtime.oauth import ProviderRefused
 from gateway.runtime.probe import probe_tools
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
@@ -107,11 +108,13 @@ def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
     """What sends for configuration or a model takes a ``GuardedTransport`` (mypy holds
     the rest): a plain ``httpx`` transport does not type-check there."""
     from gateway.ops.webhook import Webhooks
+    from gateway.runtime.oauth import OAuthClient
     from gateway.runtime.remote_sources import OpenApiUrl, RemoteSources
     from gateway.runtime.user_keys import UserKeys
     from tool_registry import ToolExecutor
 
-    for consumer in (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer, UserKeys):
+    consumers = (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer, UserKeys, OAuthClient)
+    for consumer in consumers:
         hints = consumer.__init__.__annotations__
         assert any("GuardedTransport" in str(v) for v in hints.values()), consumer
     assert "GuardedTransport" in str(fetch_document.__annotations__["transport"])
@@ -223,6 +226,15 @@ async def _user_keys(gateway: Gateway, url: str) -> None:
         await gateway.users.user(headers, settings)
 
 
+async def _oauth(gateway: Gateway, url: str) -> None:
+    """A connection's token endpoint: a code exchanged for a user's grant."""
+    connection = OAuth2Connection(
+        name="svc", authorize_url="https://idp.test/a", token_url=url, client_id="c"
+    )
+    with contextlib.suppress(ProviderRefused):
+        await gateway.oauth.exchange(connection, "code", "verifier", "https://gw.test/cb")
+
+
 async def _sources(gateway: Gateway, url: str) -> None:
     """The OpenAPI URL and the MCP server were tried when the gateway started."""
     sources = gateway.runtimes.sources
@@ -238,6 +250,7 @@ MATRIX: dict[str, Place] = {
     "replay live read": _replay,
     "probe": _probe,
     "user keys (JWKS)": _user_keys,
+    "connection token endpoint": _oauth,
     "openapi and mcp sources": _sources,
 }
 

@@ -168,15 +168,15 @@ class Harness:
         """Run ``close`` (an SDK client's, say) when the test ends, before the servers stop."""
         self._closers.append(close)
 
-    def serve(self, app: ASGIApp, host: str = "127.0.0.1") -> ServerThread:
-        server = ServerThread(app, host).start()
+    def serve(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> ServerThread:
+        server = ServerThread(app, host, port).start()
         self._servers.append(server)
         return server
 
-    def gateway(self, data: dict[str, Any]) -> ServerThread:
+    def gateway(self, data: dict[str, Any], port: int = 0) -> ServerThread:
         if self.store is not None:
             data = {**data, "store": self.store}
-        return self.serve(create_app(GatewayConfig.model_validate(data)))
+        return self.serve(create_app(GatewayConfig.model_validate(data)), port=port)
 
     def client(self, gateway: ServerThread, key: str = TENANT_KEY, **options: Any) -> httpx.Client:
         options.setdefault("timeout", 10)

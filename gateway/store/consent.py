@@ -1,0 +1,84 @@
+"""A connection's consent in flight (DESIGN.md §18): the link a user opens (a ticket:
+short-lived, single-use, bound to tenant, user and connection) and the provider's round
+trip it starts (its ``state``, with the PKCE verifier). Both are kept in the store
+under a digest of their random value, so any replica finishes what another began, and
+both are taken (read and deleted at once) when used: a replayed link or callback finds
+nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from gateway.store.base import Store
+from gateway.store.keys import Keys
+from tool_registry import dumps, loads_object
+
+TICKET_TTL_S = 600.0  # a link opens within ten minutes, or not at all
+STATE_TTL_S = 600.0  # the provider's round trip, at most
+
+
+@dataclass(frozen=True, slots=True)
+class Consent:
+    """Who is connecting what."""
+
+    tenant: str
+    user: str
+    connection: str
+
+
+class Consents:
+    def __init__(self, store: Store, keys: Keys) -> None:
+        self._store = store
+        self._keys = keys
+
+    def _key(self, kind: str, value: str) -> str:
+        digest = hashlib.sha256(value.encode()).hexdigest()
+        return f"{self._keys.prefix}consent:{kind}:{digest}"
+
+    async def ticket(self, consent: Consent) -> str:
+        """A new link's ticket for ``consent``."""
+        ticket = secrets.token_urlsafe(32)
+        record = {"tenant": consent.tenant, "user": consent.user, "connection": consent.connection}
+        await self._store.put(self._key("ticket", ticket), dumps(record), TICKET_TTL_S)
+        return ticket
+
+    async def take_ticket(self, ticket: str) -> Consent | None:
+        """The consent a link stands for, once; None if it never was, expired or was used."""
+        if not 16 <= len(ticket) <= 128:
+            return None
+        found = loads_object(await self._store.take(self._key("ticket", ticket)) or b"")
+        return _consent(found)
+
+    async def begin(self, consent: Consent, verifier: str) -> str:
+        """The ``state`` of a provider round trip for ``consent``, its verifier kept."""
+        state = secrets.token_urlsafe(32)
+        record = {
+            "tenant": consent.tenant,
+            "user": consent.user,
+            "connection": consent.connection,
+            "verifier": verifier,
+        }
+        await self._store.put(self._key("state", state), dumps(record), STATE_TTL_S)
+        return state
+
+    async def finish(self, state: str) -> tuple[Consent, str] | None:
+        """The consent and verifier of a round trip, once; None for a state not given."""
+        if not 16 <= len(state) <= 128:
+            return None
+        found = loads_object(await self._store.take(self._key("state", state)) or b"")
+        consent = _consent(found)
+        verifier = found.get("verifier") if found is not None else None
+        if consent is None or not isinstance(verifier, str):
+            return None
+        return consent, verifier
+
+
+def _consent(found: dict[str, object] | None) -> Consent | None:
+    if found is None:
+        return None
+    tenant, user, connection = found.get("tenant"), found.get("user"), found.get("connection")
+    if not (isinstance(tenant, str) and isinstance(user, str) and isinstance(connection, str)):
+        return None
+    return Consent(tenant, user, connection)

@@ -1,0 +1,150 @@
+"""Connecting a user's service (DESIGN.md §18), in three steps:
+
+1. the user's application asks for a link (``POST /v1/toolgate/connections/{name}/link``,
+   with the tenant's key and the user's verified token): a short-lived, single-use
+   ticket bound to tenant, user and connection;
+2. the user opens it in a browser, without any key (``GET /v1/toolgate/connect/{ticket}``):
+   the ticket is used up and the browser is sent to the provider, with ``state`` and a
+   PKCE challenge;
+3. the provider sends the browser back (``GET /v1/toolgate/connect/callback``): the
+   state is used up, the code exchanged for the user's grant, which is kept sealed,
+   and a page says the user can return to the chat.
+
+The pages are the gateway's own: everything on them is escaped, nothing is loaded from
+anywhere, they may not be framed, cached or send a referrer. A replayed link or
+callback, a forged or expired ticket, a provider's error or an answer that cannot be a
+grant shows a page that says so, and nothing is kept.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from gateway.config import OAuth2Connection
+from gateway.errors import BadRequest, NotFound
+from gateway.runtime.oauth import ProviderRefused, authorize_url, pkce_pair
+from gateway.store.consent import TICKET_TTL_S, Consent
+from gateway.surfaces.head import Admission
+from gateway.surfaces.http import Exchange, json_response
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+logger = logging.getLogger("gateway.connect")
+
+CALLBACK_PATH = "/v1/toolgate/connect/callback"
+_PAGE_HEADERS = {
+    "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
+    "cache-control": "no-store",
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+}
+
+
+def page(title: str, text: str, status: int = 200) -> HTMLResponse:
+    """A small page of the gateway's own, every word escaped."""
+    body = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;max-width:32em;margin:4em auto}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1><p>{html.escape(text)}</p></body></html>"
+    )
+    return HTMLResponse(body, status, headers=_PAGE_HEADERS)
+
+
+class Connect:
+    def __init__(self, gateway: Gateway, admit: Admission) -> None:
+        self._gateway = gateway
+        self._admit = admit
+
+    def _connection(self, name: str) -> OAuth2Connection | None:
+        for connection in self._gateway.runtime.config.connections:
+            if connection.name == name:
+                return connection
+        return None
+
+    def _callback_url(self) -> str:
+        public = self._gateway.runtime.config.server.public_url
+        assert public is not None  # the configuration holds one wherever connections are
+        return public.rstrip("/") + CALLBACK_PATH
+
+    async def link(self, request: Request, exchange: Exchange) -> Response:
+        """Step 1: a link for the verified user to connect ``name``."""
+        _, tenant, _ = await self._admit(request, exchange)
+        name = request.path_params["name"]
+        if self._connection(name) is None:
+            raise NotFound(f"No connection {name[:64]!r} is configured.")
+        if exchange.user is None:
+            raise BadRequest(
+                "Connections belong to a verified user: send the user's token "
+                "(the tenant's users.jwt settings name the header).",
+                code="user_required",
+            )
+        ticket = await self._gateway.consents.ticket(Consent(tenant.id, exchange.user, name))
+        public = self._gateway.runtime.config.server.public_url or ""
+        return json_response(
+            {
+                "object": "toolgate.connect_link",
+                "connection": name,
+                "url": f"{public.rstrip('/')}/v1/toolgate/connect/{ticket}",
+                "expires_at": int(time.time() + TICKET_TTL_S),
+            }
+        )
+
+    async def start(self, request: Request) -> Response:
+        """Step 2: a link opened in a browser."""
+        consent = await self._gateway.consents.take_ticket(request.path_params["ticket"])
+        connection = self._connection(consent.connection) if consent is not None else None
+        if consent is None or connection is None:
+            return page(
+                "This link does not work",
+                "It has expired, was used already, or never was. Ask the application "
+                "for a new one.",
+                404,
+            )
+        verifier, challenge = pkce_pair()
+        state = await self._gateway.consents.begin(consent, verifier)
+        target = authorize_url(connection, self._callback_url(), state, challenge)
+        return RedirectResponse(target, 302, headers=_PAGE_HEADERS)
+
+    async def callback(self, request: Request) -> Response:
+        """Step 3: the provider sent the browser back."""
+        query = request.query_params
+        state, code = query.get("state", ""), query.get("code")
+        found = await self._gateway.consents.finish(state)
+        if found is None:
+            return page(
+                "This sign-in cannot be finished",
+                "It has expired, was finished already, or did not start here. Open a new "
+                "link from the application.",
+                400,
+            )
+        consent, verifier = found
+        connection = self._connection(consent.connection)
+        if connection is None:
+            return page("This connection is gone", "The gateway no longer offers it.", 404)
+        title = f"{connection.name} is not connected"
+        if code is None or not 0 < len(code) <= 4096:
+            error = query.get("error", "no code was given")
+            return page(title, f"The provider said: {error[:200]}", 400)
+        grants = self._gateway.grants
+        assert grants is not None  # the configuration holds grants wherever connections are
+        try:
+            grant = await self._gateway.oauth.exchange(
+                connection, code, verifier, self._callback_url()
+            )
+        except ProviderRefused as exc:
+            logger.warning("connection %s not made: %s", connection.name, exc)
+            return page(title, f"The provider's answer was not a grant: {exc}.", 502)
+        await grants.put(consent.tenant, consent.user, grant)
+        return page(
+            f"{connection.name} is connected",
+            "You can close this page and return to the chat.",
+        )

@@ -1,0 +1,212 @@
+"""Connecting a user's service (DESIGN.md §18) through an OAuth 2 provider: the
+application asks for a link with the tenant's key and the user's token, the user's
+browser (here an HTTP client that follows what a browser follows) opens it without any
+key, goes to the provider with state and a PKCE challenge, comes back with a code,
+and the gateway keeps the grant sealed. The provider is scripted on loopback and
+checks what it receives; replayed, forged and failed round trips keep nothing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+
+from tests.e2e.test_users_e2e import AUDIENCE, Provider
+from tests.support.recorder import Answer, Received, Recorder
+from tests.support.scripted import TENANT_KEY, Harness, Model, config, says
+from tests.support.servers import free_port
+
+SECRET = "client-secret-CANARY-37"
+ACCESS = "at-CANARY-user-token"
+
+
+class OAuthProvider:
+    """Authorizes at once (the user said yes) and answers the token endpoint, checking
+    the PKCE verifier against the challenge it was shown."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.recorder = Recorder(self._answer)
+        self.url = harness.serve(self.recorder).url
+        self.challenges: dict[str, str] = {}  # code → challenge
+        self.token_answer: dict[str, Any] | None = None  # in place of a good one
+        self.denied = False
+
+    def _answer(self, hit: Received) -> Answer:
+        parts = urlsplit(hit.raw_path)
+        if parts.path == "/authorize":
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            assert query["code_challenge_method"] == "S256"
+            assert query["client_id"] == "toolgate-app"
+            back = query["redirect_uri"]
+            if self.denied:
+                target = f"{back}?{urlencode({'error': 'access_denied', 'state': query['state']})}"
+            else:
+                code = base64.urlsafe_b64encode(os.urandom(12)).decode()
+                self.challenges[code] = query["code_challenge"]
+                target = f"{back}?{urlencode({'code': code, 'state': query['state']})}"
+            return Answer(302, b"", [("location", target)])
+        if parts.path == "/token":
+            form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
+            basic = base64.b64encode(f"toolgate-app:{SECRET}".encode()).decode()
+            assert hit.headers["authorization"] == f"Basic {basic}"
+            verifier = form["code_verifier"].encode()
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest())
+            if self.challenges.pop(form["code"], None) != challenge.rstrip(b"=").decode():
+                return Answer(400, b'{"error": "invalid_grant"}')
+            answer = self.token_answer or {
+                "access_token": ACCESS,
+                "refresh_token": "rt-CANARY",
+                "token_type": "Bearer",
+                "expires_in": 3600,
+                "scope": "repo read:user",
+            }
+            return Answer(body=json.dumps(answer).encode())
+        return Answer(404, b"{}")
+
+
+class Stack:
+    def __init__(self, harness: Harness) -> None:
+        self.users = Provider(harness)
+        self.oauth = OAuthProvider(harness)
+        port = free_port()
+        self.public = f"http://127.0.0.1:{port}"
+        data = config(harness.serve(Model(says("ok")).recorder).url, [])
+        data["server"] = {"public_url": self.public}
+        data["grants"] = {"keys": [{"id": "k1", "key": base64.b64encode(os.urandom(32)).decode()}]}
+        data["connections"] = [
+            {
+                "name": "github",
+                "authorize_url": f"{self.oauth.url}/authorize",
+                "token_url": f"{self.oauth.url}/token",
+                "client_id": "toolgate-app",
+                "client_secret": SECRET,
+                "scopes": ["repo"],
+            }
+        ]
+        settings = {"issuer": self.users.issuer, "audience": AUDIENCE}
+        data["tenants"][0]["users"] = {"jwt": settings}
+        self.gateway = harness.gateway(data, port=port)
+
+    def headers(self, user: str = "alice") -> dict[str, str]:
+        return {
+            "authorization": f"Bearer {TENANT_KEY}",
+            "x-toolgate-user-token": self.users.token(user),
+        }
+
+    def link(self, user: str = "alice") -> str:
+        answer = httpx.post(
+            f"{self.gateway.url}/v1/toolgate/connections/github/link", headers=self.headers(user)
+        )
+        assert answer.status_code == 200, answer.text
+        url: str = answer.json()["url"]
+        assert url.startswith(self.public)
+        return url
+
+    def browse(self, url: str) -> httpx.Response:
+        """What a browser does: no key, follow the redirects (to the provider and back)."""
+        with httpx.Client(follow_redirects=True, timeout=10) as browser:
+            return browser.get(url)
+
+    def connections(self, user: str = "alice") -> list[dict[str, Any]]:
+        listed = httpx.get(
+            f"{self.gateway.url}/v1/toolgate/connections", headers=self.headers(user)
+        )
+        data: list[dict[str, Any]] = listed.json()["data"]
+        return data
+
+
+def test_a_user_connects_a_service_and_the_grant_is_kept(harness: Harness) -> None:
+    stack = Stack(harness)
+    done = stack.browse(stack.link())
+    assert done.status_code == 200
+    assert "github is connected" in done.text
+    assert done.headers["referrer-policy"] == "no-referrer"
+    assert "frame-ancestors 'none'" in done.headers["content-security-policy"]
+    [connection] = stack.connections()
+    assert connection["connection"] == "github"
+    assert connection["scopes"] == ["repo", "read:user"]
+    assert connection["expires_at"] > 0
+    assert stack.connections("bob") == []  # alice's, not bob's
+    assert "CANARY" not in json.dumps(stack.connections())
+
+
+def test_a_link_and_a_callback_work_once(harness: Harness) -> None:
+    stack = Stack(harness)
+    link = stack.link()
+    first = stack.browse(link)
+    assert first.status_code == 200
+    again = stack.browse(link)  # the ticket is used up
+    assert again.status_code == 404
+    assert "does not work" in again.text
+    # A callback replayed (the same state and code): the state is used up.
+    callback = next(h for h in stack.oauth.recorder.hits if h.raw_path.startswith("/authorize"))
+    state = parse_qs(urlsplit(callback.raw_path).query)["state"][0]
+    replayed = httpx.get(
+        f"{stack.gateway.url}/v1/toolgate/connect/callback",
+        params={"state": state, "code": "anything"},
+    )
+    assert replayed.status_code == 400
+    forged = httpx.get(f"{stack.gateway.url}/v1/toolgate/connect/{'x' * 43}")
+    assert forged.status_code == 404
+
+
+def test_a_denied_or_bad_grant_keeps_nothing(harness: Harness) -> None:
+    stack = Stack(harness)
+    stack.oauth.denied = True
+    denied = stack.browse(stack.link())
+    assert denied.status_code == 400
+    assert "access_denied" in denied.text
+    stack.oauth.denied = False
+    for bad in (
+        {"access_token": "a" * 100_000, "token_type": "Bearer"},
+        {"access_token": ACCESS, "token_type": "Bearer", "expires_in": -5},
+        {"access_token": ACCESS, "token_type": "Bearer", "expires_in": 10**12},
+        {"access_token": ACCESS, "token_type": "mac"},
+        {"access_token": "<script>alert(1)</script>\n", "token_type": "Bearer"},
+    ):
+        stack.oauth.token_answer = bad
+        failed = stack.browse(stack.link())
+        assert failed.status_code == 502
+        assert "<script>" not in failed.text
+    assert stack.connections() == []
+
+
+def test_a_link_needs_the_key_and_a_verified_user(harness: Harness) -> None:
+    stack = Stack(harness)
+    url = f"{stack.gateway.url}/v1/toolgate/connections/github/link"
+    assert httpx.post(url).status_code == 401
+    only_key = {"authorization": f"Bearer {TENANT_KEY}"}
+    assert httpx.post(url, headers=only_key).status_code == 401  # users are required
+    unknown = httpx.post(
+        f"{stack.gateway.url}/v1/toolgate/connections/gitlab/link", headers=stack.headers()
+    )
+    assert unknown.status_code == 404
+
+
+@pytest.mark.parametrize("missing", ["grants", "public_url"])
+def test_connections_need_grants_and_a_public_url(missing: str) -> None:
+    from gateway.config import GatewayConfig
+
+    data = config("http://up.invalid", [])
+    data["server"] = {"public_url": "https://gw.example"}
+    data["grants"] = {"keys": [{"id": "k1", "key": base64.b64encode(os.urandom(32)).decode()}]}
+    data["connections"] = [
+        {
+            "name": "github",
+            "authorize_url": "https://idp.example/authorize",
+            "token_url": "https://idp.example/token",
+            "client_id": "c",
+        }
+    ]
+    if missing == "grants":
+        del data["grants"]
+    else:
+        del data["server"]
+    with pytest.raises(ValueError, match=missing):
+        GatewayConfig.model_validate(data)
