@@ -249,6 +249,15 @@ class CompletionRequest:
     tools: tuple[ToolDefinition, ...] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectLink:
+    """A connection the user has not made (or whose grant is gone): where they make it
+    (a short-lived, single-use link, DESIGN.md §18)."""
+
+    connection: str
+    url: str
+
+
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):
 # the items before the hand-back, its whole turn, the outputs of the server calls of
 # that turn, the calls handed back (approvals among them), and where the run first

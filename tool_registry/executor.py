@@ -133,6 +133,8 @@ class ToolExecutor:
         ``TimeoutError``, where the tool's own ``timeout_s`` is a result. One timer
         serves both, whichever comes first."""
         result = await call.tool.run(call, deadline, self)
+        if call.bearer is not None and call.bearer in result.content:  # a tool that echoes it
+            result = replace(result, content=result.content.replace(call.bearer, "[redacted]"))
         if self.redactor:
             return replace(result, content=self.redactor.text(result.content))
         return result
@@ -150,6 +152,8 @@ class ToolExecutor:
             return error_result("the arguments do not make a valid request URL", "invalid_args")
         if call.trace and http.trace_context:
             request.headers.update(call.trace)
+        if call.bearer is not None:  # the user's own token (no redirect is followed)
+            request.headers["authorization"] = f"Bearer {call.bearer}"
         request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
         attempts = 1 + (http.retries if http.idempotent else 0)
         clock = asyncio.get_running_loop()

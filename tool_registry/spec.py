@@ -153,6 +153,13 @@ class ResultSpec(_Frozen):
         return value
 
 
+class AuthSpec(_Frozen):
+    """A tool that calls as the user: the connection whose grant its calls carry (the
+    gateway's ``connections``), as ``Authorization: Bearer``."""
+
+    connection: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+
 class ToolSpec(_Frozen):
     """One HTTP tool: its name and schema as the model sees them, and how to call it."""
 
@@ -163,6 +170,7 @@ class ToolSpec(_Frozen):
     http: HttpSpec
     result: ResultSpec = Field(default_factory=ResultSpec)
     cache_ttl_s: float | None = Field(default=None, gt=0)  # GET tools: reuse results
+    auth: AuthSpec | None = None  # calls carry the user's own token (DESIGN.md §18)
 
     @field_validator("name")
     @classmethod
@@ -190,6 +198,18 @@ class ToolSpec(_Frozen):
                         "(use {tenant.id}, {user.id} or {header.NAME})"
                     )
         return bind
+
+    @model_validator(mode="after")
+    def _a_user_s_token_goes_nowhere_else(self) -> ToolSpec:
+        if self.auth is None:
+            return self
+        if self.http.follow_redirects:
+            raise ValueError("auth: a tool that carries a user's token follows no redirect")
+        if any(name.lower() == "authorization" for name in self.http.headers):
+            raise ValueError("auth: the user's token is the Authorization header; drop yours")
+        if self.cache_ttl_s is not None:
+            raise ValueError("auth: one user's results are not kept for another (cache_ttl_s)")
+        return self
 
     @model_validator(mode="after")
     def _cache_only_reads(self) -> ToolSpec:

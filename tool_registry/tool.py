@@ -71,6 +71,9 @@ class PreparedCall:
     # W3C trace headers (``traceparent``) naming the caller's span for this call; sent
     # unless the tool's source turns ``trace_context`` off. Not part of the call's key.
     trace: Mapping[str, str] | None = None
+    # The user's token, for a tool that calls as the user (``connection``): sent as
+    # ``Authorization: Bearer`` to the tool's own origin only, and cut from its result.
+    bearer: str | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -176,6 +179,11 @@ class Tool(ABC):
         return None
 
     @property
+    def connection(self) -> str | None:
+        """The connection whose user's token its calls carry, if it calls as the user."""
+        return None
+
+    @property
     def header_bound(self) -> frozenset[str]:
         """Arguments whose values come from request headers: never shown in traces."""
         return frozenset(k for k, t in self.bind.items() if "{header." in t)
@@ -240,6 +248,10 @@ class HttpTool(Tool):
     @property
     def cache_ttl_s(self) -> float | None:
         return self.spec.cache_ttl_s
+
+    @property
+    def connection(self) -> str | None:
+        return self.spec.auth.connection if self.spec.auth is not None else None
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         return await http.run_http(self, call, deadline)

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from gateway.engine.estimate import PromptSize
 from gateway.engine.offer import Offer
-from gateway.engine.runner import ToolRunner
+from gateway.engine.runner import Credentials, ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import RequestSpan, RoundSpan
@@ -138,6 +138,7 @@ class LoopJob:
     taint: str | None = None  # where the request's input first held untrusted words
     spent: tuple[Any, ...] = ()  # usage spent for the request before its loop (a summary)
     offer: Offer | None = None  # the first round's server tools, when a search chooses them
+    credentials: Credentials | None = None  # the user's tokens, for tools that act as them
 
 
 class Run:
@@ -157,7 +158,15 @@ class Run:
         self.ledger = ledger  # the request's, shared by its choices
         self.state = ledger.state
         self.runner = ToolRunner(
-            job.policy, ledger, executor, job.context, cache, metrics, job.trace, job.writes
+            job.policy,
+            ledger,
+            executor,
+            job.context,
+            cache,
+            metrics,
+            job.trace,
+            job.writes,
+            job.credentials,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s

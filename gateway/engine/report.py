@@ -19,7 +19,7 @@ from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
 from gateway.policy.ledger import RoundLine
 from gateway.policy.point import PolicyPoint
-from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput, UsageCounts
+from gateway.values import AnsweredRound, CapKind, ConnectLink, HiddenItem, ToolOutput, UsageCounts
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error
@@ -27,6 +27,7 @@ from gateway.values import AnsweredRound, CapKind, HiddenItem, ToolOutput, Usage
 Ending = Literal["answered", "handed_back", "capped", "failed", "cancelled"]
 
 STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
+CONNECT_HEADER = "x-toolgate-connect"  # links where the user makes a tool's connection
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class RunReport:
     taint: str | None  # where the run first read untrusted words, if it has
     policy: PolicyPoint  # the request's: its registry, tools and rules
     upstream_model: str  # the model the upstream was asked for
+    connects: tuple[ConnectLink, ...] = ()  # connections a tool needed that the user lacks
 
     @property
     def stopped_by(self) -> str | None:
@@ -85,6 +87,8 @@ class RunReport:
         }
         if self.stopped is not None:
             headers[STOPPED_HEADER] = CAP_SETTINGS[self.stopped]
+        if self.connects:  # where the user makes the connections a tool needed
+            headers[CONNECT_HEADER] = ", ".join(dict.fromkeys(c.url for c in self.connects))
         return headers | dict(self.budget_headers)
 
     @property
@@ -133,4 +137,5 @@ def report_of(runs: Sequence[Run], raised: BaseException | None = None) -> RunRe
         taint=ledger.taint,
         policy=policy,
         upstream_model=first.job.model.model,
+        connects=tuple(ledger.connects),
     )

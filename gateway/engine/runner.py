@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -18,7 +18,7 @@ from gateway.policy.point import PolicyPoint
 from gateway.policy.verdicts import Allow, Hold, Refuse, Why
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
-from gateway.values import ToolCall, ToolOutput
+from gateway.values import ConnectLink, ToolCall, ToolOutput
 from tool_registry import (
     CallContext,
     Outcome,
@@ -32,6 +32,13 @@ from tool_registry import (
 )
 
 REDACTED = "[redacted]"
+
+
+class Credentials(Protocol):
+    """The user's tokens for tools that call as the user (DESIGN.md §18): a token, the
+    link where the user makes the connection, or None when the request names no user."""
+
+    async def bearer(self, connection: str) -> str | ConnectLink | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +98,11 @@ class ToolRunner:
         metrics: Metrics | None = None,
         trace: RequestSpan | None = None,
         writes: RequestWrites | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._policy = policy
         self._ledger = ledger
+        self._credentials = credentials
         self._writes = writes  # the request's write results, kept for its retries
         self._registry = policy.registry
         self._executor = executor
@@ -291,14 +300,43 @@ class ToolRunner:
             if isinstance(verdict, Refuse):
                 self._record(call_id, prepared.tool.name, verdict.result, 0.0)
                 return verdict.result
+        connection = prepared.tool.connection
+        if connection is not None:  # it calls as the user: with their token, or not at all
+            bearer = await self._bearer(connection)
+            if isinstance(bearer, ToolResult):
+                self._record(call_id, prepared.tool.name, bearer, 0.0)
+                return bearer
+            prepared = replace(prepared, bearer=bearer)
         result = await self._run(call_id, prepared, deadline)
         self._policy.read(self._ledger, prepared.tool, result)
         return result
+
+    async def _bearer(self, connection: str) -> str | ToolResult:
+        """The user's token for ``connection``; else what the model reads in the call's
+        place (the link is kept for the answer's ``x-toolgate-connect``)."""
+        found = await self._credentials.bearer(connection) if self._credentials else None
+        if isinstance(found, str):
+            return found
+        if found is None:
+            return error_result(
+                f"This tool acts as the user through their {connection} connection, and "
+                "this request names no verified user; it was not called.",
+                "denied",
+            )
+        self._ledger.connects.append(found)
+        return error_result(
+            f"This tool acts as the user through their {connection} connection, which they "
+            f"have not made (or which has expired); it was not called. Ask the user to "
+            f"connect {connection} at {found.url} and then to ask again.",
+            "denied",
+        )
 
     async def _run(
         self, call_id: str, prepared: PreparedCall, deadline: float | None = None
     ) -> ToolResult:
         ttl = prepared.tool.cache_ttl_s if self._cache is not None else None
+        if prepared.bearer is not None:
+            ttl = None  # one user's results are never another's
         tenant = self._context.tenant_id
         async with self._semaphore:
             started = time.perf_counter()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from gateway.policy.caps import LoopState
 from gateway.policy.run_budget import RoundSpend, RunBudget
 from gateway.policy.verdicts import Allow, Refuse
-from gateway.values import AnsweredRound, UsageCounts
+from gateway.values import AnsweredRound, ConnectLink, UsageCounts
 
 Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 
@@ -74,6 +74,7 @@ class Ledger:
     decided: Decided = field(default_factory=dict)  # used up as each call comes to run
     rounds: list[RoundLine] = field(default_factory=list)  # each round's trace line
     answers: list[AnsweredRound] = field(default_factory=list)  # each round's, if recorded
+    connects: list[ConnectLink] = field(default_factory=list)  # connections the user must make
 
     def tainted(self, source: str | None) -> None:
         """The run has read untrusted words from ``source`` (the first one is named)."""

@@ -25,6 +25,7 @@ from gateway.config import OAuth2Connection
 from gateway.store.grants import Grant
 from tool_registry import EgressDenied, GuardedTransport, loads_object, read_capped, send
 
+CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
 MAX_ANSWER_BYTES = 64 * 1024  # a token endpoint's answer, at most
 MAX_TOKEN_CHARS = 8192  # an access or refresh token, at most
 MAX_EXPIRES_S = 366 * 86400  # an expires_in past a year is not believed

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.config import OAuth2Connection
 from gateway.errors import BadRequest, NotFound
-from gateway.runtime.oauth import ProviderRefused, authorize_url, pkce_pair
+from gateway.runtime.oauth import CONNECT_PATH, ProviderRefused, authorize_url, pkce_pair
 from gateway.store.consent import TICKET_TTL_S, Consent
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("gateway.connect")
 
-CALLBACK_PATH = "/v1/toolgate/connect/callback"
+CALLBACK_PATH = f"{CONNECT_PATH}/callback"
 _PAGE_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
@@ -93,7 +93,7 @@ class Connect:
             {
                 "object": "toolgate.connect_link",
                 "connection": name,
-                "url": f"{public.rstrip('/')}/v1/toolgate/connect/{ticket}",
+                "url": f"{public.rstrip('/')}{CONNECT_PATH}/{ticket}",
                 "expires_at": int(time.time() + TICKET_TTL_S),
             }
         )

@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.test_users_e2e import AUDIENCE, Provider
 from tests.support.recorder import Answer, Received, Recorder
-from tests.support.scripted import TENANT_KEY, Harness, Model, config, says
+from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, asks, call, config, says
 from tests.support.servers import free_port
 
 SECRET = "client-secret-CANARY-37"
@@ -36,6 +36,7 @@ class OAuthProvider:
         self.challenges: dict[str, str] = {}  # code → challenge
         self.token_answer: dict[str, Any] | None = None  # in place of a good one
         self.denied = False
+        self.refreshed: str | None = "at-CANARY-refreshed"  # None: refuse refreshes
 
     def _answer(self, hit: Received) -> Answer:
         parts = urlsplit(hit.raw_path)
@@ -55,6 +56,11 @@ class OAuthProvider:
             form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
             basic = base64.b64encode(f"toolgate-app:{SECRET}".encode()).decode()
             assert hit.headers["authorization"] == f"Basic {basic}"
+            if form["grant_type"] == "refresh_token":
+                if self.refreshed is None or form["refresh_token"] != "rt-CANARY":
+                    return Answer(400, b'{"error": "invalid_grant"}')
+                fresh = {"access_token": self.refreshed, "token_type": "Bearer", "expires_in": 60}
+                return Answer(body=json.dumps(fresh).encode())
             verifier = form["code_verifier"].encode()
             challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest())
             if self.challenges.pop(form["code"], None) != challenge.rstrip(b"=").decode():
@@ -76,7 +82,8 @@ class Stack:
         self.oauth = OAuthProvider(harness)
         port = free_port()
         self.public = f"http://127.0.0.1:{port}"
-        data = config(harness.serve(Model(says("ok")).recorder).url, [])
+        self.model_url = harness.serve(getattr(self, "model", Model(says("ok"))).recorder).url
+        data = config(self.model_url, [])
         data["server"] = {"public_url": self.public}
         data["grants"] = {"keys": [{"id": "k1", "key": base64.b64encode(os.urandom(32)).decode()}]}
         data["connections"] = [
@@ -91,7 +98,10 @@ class Stack:
         ]
         settings = {"issuer": self.users.issuer, "audience": AUDIENCE}
         data["tenants"][0]["users"] = {"jwt": settings}
-        self.gateway = harness.gateway(data, port=port)
+        self.gateway = harness.gateway(self._data(data), port=port)
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data
 
     def headers(self, user: str = "alice") -> dict[str, str]:
         return {
@@ -210,3 +220,84 @@ def test_connections_need_grants_and_a_public_url(missing: str) -> None:
         del data["server"]
     with pytest.raises(ValueError, match=missing):
         GatewayConfig.model_validate(data)
+
+
+# ------------------------------------------------------------------ tools as the user
+
+
+def echo(hit: Received) -> Answer:
+    """A service that says whose token it got (and echoes it, as a careless one might)."""
+    return Answer(body=json.dumps({"authorization": hit.headers.get("authorization")}).encode())
+
+
+def quoting(body: dict[str, Any]) -> dict[str, Any]:
+    """Calls ``my_repos`` once, then quotes what it read."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return says(f"read: {last['content']}")
+    return asks(call("my_repos", {}, "c_repos"))
+
+
+class ToolStack(Stack):
+    def __init__(self, harness: Harness, **connection: Any) -> None:
+        self.service = Recorder(echo)
+        self.service_url = harness.serve(self.service).url
+        self.model = Model(quoting)
+        self._connection = connection
+        super().__init__(harness)
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data["tools"] = [
+            {
+                "name": "my_repos",
+                "description": "The user's own repositories.",
+                "http": {"url": f"{self.service_url}/repos"},
+                "auth": {"connection": "github"},
+            }
+        ]
+        data["tenants"][0]["tools"] = ["*"]
+        data["upstreams"][0]["base_url"] = f"{self.model_url}/v1"
+        data["connections"][0] |= self._connection
+        return data
+
+    def ask(self, user: str = "alice") -> Any:
+        headers = self.headers(user)
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "my repos?"}]}
+        answer = httpx.post(f"{self.gateway.url}/v1/chat/completions", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        return answer
+
+
+def test_a_tool_calls_as_the_user_once_connected(harness: Harness) -> None:
+    stack = ToolStack(harness)
+    first = stack.ask()
+    link = first.headers["x-toolgate-connect"]
+    assert link.startswith(f"{stack.public}/v1/toolgate/connect/")
+    said = first.json()["choices"][0]["message"]["content"]
+    assert link in said  # the model was told where the user connects
+    assert stack.service.hits == []  # not called without the user's token
+    assert "github is connected" in stack.browse(link).text
+    second = stack.ask()
+    assert "x-toolgate-connect" not in second.headers
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == f"Bearer {ACCESS}"
+    assert ACCESS not in second.text  # the token it echoed is cut from what the model read
+    assert "[redacted]" in second.text
+    # Another user of the tenant gets no one's token but their own: a link.
+    assert "x-toolgate-connect" in stack.ask("bob").headers
+    assert len(stack.service.hits) == 1
+
+
+def test_an_expired_grant_is_refreshed_once(harness: Harness) -> None:
+    stack = ToolStack(harness, refresh_margin_s=3600)  # every grant is "about to expire"
+    stack.browse(stack.link())
+    stack.oauth.refreshed = "at-CANARY-refreshed"
+    stack.ask()
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == "Bearer at-CANARY-refreshed"
+    refreshes = [h for h in stack.oauth.recorder.hits if b"refresh_token" in h.body]
+    assert len(refreshes) == 1
+    # A refresh the provider refuses (the grant was revoked): forgotten, a link again.
+    stack.oauth.refreshed = None
+    assert "x-toolgate-connect" in stack.ask().headers
+    assert stack.connections() == []
