@@ -121,6 +121,34 @@ class OAuthClient:
             raise ProviderRefused(f"the provider refused ({said})")
         return found
 
+    async def revoke(self, connection: OAuth2Connection, grant: Grant) -> bool:
+        """Ask the provider to revoke the grant (RFC 7009: its refresh token, else its
+        access token); whether it said yes. Nothing it answers is believed further."""
+        if connection.revoke_url is None:
+            return False
+        token, hint = (
+            (grant.refresh_token, "refresh_token")
+            if grant.refresh_token is not None
+            else (grant.access_token, "access_token")
+        )
+        headers = {"accept": "application/json"}
+        form = {"token": token, "token_type_hint": hint}
+        secret = connection.client_secret
+        if secret is not None:
+            pair = f"{connection.client_id}:{secret.get_secret_value()}".encode()
+            headers["authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+        else:
+            form["client_id"] = connection.client_id
+        request = httpx.Request("POST", connection.revoke_url, data=form, headers=headers)
+        request.extensions["timeout"] = httpx.Timeout(TIMEOUT_S).as_dict()
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                response = await send(self._transport, request)
+                await response.aclose()
+        except (TimeoutError, httpx.HTTPError, OSError, EgressDenied):
+            return False
+        return response.status_code == 200
+
     def _grant(
         self, connection: OAuth2Connection, found: Mapping[str, Any], before: Grant | None
     ) -> Grant:

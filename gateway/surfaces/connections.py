@@ -1,6 +1,7 @@
 """The routes a user's application has for the user's connections (DESIGN.md §18):
 which services the verified user has connected (name, scopes, expiry — never a
-token), and forgetting one. The tenant's key and the user's own token say whose."""
+token), and revoking one (at the provider's revocation endpoint where it has one, then
+forgotten either way). The tenant's key and the user's own token say whose."""
 
 from __future__ import annotations
 
@@ -50,7 +51,19 @@ class Connections:
     async def forget(self, request: Request, exchange: Exchange) -> Response:
         grants, tenant, user = await self._whose(request, exchange)
         name = request.path_params["name"]
-        if await grants.get(tenant, user, name) is None:
+        grant = await grants.get(tenant, user, name)
+        if grant is None:
             raise NotFound(f"No connection {name[:64]!r} for this user.")
+        revoked = False
+        for connection in self._gateway.runtime.config.connections:
+            if connection.name == name:  # the provider's revocation first, where it has one
+                revoked = await self._gateway.oauth.revoke(connection, grant)
         await grants.forget(tenant, user, name)
-        return json_response({"object": "toolgate.connection", "connection": name, "deleted": True})
+        return json_response(
+            {
+                "object": "toolgate.connection",
+                "connection": name,
+                "deleted": True,
+                "revoked": revoked,
+            }
+        )

@@ -52,6 +52,10 @@ class OAuthProvider:
                 self.challenges[code] = query["code_challenge"]
                 target = f"{back}?{urlencode({'code': code, 'state': query['state']})}"
             return Answer(302, b"", [("location", target)])
+        if parts.path == "/revoke":
+            form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
+            ok = form == {"token": "rt-CANARY", "token_type_hint": "refresh_token"}
+            return Answer(200 if ok else 400, b"{}")
         if parts.path == "/token":
             form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
             basic = base64.b64encode(f"toolgate-app:{SECRET}".encode()).decode()
@@ -93,6 +97,7 @@ class Stack:
                 "token_url": f"{self.oauth.url}/token",
                 "client_id": "toolgate-app",
                 "client_secret": SECRET,
+                "revoke_url": f"{self.oauth.url}/revoke",
                 "scopes": ["repo"],
             }
         ]
@@ -144,6 +149,15 @@ def test_a_user_connects_a_service_and_the_grant_is_kept(harness: Harness) -> No
     assert connection["expires_at"] > 0
     assert stack.connections("bob") == []  # alice's, not bob's
     assert "CANARY" not in json.dumps(stack.connections())
+    url = f"{stack.gateway.url}/v1/toolgate/connections/github"
+    revoked = httpx.delete(url, headers=stack.headers())
+    assert revoked.json() == {
+        "object": "toolgate.connection",
+        "connection": "github",
+        "deleted": True,
+        "revoked": True,  # the provider was asked, with the refresh token
+    }
+    assert stack.connections() == []
 
 
 def test_a_link_and_a_callback_work_once(harness: Harness) -> None:
