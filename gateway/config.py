@@ -10,9 +10,11 @@ import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
     SecretStr,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -398,6 +400,34 @@ class OAuth2Connection(_Frozen):
     refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # refresh this early
 
 
+class TokenExchangeConnection(_Frozen):
+    """A way to get a user's token with no consent round trip (RFC 8693): the verified
+    end-user token is exchanged at the provider's token endpoint for one for
+    ``audience`` (and ``resource``) and ``scopes``, kept until it expires."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    type: Literal["token_exchange"]
+    token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
+    client_id: str = Field(min_length=1, max_length=512)
+    client_secret: SecretStr | None = None  # sent to the token endpoint only
+    audience: str | None = None
+    resource: str | None = Field(default=None, pattern=r"^https?://[^\s#]+$")
+    scopes: tuple[str, ...] = ()
+    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # exchange again this early
+
+
+def _connection_type(value: object) -> str:
+    found = value.get("type", "oauth2") if isinstance(value, dict) else getattr(value, "type", "")
+    return str(found)
+
+
+Connection = Annotated[
+    Annotated[OAuth2Connection, Tag("oauth2")]
+    | Annotated[TokenExchangeConnection, Tag("token_exchange")],
+    Discriminator(_connection_type),
+]
+
+
 class UsersConfig(_Frozen):
     jwt: JwtUsersConfig
 
@@ -528,7 +558,7 @@ class GatewayConfig(_Frozen):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     grants: GrantsConfig | None = None  # where users' tokens are kept (DESIGN.md §18)
-    connections: list[OAuth2Connection] = Field(default_factory=list)  # users' services
+    connections: list[Connection] = Field(default_factory=list)  # users' services
     tenants: list[TenantConfig] | None = None
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)

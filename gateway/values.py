@@ -258,6 +258,14 @@ class ConnectLink:
     url: str
 
 
+@dataclass(frozen=True, slots=True)
+class CredentialRefused:
+    """A connection that cannot act for the user now, and why (words safe to show)."""
+
+    connection: str
+    reason: str
+
+
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):
 # the items before the hand-back, its whole turn, the outputs of the server calls of
 # that turn, the calls handed back (approvals among them), and where the run first

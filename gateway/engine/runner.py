@@ -18,7 +18,7 @@ from gateway.policy.point import PolicyPoint
 from gateway.policy.verdicts import Allow, Hold, Refuse, Why
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
-from gateway.values import ConnectLink, ToolCall, ToolOutput
+from gateway.values import ConnectLink, CredentialRefused, ToolCall, ToolOutput
 from tool_registry import (
     CallContext,
     Outcome,
@@ -38,7 +38,7 @@ class Credentials(Protocol):
     """The user's tokens for tools that call as the user (DESIGN.md §18): a token, the
     link where the user makes the connection, or None when the request names no user."""
 
-    async def bearer(self, connection: str) -> str | ConnectLink | None: ...
+    async def bearer(self, connection: str) -> str | ConnectLink | CredentialRefused | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +321,12 @@ class ToolRunner:
             return error_result(
                 f"This tool acts as the user through their {connection} connection, and "
                 "this request names no verified user; it was not called.",
+                "denied",
+            )
+        if isinstance(found, CredentialRefused):
+            return error_result(
+                f"This tool acts as the user through their {connection} connection, which "
+                f"cannot act for them now ({found.reason}); it was not called.",
                 "denied",
             )
         self._ledger.connects.append(found)

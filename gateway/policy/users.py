@@ -12,7 +12,7 @@ refused before it is parsed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jwt
@@ -28,10 +28,12 @@ INVALID = "invalid_user_token"
 
 @dataclass(frozen=True, slots=True)
 class User:
-    """A verified end user: who (the claim's value), and by which issuer."""
+    """A verified end user: who (the claim's value), by which issuer, and the token
+    that says so (never shown: a token-exchange connection exchanges it)."""
 
     id: str
     issuer: str
+    token: str = field(default="", repr=False, compare=False)
 
 
 def refused(why: str) -> AuthError:
@@ -93,7 +95,7 @@ def verify(
     user = claims.get(settings.claim)
     if not isinstance(user, str) or not user or len(user) > MAX_USER_CHARS:
         raise refused(f"its {settings.claim!r} claim does not name a user")
-    return User(user, settings.issuer)
+    return User(user, settings.issuer, token)
 
 
 def _key(kid: Any, keys: Mapping[str, jwt.PyJWK]) -> jwt.PyJWK | None:

@@ -1,9 +1,12 @@
-"""A request's user's tokens, for the tools that call as the user (DESIGN.md §18): the
-grant of the connection a tool names, refreshed before it expires (one refresh at a
-time across replicas), or — when there is none, it expired beyond refreshing, or the
+"""A request's user's tokens, for the tools that call as the user (DESIGN.md §18).
+
+An ``oauth2`` connection: the user's grant, refreshed before it expires (one refresh at
+a time across replicas), or — when there is none, it expired beyond refreshing, or the
 provider refused the refresh (the grant is then forgotten) — a link where the user
 makes the connection: a short-lived, single-use ticket bound to tenant, user and
-connection."""
+connection. A ``token_exchange`` connection: the token the verified end-user token is
+exchanged for (RFC 8693), kept sealed like a grant until it is about to expire, then
+exchanged again; no consent round trip, and a refusal is said as one."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from gateway.config import OAuth2Connection
+from gateway.config import OAuth2Connection, TokenExchangeConnection
 from gateway.runtime.oauth import CONNECT_PATH, OAuthClient, ProviderRefused
 from gateway.store.consent import Consent, Consents
 from gateway.store.grants import Grant, GrantStore
-from gateway.values import ConnectLink
+from gateway.values import ConnectLink, CredentialRefused
 
 logger = logging.getLogger("gateway.connect")
 
@@ -25,13 +28,14 @@ class UserCredentials:
 
     def __init__(
         self,
-        connections: Sequence[OAuth2Connection],
+        connections: Sequence[OAuth2Connection | TokenExchangeConnection],
         grants: GrantStore,
         consents: Consents,
         oauth: OAuthClient,
         public_url: str,
         tenant: str,
         user: str | None,
+        subject_token: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._connections = {c.name: c for c in connections}
@@ -41,19 +45,41 @@ class UserCredentials:
         self._public = public_url.rstrip("/")
         self._tenant = tenant
         self._user = user
+        self._subject = subject_token  # the verified end-user token (never shown)
         self._clock = clock
 
-    async def bearer(self, connection: str) -> str | ConnectLink | None:
+    async def bearer(self, connection: str) -> str | ConnectLink | CredentialRefused | None:
         user, configured = self._user, self._connections.get(connection)
         if user is None:
             return None
+        if isinstance(configured, TokenExchangeConnection):
+            return await self._exchanged(configured, user)
         grant = await self._grants.get(self._tenant, user, connection)
         if grant is not None and configured is not None:
             grant = await self._fresh(configured, user, grant)
         if grant is not None and configured is not None:
             return grant.access_token
+        if configured is None:
+            return CredentialRefused(connection, "the gateway no longer offers it")
         ticket = await self._consents.ticket(Consent(self._tenant, user, connection))
         return ConnectLink(connection, f"{self._public}{CONNECT_PATH}/{ticket}")
+
+    async def _exchanged(
+        self, connection: TokenExchangeConnection, user: str
+    ) -> str | CredentialRefused | None:
+        """The exchanged token kept for the user, or a new exchange's."""
+        kept = await self._grants.get(self._tenant, user, connection.name)
+        if kept is not None and not kept.expired(self._clock(), connection.refresh_margin_s):
+            return kept.access_token
+        if self._subject is None:
+            return None
+        try:
+            grant = await self._oauth.exchange_token(connection, self._subject)
+        except ProviderRefused as exc:
+            logger.warning("token exchange for %s refused: %s", connection.name, exc)
+            return CredentialRefused(connection.name, "the provider refused the exchange")
+        await self._grants.put(self._tenant, user, grant)
+        return grant.access_token
 
     async def _fresh(self, connection: OAuth2Connection, user: str, grant: Grant) -> Grant | None:
         """The grant, refreshed if it is (about to be) expired; None if it cannot be."""

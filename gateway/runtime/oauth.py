@@ -16,16 +16,18 @@ import hashlib
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from gateway.config import OAuth2Connection
+from gateway.config import OAuth2Connection, TokenExchangeConnection
 from gateway.store.grants import Grant
 from tool_registry import EgressDenied, GuardedTransport, loads_object, read_capped, send
 
 CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
+AnyConnection = OAuth2Connection | TokenExchangeConnection
 MAX_ANSWER_BYTES = 64 * 1024  # a token endpoint's answer, at most
 MAX_TOKEN_CHARS = 8192  # an access or refresh token, at most
 MAX_EXPIRES_S = 366 * 86400  # an expires_in past a year is not believed
@@ -89,7 +91,27 @@ class OAuthClient:
         form = {"grant_type": "refresh_token", "refresh_token": grant.refresh_token}
         return self._grant(connection, await self._token(connection, form), grant)
 
-    async def _token(self, connection: OAuth2Connection, form: dict[str, str]) -> dict[str, Any]:
+    async def exchange_token(
+        self, connection: TokenExchangeConnection, subject_token: str
+    ) -> Grant:
+        """A token for the connection's audience, for the user ``subject_token`` (the
+        verified end-user JWT) names: RFC 8693 token exchange."""
+        form = {
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": subject_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        }
+        if connection.audience is not None:
+            form["audience"] = connection.audience
+        if connection.resource is not None:
+            form["resource"] = connection.resource
+        if connection.scopes:
+            form["scope"] = " ".join(connection.scopes)
+        grant = self._grant(connection, await self._token(connection, form), None)
+        return replace(grant, refresh_token=None)  # exchanged again, never refreshed
+
+    async def _token(self, connection: AnyConnection, form: dict[str, str]) -> dict[str, Any]:
         headers = {"accept": "application/json"}
         secret = connection.client_secret
         if secret is not None:  # client_secret_basic: the secret never in a body or URL
@@ -150,7 +172,7 @@ class OAuthClient:
         return response.status_code == 200
 
     def _grant(
-        self, connection: OAuth2Connection, found: Mapping[str, Any], before: Grant | None
+        self, connection: AnyConnection, found: Mapping[str, Any], before: Grant | None
     ) -> Grant:
         access, kind = found.get("access_token"), found.get("token_type", "Bearer")
         if not isinstance(access, str) or not 0 < len(access) <= MAX_TOKEN_CHARS:

@@ -65,8 +65,9 @@ class Connect:
         self._admit = admit
 
     def _connection(self, name: str) -> OAuth2Connection | None:
+        """The consent-flow connection of ``name`` (a token exchange needs none)."""
         for connection in self._gateway.runtime.config.connections:
-            if connection.name == name:
+            if connection.name == name and isinstance(connection, OAuth2Connection):
                 return connection
         return None
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.config import OAuth2Connection
 from gateway.errors import BadRequest, NotFound
 from gateway.store.grants import GrantStore
 from gateway.surfaces.head import Admission
@@ -56,7 +57,8 @@ class Connections:
             raise NotFound(f"No connection {name[:64]!r} for this user.")
         revoked = False
         for connection in self._gateway.runtime.config.connections:
-            if connection.name == name:  # the provider's revocation first, where it has one
+            if connection.name == name and isinstance(connection, OAuth2Connection):
+                # The provider's revocation first, where it has one.
                 revoked = await self._gateway.oauth.revoke(connection, grant)
         await grants.forget(tenant, user, name)
         return json_response(

@@ -61,6 +61,7 @@ class Admission:
         if tenant.users is not None:  # a verified end user (DESIGN.md §18), or a 401
             user = await self._gateway.users.user(request.headers, tenant.users)
             exchange.user = user.id if user is not None else None
+            exchange.user_token = user.token if user is not None else None
         exchange.identity = caller_identity(
             tenant.id, request.headers, runtime.registry.bound_headers, exchange.user
         )

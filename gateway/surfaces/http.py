@@ -133,6 +133,7 @@ class Exchange:
     tenant: str = NONE
     identity: str = ""  # who within the tenant (``identity.caller_identity``), once admitted
     user: str | None = None  # the verified end user, when the tenant verifies them
+    user_token: str | None = None  # the token that verified them (never shown anywhere)
     model: str = NONE
     report: RunReport | None = None  # how a request's run ended, when it ran the loop
     usage: UsageCounts | None = None  # the usage of a pass-through answer, when read

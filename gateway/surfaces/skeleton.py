@@ -310,6 +310,7 @@ class Skeleton(Generic[A]):
             public,
             head.tenant.id,
             head.exchange.user,
+            head.exchange.user_token,
         )
 
     async def _writes(

@@ -37,6 +37,8 @@ class OAuthProvider:
         self.token_answer: dict[str, Any] | None = None  # in place of a good one
         self.denied = False
         self.refreshed: str | None = "at-CANARY-refreshed"  # None: refuse refreshes
+        self.exchanged: list[str] = []  # whose tokens were exchanged
+        self.exchange_refused = False
 
     def _answer(self, hit: Received) -> Answer:
         parts = urlsplit(hit.raw_path)
@@ -52,6 +54,21 @@ class OAuthProvider:
                 self.challenges[code] = query["code_challenge"]
                 target = f"{back}?{urlencode({'code': code, 'state': query['state']})}"
             return Answer(302, b"", [("location", target)])
+        if parts.path == "/exchange":  # RFC 8693: the user's JWT for an API's token
+            form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
+            assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:token-exchange"
+            assert form["subject_token_type"] == "urn:ietf:params:oauth:token-type:jwt"
+            if self.exchange_refused or form.get("audience") != "calendar-api":
+                return Answer(400, b'{"error": "invalid_target"}')
+            sub = json.loads(base64.urlsafe_b64decode(form["subject_token"].split(".")[1] + "=="))
+            self.exchanged.append(sub["sub"])
+            answer = {
+                "access_token": f"xt-CANARY-{sub['sub']}",
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "token_type": "Bearer",
+                "expires_in": 600,
+            }
+            return Answer(body=json.dumps(answer).encode())
         if parts.path == "/revoke":
             form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
             ok = form == {"token": "rt-CANARY", "token_type_hint": "refresh_token"}
@@ -315,3 +332,43 @@ def test_an_expired_grant_is_refreshed_once(harness: Harness) -> None:
     stack.oauth.refreshed = None
     assert "x-toolgate-connect" in stack.ask().headers
     assert stack.connections() == []
+
+
+class ExchangeStack(ToolStack):
+    """``my_repos`` calls as the user through a token exchange, with no consent."""
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        data["connections"].append(
+            {
+                "name": "calendar",
+                "type": "token_exchange",
+                "token_url": f"{self.oauth.url}/exchange",
+                "client_id": "toolgate-app",
+                "client_secret": SECRET,
+                "audience": "calendar-api",
+            }
+        )
+        data["tools"][0]["auth"] = {"connection": "calendar"}
+        return data
+
+
+def test_a_token_exchange_acts_as_the_user_with_no_consent(harness: Harness) -> None:
+    stack = ExchangeStack(harness)
+    first = stack.ask()
+    assert "x-toolgate-connect" not in first.headers
+    stack.ask()  # the exchanged token is kept (sealed) until it is about to expire
+    stack.ask("bob")
+    assert stack.oauth.exchanged == ["alice", "bob"]
+    tokens = [hit.headers["authorization"] for hit in stack.service.hits]
+    assert tokens == ["Bearer xt-CANARY-alice"] * 2 + ["Bearer xt-CANARY-bob"]
+    assert "xt-CANARY" not in first.text  # echoed, and cut
+
+
+def test_a_refused_exchange_is_said_and_nothing_is_called(harness: Harness) -> None:
+    stack = ExchangeStack(harness)
+    stack.oauth.exchange_refused = True
+    answer = stack.ask()
+    assert "x-toolgate-connect" not in answer.headers  # no consent would help
+    assert "refused the exchange" in answer.json()["choices"][0]["message"]["content"]
+    assert stack.service.hits == []
