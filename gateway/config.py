@@ -570,7 +570,9 @@ class GatewayConfig(_Frozen):
             raise ValueError("connections: two have the same name")
         if self.connections and self.grants is None:
             raise ValueError("connections need a grants section: where users' tokens are kept")
-        unknown = sorted({t.auth.connection for t in self.tools if t.auth is not None} - set(names))
+        named = {t.auth.connection for t in self.tools if t.auth is not None}
+        named |= {s.connection for s in self.openapi if s.connection is not None}
+        unknown = sorted(named - set(names))
         if unknown:
             raise ValueError(f"tools name connections that are not configured: {unknown}")
         if self.connections and self.server.public_url is None:

@@ -372,3 +372,72 @@ def test_a_refused_exchange_is_said_and_nothing_is_called(harness: Harness) -> N
     assert "x-toolgate-connect" not in answer.headers  # no consent would help
     assert "refused the exchange" in answer.json()["choices"][0]["message"]["content"]
     assert stack.service.hits == []
+
+
+class OpenApiStack(ToolStack):
+    """The service as an OpenAPI document whose operations call as the user."""
+
+    directory = ""  # where the document is written
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        document = {
+            "openapi": "3.0.3",
+            "info": {"title": "repos", "version": "1"},
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+            "security": [{"bearer": []}],
+            "paths": {
+                "/repos": {
+                    "get": {
+                        "operationId": "my_repos",
+                        "summary": "The user's own repositories.",
+                        "parameters": [
+                            {"name": "Authorization", "in": "header", "schema": {"type": "string"}}
+                        ],
+                        "responses": {"200": {"description": "OK"}},
+                    }
+                }
+            },
+        }
+        path = os.path.join(self.directory, "repos.json")
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(document, file)
+        data["tools"] = []
+        data["openapi"] = [{"spec": path, "base_url": self.service_url, "connection": "github"}]
+        return data
+
+
+def test_an_openapi_source_calls_as_the_user(harness: Harness, tmp_path: Any) -> None:
+    OpenApiStack.directory = str(tmp_path)
+    stack = OpenApiStack(harness)
+    link = stack.ask().headers["x-toolgate-connect"]
+    assert stack.service.hits == []
+    stack.browse(link)
+    stack.ask()
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == f"Bearer {ACCESS}"
+    # The model was never offered the Authorization header as an argument.
+    offered = stack.model.requests[0]["tools"][0]["function"]["parameters"]["properties"]
+    assert "Authorization" not in offered
+
+
+def test_a_user_s_token_is_the_only_authorization_a_tool_sends() -> None:
+    from pydantic import ValidationError
+
+    from tool_registry import OpenApiSource, ToolSpec
+
+    with pytest.raises(ValidationError, match="Authorization"):
+        OpenApiSource(spec="a.json", connection="github", headers={"AUTHORIZATION": "x"})
+    tool: dict[str, Any] = {
+        "name": "t",
+        "http": {"url": "https://api.example/x"},
+        "auth": {"connection": "g"},
+    }
+    with pytest.raises(ValidationError, match="redirect"):
+        ToolSpec.model_validate({**tool, "http": {**tool["http"], "follow_redirects": True}})
+    with pytest.raises(ValidationError, match="Authorization"):
+        ToolSpec.model_validate(
+            {**tool, "http": {**tool["http"], "headers": {"Authorization": "Bearer k"}}}
+        )
+    with pytest.raises(ValidationError, match="cache_ttl_s"):
+        ToolSpec.model_validate({**tool, "cache_ttl_s": 60})

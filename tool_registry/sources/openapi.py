@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import quote, urljoin
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from tool_registry.errors import ExpansionError, OperationLeftOut, RefError, ToolConfigError
 from tool_registry.registry import tool_name
@@ -82,6 +82,17 @@ class OpenApiSource(BaseModel):
     # every tool is a metric series and part of every model request.
     max_tools: int = Field(default=256, gt=0, le=10000)
     trace_context: bool = True  # calls carry the W3C traceparent of their span
+    # Its operations call as the user, with their grant of this connection (the
+    # gateway's ``connections``) as ``Authorization: Bearer``.
+    connection: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> OpenApiSource:
+        if self.connection is not None and any(
+            name.lower() == "authorization" for name in self.headers
+        ):
+            raise ValueError("connection: the user's token is the Authorization header")
+        return self
 
     @property
     def is_url(self) -> bool:
@@ -250,7 +261,11 @@ def _operation_spec(
     auth_headers: dict[str, str] = {}
     _apply_security(document, source, operation, auth_query, auth_headers)
     # What the operator configured wins: a parameter naming it, in any case, is dropped.
+    if source.connection is not None:  # the user's token is the one credential sent
+        auth_query, auth_headers = {}, {}
     fixed_headers = _IGNORED_HEADERS | {k.lower() for k in (*source.headers, *auth_headers)}
+    if source.connection is not None:
+        fixed_headers |= {"authorization"}
     fixed_query = {k.lower() for k in auth_query}
     url_path = path
     for parameter in _parameters(resolver, item, operation):
@@ -313,6 +328,7 @@ def _operation_spec(
                     "trace_context": source.trace_context,
                 },
                 "result": source.result,
+                "auth": {"connection": source.connection} if source.connection else None,
             }
         )
     except ValidationError as exc:
