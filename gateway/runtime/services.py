@@ -28,6 +28,7 @@ from gateway.policy.models import ModelRouter
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
+from gateway.runtime.credentials import UserCredentials
 from gateway.runtime.oauth import OAuthClient
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
@@ -205,6 +206,26 @@ class Gateway:
             if searched and (catalogs := runtime.catalogs) is not None
             else None,
             members=tenant.members,
+        )
+
+    def credentials(
+        self, runtime: Runtime, tenant: str, user: str | None, user_token: str | None
+    ) -> UserCredentials | None:
+        """A request's user's tokens, where tools may call as the user (DESIGN.md §18):
+        for every surface and ``/mcp``."""
+        config = runtime.config
+        public = config.server.public_url
+        if not config.connections or self.grants is None or public is None:
+            return None
+        return UserCredentials(
+            config.connections,
+            self.grants,
+            self.consents,
+            self.oauth,
+            public,
+            tenant,
+            user,
+            user_token,
         )
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -95,6 +95,7 @@ class Caller:
     headers: dict[str, str]
     identity: str  # ``identity.caller_identity``: who, within the tenant
     user: str | None = None  # the verified end user, when the tenant verifies them
+    user_token: str | None = field(default=None, repr=False)  # the token that verified them
 
 
 class McpEndpoint:
@@ -163,6 +164,7 @@ class McpEndpoint:
             {k.lower(): v for k, v in request.headers.items()},
             exchange.identity,
             exchange.user,
+            exchange.user_token,
         )
         scope.setdefault("state", {})[_STATE_KEY] = caller
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -240,6 +242,9 @@ class McpEndpoint:
             gateway.cache,
             gateway.metrics,
             trace,
+            credentials=gateway.credentials(
+                caller.runtime, tenant.id, caller.user, caller.user_token
+            ),
         )
         call = ToolCall(caller.request_id, params.name, dumps_text(params.arguments or {}))
         deadline = asyncio.get_running_loop().time() + tenant.limits.request_timeout_s

@@ -34,7 +34,6 @@ from gateway.policy.models import ModelRoute
 from gateway.policy.prices import Rates, read_usage
 from gateway.policy.run_budget import COST_HEADER, money
 from gateway.policy.tenants import Tenant
-from gateway.runtime.credentials import UserCredentials
 from gateway.runtime.snapshot import Runtime
 from gateway.store.kept_writes import RequestWrites
 from gateway.surfaces.approval_answers import Approvals
@@ -292,26 +291,11 @@ class Skeleton(Generic[A]):
             taint=head.taint,
             spent=tuple(plan.usage),
             offer=offer,
-            credentials=self._credentials(head),
+            credentials=gateway.credentials(
+                head.runtime, head.tenant.id, exchange.user, exchange.user_token
+            ),
         )
         return gateway.loop.runs(job, plan.n)
-
-    def _credentials(self, head: Head) -> UserCredentials | None:
-        """The user's tokens, where tools may call as the user (DESIGN.md §18)."""
-        gateway, config = self._gateway, head.runtime.config
-        public = config.server.public_url
-        if not config.connections or gateway.grants is None or public is None:
-            return None
-        return UserCredentials(
-            config.connections,
-            gateway.grants,
-            gateway.consents,
-            gateway.oauth,
-            public,
-            head.tenant.id,
-            head.exchange.user,
-            head.exchange.user_token,
-        )
 
     async def _writes(
         self, request: Request, exchange: Exchange, runtime: Runtime, raw: bytes

@@ -441,3 +441,34 @@ def test_a_user_s_token_is_the_only_authorization_a_tool_sends() -> None:
         )
     with pytest.raises(ValidationError, match="cache_ttl_s"):
         ToolSpec.model_validate({**tool, "cache_ttl_s": 60})
+
+
+def test_an_mcp_client_s_call_acts_as_its_user_too(harness: Harness) -> None:
+    """Over ``/mcp`` (the official MCP client): no grant, an error result with the link;
+    once connected, the call carries the user's token."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import TextContent
+
+    stack = ToolStack(harness)
+
+    async def call() -> str:
+        http = httpx2.AsyncClient(headers=stack.headers())
+        client = Client(streamable_http_client(f"{stack.gateway.url}/mcp", http_client=http))
+        async with http, client:
+            result = await client.call_tool("my_repos", {})
+            [content] = result.content
+            assert isinstance(content, TextContent)
+            return content.text
+
+    refused = asyncio.run(call())
+    assert f"{stack.public}/v1/toolgate/connect/" in refused
+    assert stack.service.hits == []
+    link = refused.split(" at ")[1].split(" ")[0]
+    assert "github is connected" in stack.browse(link).text
+    asyncio.run(call())
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == f"Bearer {ACCESS}"
