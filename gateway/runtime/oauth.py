@@ -10,7 +10,6 @@ Every request goes through the egress guard.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import secrets
@@ -23,8 +22,9 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 
 from gateway.config import OAuth2Connection, TokenExchangeConnection
+from gateway.runtime.outbound import Unreached, fetch
 from gateway.store.grants import Grant
-from tool_registry import EgressDenied, GuardedTransport, loads_object, read_capped, send
+from tool_registry import GuardedTransport, loads_object
 
 CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
 AnyConnection = OAuth2Connection | TokenExchangeConnection
@@ -63,6 +63,20 @@ def authorize_url(
         params["scope"] = " ".join(connection.scopes)
     base = connection.authorize_url
     return f"{base}{'&' if urlsplit(base).query else '?'}{urlencode(params)}"
+
+
+def _authenticated(connection: AnyConnection, url: str, form: dict[str, str]) -> httpx.Request:
+    """A POST of ``form`` to one of the provider's endpoints, as the client: its secret
+    in Basic authentication (client_secret_basic: never in a body or URL), or its id
+    in the form where it has no secret."""
+    headers = {"accept": "application/json"}
+    secret = connection.client_secret
+    if secret is not None:
+        pair = f"{connection.client_id}:{secret.get_secret_value()}".encode()
+        headers["authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+    else:
+        form = {**form, "client_id": connection.client_id}
+    return httpx.Request("POST", url, data=form, headers=headers)
 
 
 class OAuthClient:
@@ -112,32 +126,15 @@ class OAuthClient:
         return replace(grant, refresh_token=None)  # exchanged again, never refreshed
 
     async def _token(self, connection: AnyConnection, form: dict[str, str]) -> dict[str, Any]:
-        headers = {"accept": "application/json"}
-        secret = connection.client_secret
-        if secret is not None:  # client_secret_basic: the secret never in a body or URL
-            pair = f"{connection.client_id}:{secret.get_secret_value()}".encode()
-            headers["authorization"] = f"Basic {base64.b64encode(pair).decode()}"
-        else:
-            form = {**form, "client_id": connection.client_id}
-        request = httpx.Request("POST", connection.token_url, data=form, headers=headers)
-        request.extensions["timeout"] = httpx.Timeout(TIMEOUT_S).as_dict()
+        request = _authenticated(connection, connection.token_url, form)
         try:
-            async with asyncio.timeout(TIMEOUT_S):
-                response = await send(self._transport, request)
-                try:
-                    body, cut = await read_capped(response, MAX_ANSWER_BYTES)
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
-            raise ProviderRefused(
-                f"the token endpoint could not be reached ({type(exc).__name__})"
-            ) from exc
+            status, body, cut = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
+        except Unreached as exc:
+            raise ProviderRefused(f"the token endpoint could not be reached ({exc})") from exc
         found = None if cut else loads_object(body)
         if found is None:
-            raise ProviderRefused(
-                f"the token endpoint answered {response.status_code}, not a JSON object"
-            )
-        if response.status_code != 200:
+            raise ProviderRefused(f"the token endpoint answered {status}, not a JSON object")
+        if status != 200:
             error = found.get("error")
             said = error if isinstance(error, str) and error.isascii() and len(error) < 64 else "?"
             raise ProviderRefused(f"the provider refused ({said})")
@@ -153,23 +150,13 @@ class OAuthClient:
             if grant.refresh_token is not None
             else (grant.access_token, "access_token")
         )
-        headers = {"accept": "application/json"}
         form = {"token": token, "token_type_hint": hint}
-        secret = connection.client_secret
-        if secret is not None:
-            pair = f"{connection.client_id}:{secret.get_secret_value()}".encode()
-            headers["authorization"] = f"Basic {base64.b64encode(pair).decode()}"
-        else:
-            form["client_id"] = connection.client_id
-        request = httpx.Request("POST", connection.revoke_url, data=form, headers=headers)
-        request.extensions["timeout"] = httpx.Timeout(TIMEOUT_S).as_dict()
+        request = _authenticated(connection, connection.revoke_url, form)
         try:
-            async with asyncio.timeout(TIMEOUT_S):
-                response = await send(self._transport, request)
-                await response.aclose()
-        except (TimeoutError, httpx.HTTPError, OSError, EgressDenied):
+            status, _, _ = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
+        except Unreached:
             return False
-        return response.status_code == 200
+        return status == 200
 
     def _grant(
         self, connection: AnyConnection, found: Mapping[str, Any], before: Grant | None

@@ -27,7 +27,8 @@ from starlette.datastructures import Headers
 from gateway.config import JwtUsersConfig
 from gateway.errors import UserKeysUnavailable
 from gateway.policy.users import User, refused, token_of, verify
-from tool_registry import EgressDenied, GuardedTransport, loads_object, read_capped, send
+from gateway.runtime.outbound import Unreached, fetch
+from tool_registry import GuardedTransport, loads_object
 
 logger = logging.getLogger("gateway.users")
 
@@ -107,18 +108,14 @@ class UserKeys:
             request = httpx.Request("GET", url, headers={"accept": "application/json"})
         except httpx.InvalidURL as exc:
             raise ValueError(f"{url!r} is not a URL") from exc
-        request.extensions["timeout"] = httpx.Timeout(FETCH_TIMEOUT_S).as_dict()
         try:
-            async with asyncio.timeout(FETCH_TIMEOUT_S):
-                response = await send(self._transport, request)
-                try:
-                    body, cut = await read_capped(response, MAX_KEYS_BYTES)
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
-            raise ValueError(f"{_origin(url)} could not be reached ({type(exc).__name__})") from exc
-        if response.status_code != 200 or cut:
-            raise ValueError(f"{_origin(url)} answered {response.status_code}, or too much")
+            status, body, cut = await fetch(
+                self._transport, request, FETCH_TIMEOUT_S, MAX_KEYS_BYTES
+            )
+        except Unreached as exc:
+            raise ValueError(f"{_origin(url)} could not be reached ({exc})") from exc
+        if status != 200 or cut:
+            raise ValueError(f"{_origin(url)} answered {status}, or too much")
         found = loads_object(body)
         if found is None:
             raise ValueError(f"{_origin(url)} did not answer with a JSON object")
