@@ -144,6 +144,8 @@ class Store(Protocol):
 
     async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool: ...  # only if absent
 
+    async def delete_if(self, key: str, value: bytes) -> bool: ...  # only while it holds value
+
     # A small map under one key (one hash slot on a cluster): an index to list.
     async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None: ...
 

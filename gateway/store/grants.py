@@ -203,9 +203,10 @@ class GrantStore:
         the others wait for it and read what it kept. None when the grant is gone (the
         refresh failed and forgot it, or it was revoked meanwhile)."""
         lock = f"{self._key(tenant, user)}:refresh:{grant.connection}"
+        holder = os.urandom(16).hex().encode()  # released by this holder only
         deadline = self._clock() + self._lock_s
         while True:
-            if await self._store.put_new(lock, b"1", self._lock_s):
+            if await self._store.put_new(lock, holder, self._lock_s):
                 try:
                     current = await self.get(tenant, user, grant.connection)
                     if current is None or current.access_token != grant.access_token:
@@ -213,8 +214,8 @@ class GrantStore:
                     fresh = await refresh(current)
                     await self.put(tenant, user, fresh)
                     return fresh
-                finally:
-                    await self._store.delete([lock])
+                finally:  # a refresh that outlived the lock leaves the next holder's
+                    await self._store.delete_if(lock, holder)
             current = await self.get(tenant, user, grant.connection)
             if current is None or current.access_token != grant.access_token:
                 return current

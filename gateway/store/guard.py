@@ -103,6 +103,9 @@ class GuardedStore:
     async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
         return await self._call(self.inner.put_new(key, value, ttl_s))
 
+    async def delete_if(self, key: str, value: bytes) -> bool:
+        return await self._call(self.inner.delete_if(key, value))
+
     async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None:
         await self._call(self.inner.field_put(key, name, value, ttl_s))
 

@@ -69,6 +69,12 @@ class MemoryStore:
         self._drop(key)
         return value
 
+    async def delete_if(self, key: str, value: bytes) -> bool:
+        if await self.get(key) != value:
+            return False
+        self._drop(key)
+        return True
+
     async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
         if await self.get(key) is not None:
             return False

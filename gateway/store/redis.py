@@ -20,6 +20,14 @@ from gateway.store.base import Granted, RateDecision, RateMode, Spend, Window
 # The same steps as ``base.gcra``, atomically, on the server's clock (shared by all
 # replicas). KEYS[1]: the TAT key. ARGV: limit, period (ms), cost, mode (0 acquire,
 # 1 charge, 2 peek). Returns allowed, remaining, reset (ms), retry-after (ms).
+# Delete a key only while it holds the value given (a lock released by its holder only).
+DELETE_IF_LUA = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
 GCRA_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -188,6 +196,7 @@ class RedisStore:
         self._client = client
         self._gcra = client.register_script(GCRA_LUA)
         self._spend = client.register_script(SPEND_LUA)
+        self._delete_if = client.register_script(DELETE_IF_LUA)
 
     async def rate(
         self, key: str, limit: int, period_s: float, cost: int, mode: RateMode
@@ -226,6 +235,10 @@ class RedisStore:
         with redis_errors():
             value = await self._client.getdel(key)
         return value.encode() if isinstance(value, str) else value
+
+    async def delete_if(self, key: str, value: bytes) -> bool:
+        with redis_errors():
+            return bool(await self._delete_if(keys=[key], args=[value]))
 
     async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
         with redis_errors():

@@ -151,3 +151,15 @@ def test_keys_must_be_thirty_two_bytes_with_distinct_ids() -> None:
         config(("a", "not base64 at all!"))
     with pytest.raises(ValueError, match="same id"):
         config(("a", key()), ("a", key()))
+
+
+async def test_a_lock_is_released_by_its_holder_only(backend: tuple[GuardedStore, Keys]) -> None:
+    """A refresh that outlived its lock does not release the next holder's."""
+    store, keys = backend
+    lock = f"{keys.prefix}lock"
+    assert await store.put_new(lock, b"first", 60)
+    assert not await store.delete_if(lock, b"second")  # not second's to release
+    assert await store.get(lock) == b"first"
+    assert await store.delete_if(lock, b"first")
+    assert await store.get(lock) is None
+    assert not await store.delete_if(lock, b"first")  # gone already
