@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -22,8 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .load import CLIENT_TIMEOUT_S, Load, measure
+from .load import Load, measure
 from .procs import Processes, cpu_seconds, free_port, memory_kib
+from .report import machine, markdown
+from .search_rows import search_targets, tool_search
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PLAIN_KEY, TOOLS_KEY = "bench-plain-key", "bench-tools-key"
@@ -506,124 +506,6 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         passed = value >= bound if kind == "ratio" else value <= bound
         out.append({"target": name, "value": round(value, 3), "bound": bound, "pass": passed})
     return out
-
-
-def tool_search() -> dict[str, Any]:
-    """(l) Tool search on its own, in this process: catalogs' weight and bytes sent,
-    search latency, and retrieval quality on BFCL v4 (``bench.search``,
-    ``bench.retrieval``)."""
-    from . import retrieval, search  # their imports are the gateway's, not the load's
-
-    return {"scale": search.measure(), "retrieval": retrieval.measure()}
-
-
-def search_targets(found: dict[str, Any]) -> list[dict[str, Any]]:
-    scale, quality = found["scale"], found["retrieval"]
-    checks = [
-        (
-            f"(l) {c['catalog']}: definitions sent in a round at max_loaded ≤ 3% of every tool's",
-            c["max_loaded_share"],
-            0.03,
-            "max",
-        )
-        for c in scale["catalogs"]
-    ]
-    checks += [
-        (
-            "(l) a search among 5,000 of 10,000 tools, p99 ≤ 1 ms",
-            scale["index"]["search_p99_ms"],
-            1.0,
-            "max",
-        ),
-        (
-            "(l) BFCL v4, preselect 8: expected tools all in the first round ≥ plain BM25's",
-            quality["gateway"]["all"] / quality["plain_bm25"]["all"],
-            1.0,
-            "ratio",
-        ),
-        (
-            "(l) BFCL v4, preselect 8: expected tools all in the first round ≥ 0.9 (the aim)",
-            quality["gateway"]["all"],
-            0.9,
-            "ratio",
-        ),
-    ]
-    return [
-        {
-            "target": name,
-            "value": round(value, 3),
-            "bound": bound,
-            "pass": value >= bound if kind == "ratio" else value <= bound,
-        }
-        for name, value, bound, kind in checks
-    ]
-
-
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    try:
-        import uvloop  # noqa: F401
-
-        loop = "uvloop"
-    except ImportError:
-        loop = "asyncio"
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "system": platform.platform(),
-        "loop": loop,
-        "wrk": bool(shutil.which("wrk")),
-    }
-
-
-def markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    lines = [
-        f"Run {report['when']} ({report['mode']}) on {m['cpu']}, {m['cores']} cores, "
-        f"Python {m['python']}, {m['loop']}; load from "
-        f"{'wrk' if m['wrk'] else 'bench.loadgen'} (streams: bench.loadgen).",
-        "",
-        "| scenario | conc. | req/s | p50 ms | p99 ms | server CPU µs/req | errors | notes |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for name, r in report["scenarios"].items():
-        notes = []
-        if "ttft_ms" in r:
-            notes.append(
-                f"TTFT p50 {r['ttft_ms'].get('p50')} ms, gap p50 {r['gap_ms'].get('p50')} ms"
-            )
-        if "rss_kib_after" in r:
-            rss = ", ".join(f"{k}: {v // 1024} MiB" for k, v in r["rss_kib_after"].items())
-            notes.append(f"RSS after {rss}; peak {r['peak_rss_kib'] // 1024} MiB")
-        if r.get("timeouts"):
-            notes.append(f"{r['timeouts']} over {CLIENT_TIMEOUT_S} s")
-        lat = r["latency_ms"]
-        lines.append(
-            f"| {name} | {r.get('concurrency', '')} | {r['rps']} | {lat.get('p50')} | "
-            f"{lat.get('p99')} | {r.get('server_cpu_us_per_request', '')} | "
-            f"{r['errors']} | {'; '.join(notes)} |"
-        )
-    if "tool_search" in report:
-        from . import retrieval, search
-
-        found = report["tool_search"]
-        lines += ["", "Tool search (l):", ""]
-        lines += [f"- {line}" for line in search.lines(found["scale"])]
-        lines += [f"- {line}" for line in retrieval.lines(found["retrieval"])]
-    lines += ["", "| target | measured | bound | |", "|---|---:|---:|---|"]
-    for t in report["targets"]:
-        lines.append(
-            f"| {t['target']} | {t['value']} | {t['bound']} | "
-            f"{'pass' if t['pass'] else '**miss**'} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

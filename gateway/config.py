@@ -10,15 +10,21 @@ import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
     PrivateAttr,
     SecretStr,
-    Tag,
     field_validator,
     model_validator,
 )
 
+from gateway.users_config import Connection
+from gateway.users_config import GrantKey as GrantKey
+from gateway.users_config import GrantsConfig as GrantsConfig
+from gateway.users_config import JwtUsersConfig as JwtUsersConfig
+from gateway.users_config import OAuth2Connection as OAuth2Connection
+from gateway.users_config import TokenExchangeConnection as TokenExchangeConnection
+from gateway.users_config import UsersConfig as UsersConfig
+from gateway.users_config import UserTokenAlgorithm as UserTokenAlgorithm
 from tool_registry import (
     Effects,
     EgressPolicy,
@@ -316,120 +322,6 @@ class ToolSearchConfig(_Frozen):
         if tenant is None or not tenant.model_fields_set:
             return self
         return self.model_copy(update={k: getattr(tenant, k) for k in tenant.model_fields_set})
-
-
-# The JWS algorithms an end-user token may be signed with: asymmetric only (a shared
-# secret would let anyone who can verify also sign; ``none`` is never one).
-UserTokenAlgorithm = Literal[
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
-]
-
-
-class JwtUsersConfig(_Frozen):
-    """End-user tokens a tenant accepts (DESIGN.md §18): JWTs from the application's
-    identity provider, verified against its JWKS; their ``claim`` names the user."""
-
-    issuer: str = Field(min_length=1)  # the ``iss`` a token must carry
-    jwks_url: str | None = None  # else the issuer's discovery document names it
-    audience: str = Field(min_length=1)  # the ``aud`` a token must carry
-    algorithms: tuple[UserTokenAlgorithm, ...] = ("RS256", "ES256")
-    header: str = Field(default="x-toolgate-user-token", pattern=r"^[A-Za-z0-9-]{1,64}$")
-    claim: str = Field(default="sub", min_length=1, max_length=64)  # who the user is
-    leeway_s: float = Field(default=60.0, ge=0, le=600)  # clock skew allowed
-    required: bool = True  # false: a request without a token is anonymous, as before
-    jwks_ttl_s: float = Field(default=600.0, gt=0, le=86400)  # keys kept this long
-    min_refresh_s: float = Field(default=30.0, ge=0, le=3600)  # an unknown kid's refetch
-
-    @field_validator("issuer", "jwks_url")
-    @classmethod
-    def _https_or_loopback(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("https://", "http://")):
-            raise ValueError("must be an http(s) URL")
-        return url
-
-
-class GrantKey(_Frozen):
-    """A key grants are sealed with: its id (kept beside each sealed grant) and 32
-    random bytes, base64 (``openssl rand -base64 32``)."""
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,32}$")
-    key: SecretStr
-
-    @field_validator("key")
-    @classmethod
-    def _thirty_two_bytes(cls, key: SecretStr) -> SecretStr:
-        try:
-            raw = base64.b64decode(key.get_secret_value(), validate=True)
-        except ValueError as exc:
-            raise ValueError("must be base64") from exc
-        if len(raw) != 32:
-            raise ValueError(f"must be 32 bytes (AES-256), not {len(raw)}")
-        return key
-
-
-class GrantsConfig(_Frozen):
-    """Users' grants (their tokens for connections, DESIGN.md §18), sealed at rest:
-    the first key seals, every key listed opens (rotate by listing a new key first)."""
-
-    keys: list[GrantKey] = Field(min_length=1)
-    ttl_s: float = Field(default=90 * 86400, gt=0, le=400 * 86400)  # since the last write
-    refresh_lock_s: float = Field(default=30.0, gt=0, le=300)  # one refresh at a time
-
-    @field_validator("keys")
-    @classmethod
-    def _distinct_ids(cls, keys: list[GrantKey]) -> list[GrantKey]:
-        ids = [key.id for key in keys]
-        if len(set(ids)) != len(ids):
-            raise ValueError("two keys have the same id")
-        return keys
-
-
-class OAuth2Connection(_Frozen):
-    """A way to get a user's token for a service (DESIGN.md §18): OAuth 2 authorization
-    code with PKCE at the provider's endpoints, refreshed before it expires."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    type: Literal["oauth2"] = "oauth2"
-    authorize_url: str = Field(pattern=r"^https?://[^\s#]+$")
-    token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
-    revoke_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
-    client_id: str = Field(min_length=1, max_length=512)
-    client_secret: SecretStr | None = None  # sent to the token endpoint only
-    scopes: tuple[str, ...] = ()
-    params: dict[str, str] = Field(default_factory=dict)  # more authorize parameters
-    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # refresh this early
-
-
-class TokenExchangeConnection(_Frozen):
-    """A way to get a user's token with no consent round trip (RFC 8693): the verified
-    end-user token is exchanged at the provider's token endpoint for one for
-    ``audience`` (and ``resource``) and ``scopes``, kept until it expires."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    type: Literal["token_exchange"]
-    token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
-    client_id: str = Field(min_length=1, max_length=512)
-    client_secret: SecretStr | None = None  # sent to the token endpoint only
-    audience: str | None = None
-    resource: str | None = Field(default=None, pattern=r"^https?://[^\s#]+$")
-    scopes: tuple[str, ...] = ()
-    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # exchange again this early
-
-
-def _connection_type(value: object) -> str:
-    found = value.get("type", "oauth2") if isinstance(value, dict) else getattr(value, "type", "")
-    return str(found)
-
-
-Connection = Annotated[
-    Annotated[OAuth2Connection, Tag("oauth2")]
-    | Annotated[TokenExchangeConnection, Tag("token_exchange")],
-    Discriminator(_connection_type),
-]
-
-
-class UsersConfig(_Frozen):
-    jwt: JwtUsersConfig
 
 
 class TenantConfig(_Frozen):
