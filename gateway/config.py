@@ -21,6 +21,7 @@ from gateway.users_config import Connection
 from gateway.users_config import GrantKey as GrantKey
 from gateway.users_config import GrantsConfig as GrantsConfig
 from gateway.users_config import JwtUsersConfig as JwtUsersConfig
+from gateway.users_config import McpConnection as McpConnection
 from gateway.users_config import OAuth2Connection as OAuth2Connection
 from gateway.users_config import TokenExchangeConnection as TokenExchangeConnection
 from gateway.users_config import UsersConfig as UsersConfig

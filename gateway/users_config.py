@@ -16,6 +16,7 @@ from pydantic import (
     SecretStr,
     Tag,
     field_validator,
+    model_validator,
 )
 
 
@@ -89,20 +90,63 @@ class GrantsConfig(_Frozen):
         return keys
 
 
+_URL = r"^https?://[^\s#]+$"
+_ENDPOINT = r"^https?://[^\s?#]+$"
+
+
 class OAuth2Connection(_Frozen):
     """A way to get a user's token for a service (DESIGN.md §18): OAuth 2 authorization
-    code with PKCE at the provider's endpoints, refreshed before it expires."""
+    code with PKCE at the provider's endpoints (given, or read from the ``issuer``'s
+    metadata document), refreshed before it expires."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     type: Literal["oauth2"] = "oauth2"
-    authorize_url: str = Field(pattern=r"^https?://[^\s#]+$")
-    token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
-    revoke_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    issuer: str | None = Field(default=None, pattern=_ENDPOINT)  # its metadata names the rest
+    authorize_url: str | None = Field(default=None, pattern=_URL)
+    token_url: str | None = Field(default=None, pattern=_ENDPOINT)
+    revoke_url: str | None = Field(default=None, pattern=_ENDPOINT)
+    # Origins beside the issuer's that its metadata's endpoints may be on (a provider
+    # whose token endpoint is on another host); any other origin is refused.
+    endpoint_origins: tuple[str, ...] = ()
     client_id: str = Field(min_length=1, max_length=512)
     client_secret: SecretStr | None = None  # sent to the token endpoint only
     scopes: tuple[str, ...] = ()
     params: dict[str, str] = Field(default_factory=dict)  # more authorize parameters
     refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # refresh this early
+
+    @model_validator(mode="after")
+    def _endpoints_or_issuer(self) -> OAuth2Connection:
+        given = self.authorize_url is not None and self.token_url is not None
+        if self.issuer is None and not given:
+            raise ValueError("needs an issuer, or both authorize_url and token_url")
+        if self.issuer is None and self.endpoint_origins:
+            raise ValueError("endpoint_origins is for endpoints an issuer's metadata names")
+        return self
+
+
+class McpConnection(_Frozen):
+    """An MCP server that requires authorization, as the MCP specification has it: its
+    protected resource metadata names the authorization server, whose metadata names
+    the endpoints; the gateway registers itself there (dynamic client registration)
+    unless ``client_id`` is given, and asks for tokens for the server (the resource
+    indicator), with PKCE."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    type: Literal["mcp"]
+    url: str = Field(pattern=_URL)  # the MCP server's endpoint: the resource
+    client_id: str | None = Field(default=None, min_length=1, max_length=512)
+    client_secret: SecretStr | None = None
+    scopes: tuple[str, ...] = ()  # else those its resource metadata lists
+    # The authorization servers accepted (empty: the one the server names).
+    issuers: tuple[str, ...] = ()
+    endpoint_origins: tuple[str, ...] = ()
+    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _secret_with_id(self) -> McpConnection:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("client_secret needs the client_id it belongs to")
+        return self
 
 
 class TokenExchangeConnection(_Frozen):
@@ -128,7 +172,8 @@ def _connection_type(value: object) -> str:
 
 Connection = Annotated[
     Annotated[OAuth2Connection, Tag("oauth2")]
-    | Annotated[TokenExchangeConnection, Tag("token_exchange")],
+    | Annotated[TokenExchangeConnection, Tag("token_exchange")]
+    | Annotated[McpConnection, Tag("mcp")],
     Discriminator(_connection_type),
 ]
 

@@ -1,12 +1,13 @@
 """A request's user's tokens, for the tools that call as the user (DESIGN.md §18).
 
-An ``oauth2`` connection: the user's grant, refreshed before it expires (one refresh at
-a time across replicas), or — when there is none, it expired beyond refreshing, or the
-provider refused the refresh (the grant is then forgotten) — a link where the user
-makes the connection: a short-lived, single-use ticket bound to tenant, user and
-connection. A ``token_exchange`` connection: the token the verified end-user token is
-exchanged for (RFC 8693), kept sealed like a grant until it is about to expire, then
-exchanged again; no consent round trip, and a refusal is said as one."""
+An ``oauth2`` or ``mcp`` connection: the user's grant, refreshed before it expires (one
+refresh at a time across replicas), or — when there is none, it expired beyond
+refreshing, or the provider refused the refresh (the grant is then forgotten) — a link
+where the user makes the connection: a short-lived, single-use ticket bound to tenant,
+user and connection. A provider that cannot be reached forgets nothing: the call is
+refused as unavailable now. A ``token_exchange`` connection: the token the verified
+end-user token is exchanged for (RFC 8693), kept sealed like a grant until it is about
+to expire, then exchanged again; no consent round trip, and a refusal is said as one."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from gateway.config import OAuth2Connection, TokenExchangeConnection
-from gateway.runtime.oauth import CONNECT_PATH, OAuthClient, ProviderRefused
+from gateway.config import McpConnection, OAuth2Connection, TokenExchangeConnection
+from gateway.runtime.oauth import CONNECT_PATH, OAuthClient, callback_url
+from gateway.runtime.providers import (
+    ConsentConnection,
+    ProviderRefused,
+    Providers,
+    ProviderUnreachable,
+)
 from gateway.store.consent import Consent, Consents
 from gateway.store.grants import Grant, GrantStore
 from gateway.values import ConnectLink, CredentialRefused
@@ -28,10 +35,11 @@ class UserCredentials:
 
     def __init__(
         self,
-        connections: Sequence[OAuth2Connection | TokenExchangeConnection],
+        connections: Sequence[OAuth2Connection | TokenExchangeConnection | McpConnection],
         grants: GrantStore,
         consents: Consents,
         oauth: OAuthClient,
+        providers: Providers,
         public_url: str,
         tenant: str,
         user: str | None,
@@ -42,6 +50,7 @@ class UserCredentials:
         self._grants = grants
         self._consents = consents
         self._oauth = oauth
+        self._providers = providers
         self._public = public_url.rstrip("/")
         self._tenant = tenant
         self._user = user
@@ -56,7 +65,10 @@ class UserCredentials:
             return await self._exchanged(configured, user)
         grant = await self._grants.get(self._tenant, user, connection)
         if grant is not None and configured is not None:
-            grant = await self._fresh(configured, user, grant)
+            try:
+                grant = await self._fresh(configured, user, grant)
+            except ProviderUnreachable:
+                return CredentialRefused(connection, "its provider cannot be reached now")
         if grant is not None and configured is not None:
             return grant.access_token
         if configured is None:
@@ -81,8 +93,10 @@ class UserCredentials:
         await self._grants.put(self._tenant, user, grant)
         return grant.access_token
 
-    async def _fresh(self, connection: OAuth2Connection, user: str, grant: Grant) -> Grant | None:
-        """The grant, refreshed if it is (about to be) expired; None if it cannot be."""
+    async def _fresh(self, connection: ConsentConnection, user: str, grant: Grant) -> Grant | None:
+        """The grant, refreshed if it is (about to be) expired; None if it cannot be.
+        ``ProviderUnreachable`` where the provider cannot be asked now and the grant
+        has expired (one that has not yet is used as it is)."""
         now = self._clock()
         if not grant.expired(now, connection.refresh_margin_s):
             return grant
@@ -90,10 +104,16 @@ class UserCredentials:
             return None if grant.expired(now) else grant
 
         async def refresh(old: Grant) -> Grant:
-            return await self._oauth.refresh(connection, old)
+            client = await self._providers.client(connection, callback_url(self._public))
+            return await self._oauth.refresh(client, old)
 
         try:
             return await self._grants.refreshed(self._tenant, user, grant, refresh)
+        except ProviderUnreachable as exc:
+            logger.warning("grant of %s not refreshed now: %s", connection.name, exc)
+            if grant.expired(self._clock()):
+                raise
+            return grant
         except ProviderRefused as exc:  # revoked, most likely: the user connects again
             logger.warning("grant of %s not refreshed, forgotten: %s", connection.name, exc)
             await self._grants.forget(self._tenant, user, connection.name)

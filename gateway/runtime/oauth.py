@@ -1,6 +1,8 @@
 """An OAuth 2 connection's client side (DESIGN.md §18, RFC 6749 and 7636): the
-authorization request a user's browser is sent to (state and PKCE), and the token
-endpoint's answers — a code exchanged, a refresh — as ``Grant``s.
+authorization request a user's browser is sent to (state and PKCE, and the resource
+indicator where the connection has one), and the token endpoint's answers — a code
+exchanged, a refresh, a token exchange (RFC 8693) — as ``Grant``s. Where the
+endpoints are and who the gateway is there is a ``ProviderClient`` (``providers.py``).
 
 Everything a provider answers is hostile: bodies are capped, nothing redirects, a
 token of absurd size, an ``expires_in`` that is negative or huge, a token type that is
@@ -21,22 +23,23 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from gateway.config import OAuth2Connection, TokenExchangeConnection
+from gateway.config import TokenExchangeConnection
 from gateway.runtime.outbound import Unreached, fetch
+from gateway.runtime.providers import ProviderClient, ProviderRefused, ProviderUnreachable
 from gateway.store.grants import Grant
 from tool_registry import GuardedTransport, loads_object
 
 CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
-AnyConnection = OAuth2Connection | TokenExchangeConnection
+CALLBACK_PATH = f"{CONNECT_PATH}/callback"  # the providers' redirect URI, under it too
 MAX_ANSWER_BYTES = 64 * 1024  # a token endpoint's answer, at most
 MAX_TOKEN_CHARS = 8192  # an access or refresh token, at most
 MAX_EXPIRES_S = 366 * 86400  # an expires_in past a year is not believed
 TIMEOUT_S = 10.0
 
 
-class ProviderRefused(ValueError):
-    """The provider refused, or answered what cannot be a grant; the message says why
-    and names no token."""
+def callback_url(public_url: str) -> str:
+    """The redirect URI the gateway registers with providers."""
+    return public_url.rstrip("/") + CALLBACK_PATH
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -46,37 +49,50 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def authorize_url(
-    connection: OAuth2Connection, redirect_uri: str, state: str, challenge: str
-) -> str:
+def authorize_url(client: ProviderClient, redirect_uri: str, state: str, challenge: str) -> str:
     """Where the user's browser goes to grant the connection."""
     params = {
-        **connection.params,
+        **dict(client.params),
         "response_type": "code",
-        "client_id": connection.client_id,
+        "client_id": client.client_id,
         "redirect_uri": redirect_uri,
         "state": state,
         "code_challenge": challenge,
         "code_challenge_method": "S256",
     }
-    if connection.scopes:
-        params["scope"] = " ".join(connection.scopes)
-    base = connection.authorize_url
+    if client.scopes:
+        params["scope"] = " ".join(client.scopes)
+    if client.resource is not None:
+        params["resource"] = client.resource
+    base = client.authorize_url
     return f"{base}{'&' if urlsplit(base).query else '?'}{urlencode(params)}"
 
 
-def _authenticated(connection: AnyConnection, url: str, form: dict[str, str]) -> httpx.Request:
+def _authenticated(client: ProviderClient, url: str, form: dict[str, str]) -> httpx.Request:
     """A POST of ``form`` to one of the provider's endpoints, as the client: its secret
     in Basic authentication (client_secret_basic: never in a body or URL), or its id
     in the form where it has no secret."""
     headers = {"accept": "application/json"}
-    secret = connection.client_secret
-    if secret is not None:
-        pair = f"{connection.client_id}:{secret.get_secret_value()}".encode()
+    if client.client_secret is not None:
+        pair = f"{client.client_id}:{client.client_secret}".encode()
         headers["authorization"] = f"Basic {base64.b64encode(pair).decode()}"
     else:
-        form = {**form, "client_id": connection.client_id}
+        form = {**form, "client_id": client.client_id}
     return httpx.Request("POST", url, data=form, headers=headers)
+
+
+def exchange_client(connection: TokenExchangeConnection) -> ProviderClient:
+    """A token exchange connection as a ``ProviderClient`` (it has no authorization endpoint)."""
+    secret = connection.client_secret
+    return ProviderClient(
+        connection=connection.name,
+        authorize_url="",
+        token_url=connection.token_url,
+        client_id=connection.client_id,
+        client_secret=secret.get_secret_value() if secret is not None else None,
+        scopes=connection.scopes,
+        resource=connection.resource,
+    )
 
 
 class OAuthClient:
@@ -87,7 +103,7 @@ class OAuthClient:
         self._clock = clock
 
     async def exchange(
-        self, connection: OAuth2Connection, code: str, verifier: str, redirect_uri: str
+        self, client: ProviderClient, code: str, verifier: str, redirect_uri: str
     ) -> Grant:
         """The grant a code is worth (the authorization code grant, with PKCE)."""
         form = {
@@ -96,14 +112,14 @@ class OAuthClient:
             "redirect_uri": redirect_uri,
             "code_verifier": verifier,
         }
-        return self._grant(connection, await self._token(connection, form), None)
+        return self._grant(client, await self._token(client, form), None)
 
-    async def refresh(self, connection: OAuth2Connection, grant: Grant) -> Grant:
+    async def refresh(self, client: ProviderClient, grant: Grant) -> Grant:
         """A refreshed grant (the old refresh token kept if the provider sends none)."""
         if grant.refresh_token is None:
             raise ProviderRefused("the grant has no refresh token")
         form = {"grant_type": "refresh_token", "refresh_token": grant.refresh_token}
-        return self._grant(connection, await self._token(connection, form), grant)
+        return self._grant(client, await self._token(client, form), grant)
 
     async def exchange_token(
         self, connection: TokenExchangeConnection, subject_token: str
@@ -118,19 +134,20 @@ class OAuthClient:
         }
         if connection.audience is not None:
             form["audience"] = connection.audience
-        if connection.resource is not None:
-            form["resource"] = connection.resource
         if connection.scopes:
             form["scope"] = " ".join(connection.scopes)
-        grant = self._grant(connection, await self._token(connection, form), None)
+        client = exchange_client(connection)
+        grant = self._grant(client, await self._token(client, form), None)
         return replace(grant, refresh_token=None)  # exchanged again, never refreshed
 
-    async def _token(self, connection: AnyConnection, form: dict[str, str]) -> dict[str, Any]:
-        request = _authenticated(connection, connection.token_url, form)
+    async def _token(self, client: ProviderClient, form: dict[str, str]) -> dict[str, Any]:
+        if client.resource is not None:
+            form = {**form, "resource": client.resource}
+        request = _authenticated(client, client.token_url, form)
         try:
             status, body, cut = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
         except Unreached as exc:
-            raise ProviderRefused(f"the token endpoint could not be reached ({exc})") from exc
+            raise ProviderUnreachable(f"the token endpoint could not be reached ({exc})") from exc
         found = None if cut else loads_object(body)
         if found is None:
             raise ProviderRefused(f"the token endpoint answered {status}, not a JSON object")
@@ -140,10 +157,10 @@ class OAuthClient:
             raise ProviderRefused(f"the provider refused ({said})")
         return found
 
-    async def revoke(self, connection: OAuth2Connection, grant: Grant) -> bool:
+    async def revoke(self, client: ProviderClient, grant: Grant) -> bool:
         """Ask the provider to revoke the grant (RFC 7009: its refresh token, else its
         access token); whether it said yes. Nothing it answers is believed further."""
-        if connection.revoke_url is None:
+        if client.revoke_url is None:
             return False
         token, hint = (
             (grant.refresh_token, "refresh_token")
@@ -151,7 +168,7 @@ class OAuthClient:
             else (grant.access_token, "access_token")
         )
         form = {"token": token, "token_type_hint": hint}
-        request = _authenticated(connection, connection.revoke_url, form)
+        request = _authenticated(client, client.revoke_url, form)
         try:
             status, _, _ = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
         except Unreached:
@@ -159,7 +176,7 @@ class OAuthClient:
         return status == 200
 
     def _grant(
-        self, connection: AnyConnection, found: Mapping[str, Any], before: Grant | None
+        self, client: ProviderClient, found: Mapping[str, Any], before: Grant | None
     ) -> Grant:
         access, kind = found.get("access_token"), found.get("token_type", "Bearer")
         if not isinstance(access, str) or not 0 < len(access) <= MAX_TOKEN_CHARS:
@@ -185,5 +202,5 @@ class OAuthClient:
         if isinstance(scope, str):
             scopes = tuple(scope.split()[:64])
         else:
-            scopes = before.scopes if before is not None else connection.scopes
-        return Grant(connection.name, access, refresh, expires_at, scopes)
+            scopes = before.scopes if before is not None else client.scopes
+        return Grant(client.connection, access, refresh, expires_at, scopes)

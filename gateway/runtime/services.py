@@ -29,7 +29,9 @@ from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.credentials import UserCredentials
+from gateway.runtime.discovery import Discovery
 from gateway.runtime.oauth import OAuthClient
+from gateway.runtime.providers import Providers
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.user_keys import UserKeys
@@ -38,8 +40,9 @@ from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approv
 from gateway.store.budget_counters import BudgetStore
 from gateway.store.consent import Consents
 from gateway.store.conversations import ConversationStore
-from gateway.store.grants import GrantStore
+from gateway.store.grants import GrantStore, Sealer
 from gateway.store.kept_writes import KeptWrites
+from gateway.store.registrations import Registrations
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
 from gateway.store.traces import TraceStore
@@ -149,6 +152,13 @@ class Gateway:
         self.executor = ToolExecutor(tools, redactor=self.redactor)
         self.users = UserKeys(tools)  # end users' identity providers' keys, fetched guarded
         self.oauth = OAuthClient(tools)  # connections' token endpoints, guarded
+        registrations = (
+            Registrations(self.store, self.keys, Sealer.of(config.grants))
+            if config.grants is not None
+            else None
+        )
+        # Where each connection's endpoints are, and who the gateway is there.
+        self.providers = Providers(tools, Discovery(tools), registrations)
         self.loop = ToolLoop(
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,
@@ -222,6 +232,7 @@ class Gateway:
             self.grants,
             self.consents,
             self.oauth,
+            self.providers,
             public,
             tenant,
             user,

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from gateway.config import OAuth2Connection
+from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, NotFound
-from gateway.runtime.oauth import CONNECT_PATH, ProviderRefused, authorize_url, pkce_pair
+from gateway.runtime.oauth import CONNECT_PATH, authorize_url, callback_url, pkce_pair
+from gateway.runtime.providers import ConsentConnection, ProviderRefused, same_issuer
 from gateway.store.consent import TICKET_TTL_S, Consent
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("gateway.connect")
 
-CALLBACK_PATH = f"{CONNECT_PATH}/callback"
 _PAGE_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
@@ -64,17 +64,17 @@ class Connect:
         self._gateway = gateway
         self._admit = admit
 
-    def _connection(self, name: str) -> OAuth2Connection | None:
+    def _connection(self, name: str) -> ConsentConnection | None:
         """The consent-flow connection of ``name`` (a token exchange needs none)."""
         for connection in self._gateway.runtime.config.connections:
-            if connection.name == name and isinstance(connection, OAuth2Connection):
+            if connection.name == name and isinstance(connection, OAuth2Connection | McpConnection):
                 return connection
         return None
 
     def _callback_url(self) -> str:
         public = self._gateway.runtime.config.server.public_url
         assert public is not None  # the configuration holds one wherever connections are
-        return public.rstrip("/") + CALLBACK_PATH
+        return callback_url(public)
 
     async def link(self, request: Request, exchange: Exchange) -> Response:
         """Step 1: a link for the verified user to connect ``name``."""
@@ -110,9 +110,18 @@ class Connect:
                 "for a new one.",
                 404,
             )
+        try:
+            client = await self._gateway.providers.client(connection, self._callback_url())
+        except ProviderRefused as exc:
+            logger.warning("connection %s cannot start: %s", connection.name, exc)
+            return page(
+                f"{connection.name} cannot be connected now",
+                f"The provider cannot be used: {exc}. Ask the application for a new link later.",
+                502,
+            )
         verifier, challenge = pkce_pair()
         state = await self._gateway.consents.begin(consent, verifier)
-        target = authorize_url(connection, self._callback_url(), state, challenge)
+        target = authorize_url(client, self._callback_url(), state, challenge)
         return RedirectResponse(target, 302, headers=_PAGE_HEADERS)
 
     async def callback(self, request: Request) -> Response:
@@ -138,9 +147,10 @@ class Connect:
         grants = self._gateway.grants
         assert grants is not None  # the configuration holds grants wherever connections are
         try:
-            grant = await self._gateway.oauth.exchange(
-                connection, code, verifier, self._callback_url()
-            )
+            client = await self._gateway.providers.client(connection, self._callback_url())
+            if not same_issuer(client, query.get("iss")):  # RFC 9207: a mix-up
+                raise ProviderRefused("the callback names another issuer")
+            grant = await self._gateway.oauth.exchange(client, code, verifier, self._callback_url())
         except ProviderRefused as exc:
             logger.warning("connection %s not made: %s", connection.name, exc)
             return page(title, f"The provider's answer was not a grant: {exc}.", 502)

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.config import OAuth2Connection
+from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, NotFound
+from gateway.runtime.oauth import callback_url
+from gateway.runtime.providers import ProviderRefused
 from gateway.store.grants import GrantStore
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
@@ -56,10 +58,19 @@ class Connections:
         if grant is None:
             raise NotFound(f"No connection {name[:64]!r} for this user.")
         revoked = False
-        for connection in self._gateway.runtime.config.connections:
-            if connection.name == name and isinstance(connection, OAuth2Connection):
-                # The provider's revocation first, where it has one.
-                revoked = await self._gateway.oauth.revoke(connection, grant)
+        config = self._gateway.runtime.config
+        for connection in config.connections:
+            if connection.name != name or not isinstance(
+                connection, OAuth2Connection | McpConnection
+            ):
+                continue
+            # The provider's revocation first, where it has one; forgotten either way.
+            try:
+                callback = callback_url(config.server.public_url or "")
+                client = await self._gateway.providers.client(connection, callback)
+            except ProviderRefused:
+                break
+            revoked = await self._gateway.oauth.revoke(client, grant)
         await grants.forget(tenant, user, name)
         return json_response(
             {

@@ -12,10 +12,11 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.errors import AuthError, BadRequest, NotFound
 from gateway.ops.offload import offload
+from gateway.runtime.oauth import CALLBACK_PATH
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
-from gateway.surfaces.connect import CALLBACK_PATH, Connect
+from gateway.surfaces.connect import Connect
 from gateway.surfaces.connections import Connections
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission

@@ -23,11 +23,11 @@ import httpx
 import pytest
 from starlette.datastructures import Headers
 
-from gateway.config import GatewayConfig, JwtUsersConfig, OAuth2Connection
+from gateway.config import GatewayConfig, JwtUsersConfig, McpConnection, OAuth2Connection
 from gateway.engine.recorded import decode
 from gateway.errors import GatewayError
-from gateway.runtime.oauth import ProviderRefused
 from gateway.runtime.probe import probe_tools
+from gateway.runtime.providers import ProviderClient, ProviderRefused
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
 from gateway.upstream.chat_codec import encode_tool
@@ -228,11 +228,24 @@ async def _user_keys(gateway: Gateway, url: str) -> None:
 
 async def _oauth(gateway: Gateway, url: str) -> None:
     """A connection's token endpoint: a code exchanged for a user's grant."""
-    connection = OAuth2Connection(
-        name="svc", authorize_url="https://idp.test/a", token_url=url, client_id="c"
-    )
+    client = ProviderClient("svc", authorize_url="https://idp.test/a", token_url=url, client_id="c")
     with contextlib.suppress(ProviderRefused):
-        await gateway.oauth.exchange(connection, "code", "verifier", "https://gw.test/cb")
+        await gateway.oauth.exchange(client, "code", "verifier", "https://gw.test/cb")
+
+
+async def _issuer(gateway: Gateway, url: str) -> None:
+    """An oauth2 connection's issuer: its metadata document, read for the endpoints."""
+    connection = OAuth2Connection(name="svc", issuer=url.split("?")[0], client_id="c")
+    with contextlib.suppress(ProviderRefused):
+        await gateway.providers.client(connection, "https://gw.test/cb")
+
+
+async def _mcp_resource(gateway: Gateway, url: str) -> None:
+    """An mcp connection's server: its protected resource metadata, read for the
+    authorization server."""
+    connection = McpConnection(name="svc", type="mcp", url=url)
+    with contextlib.suppress(ProviderRefused):
+        await gateway.providers.client(connection, "https://gw.test/cb")
 
 
 async def _sources(gateway: Gateway, url: str) -> None:
@@ -251,6 +264,8 @@ MATRIX: dict[str, Place] = {
     "probe": _probe,
     "user keys (JWKS)": _user_keys,
     "connection token endpoint": _oauth,
+    "connection issuer metadata": _issuer,
+    "mcp connection resource metadata": _mcp_resource,
     "openapi and mcp sources": _sources,
 }
 
