@@ -41,6 +41,8 @@ tests/node/node_modules/.installed: tests/node/package-lock.json
 
 test: lint typecheck tests/node/node_modules/.installed
 	@scripts/ensure-redis.sh
+	@command -v $${TOOLGATE_CHROMIUM:-chromium} >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+		|| echo "make test: no Chromium here, so the browser tests (tests/browser) are skipped: apt-get install chromium runs them"
 	$(BIN)/pytest
 
 # The in-process tier alone: under a minute.

@@ -80,6 +80,7 @@ class GrantsConfig(_Frozen):
     keys: list[GrantKey] = Field(min_length=1)
     ttl_s: float = Field(default=90 * 86400, gt=0, le=400 * 86400)  # since the last write
     refresh_lock_s: float = Field(default=30.0, gt=0, le=300)  # one refresh at a time
+    link_ttl_s: float = Field(default=600.0, ge=1, le=3600)  # a connect link opens this soon
 
     @field_validator("keys")
     @classmethod

@@ -37,7 +37,7 @@ HOW_TO_START = (
 # or the shared Redis. ``wire``: real servers on loopback ports and real processes —
 # the gateway under uvicorn, fake upstreams and tools, MCP servers, the SDKs, a Redis
 # Cluster or Sentinel started for the run, the CLI.
-WIRE_FOLDERS = frozenset({"e2e", "faults", "security"})
+WIRE_FOLDERS = frozenset({"e2e", "faults", "security", "browser"})
 WIRE_FILES = frozenset({"test_deploy_files.py", "test_kubernetes.py", "test_gc_tuning.py"})
 WIRE_FIXTURES = frozenset({"harness", "stack", "redis_cluster_url", "redis_sentinel_url"})
 WIRE_BACKENDS = frozenset({"cluster", "sentinel"})  # the store tests' own servers

@@ -38,7 +38,7 @@ from gateway.runtime.user_keys import UserKeys
 from gateway.store import Keys, open_store
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budget_counters import BudgetStore
-from gateway.store.consent import Consents
+from gateway.store.consent import TICKET_TTL_S, Consents
 from gateway.store.conversations import ConversationStore
 from gateway.store.grants import GrantStore, Sealer
 from gateway.store.kept_writes import KeptWrites
@@ -131,7 +131,11 @@ class Gateway:
         self.grants = (
             GrantStore(self.store, self.keys, config.grants) if config.grants is not None else None
         )
-        self.consents = Consents(self.store, self.keys)  # connections being made
+        self.consents = Consents(  # connections being made
+            self.store,
+            self.keys,
+            config.grants.link_ttl_s if config.grants is not None else TICKET_TTL_S,
+        )
         self.budgets = Budgets(
             BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
         )

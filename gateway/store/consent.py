@@ -29,9 +29,10 @@ class Consent:
 
 
 class Consents:
-    def __init__(self, store: Store, keys: Keys) -> None:
+    def __init__(self, store: Store, keys: Keys, ticket_ttl_s: float = TICKET_TTL_S) -> None:
         self._store = store
         self._keys = keys
+        self.ticket_ttl_s = ticket_ttl_s
 
     def _key(self, kind: str, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()
@@ -41,7 +42,7 @@ class Consents:
         """A new link's ticket for ``consent``."""
         ticket = secrets.token_urlsafe(32)
         record = {"tenant": consent.tenant, "user": consent.user, "connection": consent.connection}
-        await self._store.put(self._key("ticket", ticket), dumps(record), TICKET_TTL_S)
+        await self._store.put(self._key("ticket", ticket), dumps(record), self.ticket_ttl_s)
         return ticket
 
     async def take_ticket(self, ticket: str) -> Consent | None:

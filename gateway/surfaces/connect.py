@@ -30,7 +30,7 @@ from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, NotFound
 from gateway.runtime.oauth import CONNECT_PATH, authorize_url, callback_url, pkce_pair
 from gateway.runtime.providers import ConsentConnection, ProviderRefused, same_issuer
-from gateway.store.consent import TICKET_TTL_S, Consent
+from gateway.store.consent import Consent
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
 
@@ -95,7 +95,7 @@ class Connect:
                 "object": "toolgate.connect_link",
                 "connection": name,
                 "url": f"{public.rstrip('/')}{CONNECT_PATH}/{ticket}",
-                "expires_at": int(time.time() + TICKET_TTL_S),
+                "expires_at": int(time.time() + self._gateway.consents.ticket_ttl_s),
             }
         )
 
