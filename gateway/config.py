@@ -465,6 +465,7 @@ class GatewayConfig(_Frozen):
             raise ValueError("connections need a grants section: where users' tokens are kept")
         named = {t.auth.connection for t in self.tools if t.auth is not None}
         named |= {s.connection for s in self.openapi if s.connection is not None}
+        named |= {m.auth.connection for m in self.mcp if m.auth is not None}
         unknown = sorted(named - set(names))
         if unknown:
             raise ValueError(f"tools name connections that are not configured: {unknown}")

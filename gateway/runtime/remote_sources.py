@@ -145,7 +145,7 @@ class McpSource:
 
     @property
     def tools(self) -> list[Tool]:
-        return list(self.server.tools)
+        return self.server.offered
 
     async def start(self, wait_s: float | None = None) -> None:
         await self.server.start(wait_s)

@@ -15,6 +15,9 @@ import threading
 from typing import Any
 
 import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     ListToolsResult,
@@ -155,3 +158,66 @@ class LegacyOnly:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+class JwtVerifier:
+    """The SDK's ``TokenVerifier`` for an authorization server's JWT access tokens:
+    signed by a key of its JWKS, its issuer's, for this server (``aud``)."""
+
+    def __init__(self, issuer: str, resource: str) -> None:
+        self.issuer = issuer
+        self.resource = resource
+        self.verified: list[str] = []  # the subjects of the tokens accepted, in order
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        import httpx
+        import jwt
+
+        async with httpx.AsyncClient() as client:
+            keys = (await client.get(f"{self.issuer}/jwks")).json()
+        try:
+            header = jwt.get_unverified_header(token)
+            key = next(k for k in keys["keys"] if k.get("kid") == header.get("kid"))
+            claims = jwt.decode(
+                token,
+                jwt.PyJWK(key),
+                algorithms=["RS256"],
+                audience=self.resource,
+                issuer=self.issuer,
+            )
+        except (jwt.PyJWTError, StopIteration, KeyError):
+            return None
+        self.verified.append(claims["sub"])
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id", "")),
+            scopes=str(claims.get("scope", "")).split(),
+            expires_at=claims.get("exp"),
+            resource=self.resource,
+            subject=claims["sub"],
+        )
+
+
+def authorized_server(issuer: str, resource: str) -> tuple[MCPServer, JwtVerifier]:
+    """An MCP server that requires authorization, as the SDK builds one: it serves its
+    protected resource metadata naming ``issuer``, refuses a request without a token
+    of that issuer for ``resource`` (401), and its tool says whose tickets it read."""
+    verifier = JwtVerifier(issuer, resource)
+    server = MCPServer(
+        "desk",
+        token_verifier=verifier,
+        auth=AuthSettings(
+            issuer_url=issuer,
+            resource_server_url=resource,
+            required_scopes=["tickets:read"],
+            validate_token_resource=True,
+        ),
+    )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def my_tickets() -> str:
+        """The signed-in user's own tickets."""
+        token = get_access_token()
+        return f"T-7 of {token.subject if token is not None else 'nobody'}"
+
+    return server, verifier

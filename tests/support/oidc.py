@@ -138,12 +138,13 @@ class Browser:
             executable_path=path, headless=True, args=CHROMIUM_FLAGS
         )
         self._pages: dict[str, Any] = {}
-        self.visited: list[str] = []  # every URL a page asked for, in order
+        self.visited: list[str] = []  # every URL a page asked for (redirects too), in order
 
     def page(self, user: str) -> Any:
         if user not in self._pages:
             context = self._browser.new_context()
             context.route("**/*", self._only_loopback)
+            context.on("request", lambda request: self.visited.append(request.url))
             page = context.new_page()
             page.set_default_timeout(15_000)
             self._pages[user] = page
@@ -151,7 +152,6 @@ class Browser:
 
     def _only_loopback(self, route: Any) -> None:
         url = route.request.url
-        self.visited.append(url)
         if urlsplit(url).hostname in ("127.0.0.1", "localhost"):
             route.continue_()
         else:

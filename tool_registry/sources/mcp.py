@@ -33,7 +33,14 @@ import mcp_types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tool_registry.egress import EgressPolicy, egress_denial
 from tool_registry.jsonio import dumps_text
@@ -42,10 +49,11 @@ from tool_registry.redact import Redactor
 from tool_registry.registry import tool_name
 from tool_registry.results import ToolResult, cut, error_result
 from tool_registry.retry import Backoff
-from tool_registry.spec import HttpSpec
+from tool_registry.spec import AuthSpec, HttpSpec
 from tool_registry.tool import Effects, HttpRunner, PreparedCall, Tool, Trust
 
 from .mcp_transport import guarded_client
+from .mcp_users import McpConnectTool, SessionUnavailable, UserSessions
 
 logger = logging.getLogger("tool_registry.mcp")
 
@@ -78,6 +86,11 @@ class McpServerConfig(BaseModel):
     # Calls carry the W3C traceparent of their span in ``params._meta`` (as MCP's
     # SEP-414 has it) when the gateway traces.
     trace_context: bool = True
+    # Calls act as the user (DESIGN.md §18): each user's session carries their token
+    # for this connection; the gateway opens none of its own.
+    auth: AuthSpec | None = None
+    idle_s: float = Field(default=300.0, gt=0, le=86400)  # a user's session, idle, closes
+    max_sessions: int = Field(default=1000, gt=0, le=100_000)  # users' sessions at once
 
     @field_validator("url")
     @classmethod
@@ -88,6 +101,12 @@ class McpServerConfig(BaseModel):
     @classmethod
     def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
         return HttpSpec(url="http://x.invalid/", headers=headers).headers
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> McpServerConfig:
+        if self.auth is not None and any(k.lower() == "authorization" for k in self.headers):
+            raise ValueError("a server whose calls act as the user sends no other Authorization")
+        return self
 
     def selects(self, remote: str, name: str) -> bool:
         def hit(patterns: list[str]) -> bool:
@@ -132,9 +151,13 @@ class McpTool(Tool):
     def output(self) -> Trust:
         return "untrusted" if self._open_world else "trusted"
 
+    @property
+    def connection(self) -> str | None:
+        return self._server.connection
+
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         return await self._server.call(
-            self.remote_name, call.arguments, deadline, http.redactor, call.trace
+            self.remote_name, call.arguments, deadline, http.redactor, call.trace, call.bearer
         )
 
 
@@ -184,9 +207,31 @@ class McpServer:
         self._tried = asyncio.Event()  # set once the first attempt has ended either way
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._listed_at: float | None = None  # loop time of the last listing
+        self.sessions = UserSessions(self)  # users' own, where calls act as the user
+
+    @property
+    def connection(self) -> str | None:
+        """The connection whose user's token its calls carry, if they act as the user."""
+        return self.config.auth.connection if self.config.auth is not None else None
+
+    @property
+    def offered(self) -> list[Tool]:
+        """Its tools as the registry takes them: those listed, or, for a server whose
+        calls act as the user and that no user's session has listed yet, the tool
+        that connects the user."""
+        if self.tools or self.connection is None:
+            return list(self.tools)
+        return [McpConnectTool(self)]
 
     async def start(self, wait_s: float | None = None) -> None:
-        """Connect in the background; wait up to ``wait_s`` for the first listing."""
+        """Connect in the background; wait up to ``wait_s`` for the first listing. A
+        server whose calls act as the user is not connected to until a user's call:
+        it offers its ``connect_`` tool until a user's session lists its tools."""
+        if self.connection is not None:
+            self.state = "ready"
+            self._tried.set()
+            return
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"mcp:{self.name}")
         if wait_s:
@@ -198,6 +243,7 @@ class McpServer:
         """Stop the connection task. (The SDK's cancel scopes may absorb a cancellation
         that lands inside them: the task stops at its next turn in any case.)"""
         self._stopping = True
+        await self.sessions.aclose()
         task, self._task = self._task, None
         while task is not None and not task.done():
             task.cancel()
@@ -210,10 +256,13 @@ class McpServer:
         self._wake.set()
 
     @contextlib.asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Client]:
+    async def connect(self, headers: Mapping[str, str] | None = None) -> AsyncIterator[Client]:
+        """A session with the server: its configured headers, and ``headers`` (a user's
+        token) on top."""
         config = self.config
+        sent = {**config.headers, **(headers or {})}
         async with (
-            guarded_client(self._policy, dict(config.headers), config.timeout_s) as http,
+            guarded_client(self._policy, sent, config.timeout_s) as http,
             Client(
                 streamable_http_client(config.url, http_client=http),
                 mode="auto",
@@ -234,11 +283,11 @@ class McpServer:
         while not self._stopping:
             try:
                 # The handshake and every request are bounded by ``timeout_s``.
-                async with self._connect() as client:
+                async with self.connect() as client:
                     self._client, self._broken = client, False
                     try:
                         self.protocol_version = client.protocol_version
-                        await self._list(client)
+                        await self.list_tools(client)
                         self.state, self.last_error = "ready", None
                         backoff.reset()
                         self._tried.set()
@@ -276,10 +325,24 @@ class McpServer:
             self._wake.clear()
             if self._broken or self._stopping:
                 return
-            await self._list(client)
+            await self.list_tools(client)
             listed = loop.time()
 
-    async def _list(self, client: Client) -> None:
+    def listing_due(self) -> bool:
+        """Whether a user's new session should list the tools (none yet, or stale)."""
+        listed = self._listed_at
+        return listed is None or asyncio.get_running_loop().time() - listed > self.config.refresh_s
+
+    def failure(self, exc: BaseException) -> str:
+        """What a failed session says (never a token)."""
+        said = describe_failure(exc)
+        if said == "HTTP 401":
+            return "it refused the user's authorization (HTTP 401): the user may connect again"
+        return said
+
+    async def list_tools(self, client: Client) -> None:
+        """List the server's tools on ``client`` and make them the ones offered."""
+        self._listed_at = asyncio.get_running_loop().time()
         remote: list[mcp_types.Tool] = []
         cursor: str | None = None
         async with asyncio.timeout(self.config.timeout_s):
@@ -326,11 +389,20 @@ class McpServer:
         deadline: float | None,
         redactor: Redactor | None = None,
         trace: Mapping[str, str] | None = None,
+        bearer: str | None = None,
     ) -> ToolResult:
         """Call a tool. Trouble is an error result; the caller's ``deadline`` (loop time)
         passing raises ``TimeoutError``. ``trace`` (W3C headers) goes in the request's
-        ``_meta`` unless the server's ``trace_context`` is off."""
+        ``_meta`` unless the server's ``trace_context`` is off. ``bearer``: the user's
+        token, where calls act as the user (their own session)."""
         client = self._client
+        if self.connection is not None:
+            if bearer is None:
+                return error_result("the call needs the user's connection", "tool_error")
+            try:
+                client = await self.sessions.client(bearer)
+            except SessionUnavailable as exc:
+                return error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
         if client is None:
             message = f"the MCP server {self.name!r} is not reachable now (the gateway retries)"
             return error_result(message, "http_error")
@@ -350,13 +422,17 @@ class McpServer:
                 raise
             return error_result(f"the tool timed out after {self.config.timeout_s:g}s", "timeout")
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+            if exc.code == mcp_types.CONNECTION_CLOSED and bearer is None:
                 return self._lost(exc)
             message = f"the MCP server refused the call: {exc.error.message}"
             return replace(error_result(message, "tool_error"), code=str(exc.code))
         except ValidationError:
             return error_result("the MCP server answered with an invalid result", "tool_error")
         except Exception as exc:
+            if bearer is not None:  # a user's session: the next call opens another
+                return error_result(
+                    f"the MCP server {self.name!r} could not be reached", "http_error"
+                )
             return self._lost(exc)
         text = cut(result_text(result), self.config.max_chars, redactor or Redactor(()))
         if result.is_error:
