@@ -256,13 +256,15 @@ class McpServer:
         self._wake.set()
 
     @contextlib.asynccontextmanager
-    async def connect(self, headers: Mapping[str, str] | None = None) -> AsyncIterator[Client]:
+    async def connect(
+        self, headers: Mapping[str, str] | None = None, statuses: list[int] | None = None
+    ) -> AsyncIterator[Client]:
         """A session with the server: its configured headers, and ``headers`` (a user's
-        token) on top."""
+        token) on top; its responses' statuses noted in ``statuses`` where given."""
         config = self.config
         sent = {**config.headers, **(headers or {})}
         async with (
-            guarded_client(self._policy, sent, config.timeout_s) as http,
+            guarded_client(self._policy, sent, config.timeout_s, statuses) as http,
             Client(
                 streamable_http_client(config.url, http_client=http),
                 mode="auto",
@@ -333,12 +335,12 @@ class McpServer:
         listed = self._listed_at
         return listed is None or asyncio.get_running_loop().time() - listed > self.config.refresh_s
 
-    def failure(self, exc: BaseException) -> str:
+    def failure(self, exc: BaseException, statuses: list[int]) -> str:
         """What a failed session says (never a token)."""
-        said = describe_failure(exc)
-        if said == "HTTP 401":
-            return "it refused the user's authorization (HTTP 401): the user may connect again"
-        return said
+        if 401 in statuses or 403 in statuses:
+            status = 401 if 401 in statuses else 403
+            return f"it refused the user's authorization (HTTP {status}): connect again"
+        return describe_failure(exc)
 
     async def list_tools(self, client: Client) -> None:
         """List the server's tools on ``client`` and make them the ones offered."""

@@ -86,13 +86,24 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
 
 
 def guarded_client(
-    policy: EgressPolicy, headers: dict[str, str], timeout_s: float
+    policy: EgressPolicy,
+    headers: dict[str, str],
+    timeout_s: float,
+    statuses: list[int] | None = None,
 ) -> httpx2.AsyncClient:
-    """An ``httpx2`` client for one MCP server: its headers, its timeout, the policy."""
+    """An ``httpx2`` client for one MCP server: its headers, its timeout, the policy;
+    every response's status noted in ``statuses`` where given (the SDK does not say
+    which status a refused request had)."""
+
+    async def note(response: httpx2.Response) -> None:
+        if statuses is not None and len(statuses) < 64:
+            statuses.append(response.status_code)
+
     return httpx2.AsyncClient(
         transport=_GuardedTransport(policy),
         headers=headers,
         timeout=httpx2.Timeout(timeout_s, read=max(timeout_s, 300.0)),
         trust_env=False,
         follow_redirects=False,
+        event_hooks={"response": [note]} if statuses is not None else None,
     )

@@ -85,8 +85,9 @@ class UserSessions:
     async def _hold(self, key: str, bearer: str, session: _Session) -> None:
         """Open the session, list the tools if they are due, then keep it until idle."""
         server, loop = self._server, asyncio.get_running_loop()
+        statuses: list[int] = []
         try:
-            async with server.connect({"authorization": f"Bearer {bearer}"}) as client:
+            async with server.connect({"authorization": f"Bearer {bearer}"}, statuses) as client:
                 if server.listing_due():
                     await server.list_tools(client)
                 session.client = client
@@ -96,7 +97,7 @@ class UserSessions:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            session.error = server.failure(exc)
+            session.error = server.failure(exc, statuses)
             logger.warning(
                 "MCP server %s: a user's session failed: %s",
                 server.name,
