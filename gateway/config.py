@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.users_config import AssertedUsersConfig as AssertedUsersConfig
 from gateway.users_config import Connection
 from gateway.users_config import GrantKey as GrantKey
 from gateway.users_config import GrantsConfig as GrantsConfig

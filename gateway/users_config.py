@@ -179,5 +179,29 @@ Connection = Annotated[
 ]
 
 
+class AssertedUsersConfig(_Frozen):
+    """End users a tenant's own key asserts (DESIGN.md §18): a trusted backend holding
+    the key names its user in ``header``; the gateway believes it as it believes the
+    key. For a key that never sits where users are."""
+
+    header: str = Field(default="x-toolgate-user", pattern=r"^[A-Za-z0-9-]{1,64}$")
+    required: bool = True  # false: a request without the header is anonymous
+
+
 class UsersConfig(_Frozen):
-    jwt: JwtUsersConfig
+    """How a tenant knows its end users: verified (``jwt``) or asserted by its key."""
+
+    jwt: JwtUsersConfig | None = None
+    asserted: AssertedUsersConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> UsersConfig:
+        if (self.jwt is None) == (self.asserted is None):
+            raise ValueError("users: give one of jwt (verified) or asserted (by the key)")
+        return self
+
+    @property
+    def way(self) -> JwtUsersConfig | AssertedUsersConfig:
+        found = self.jwt or self.asserted
+        assert found is not None  # the validator holds one
+        return found

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import (
+    AssertedUsersConfig,
     BudgetConfig,
     GatewayConfig,
     HostedTools,
@@ -45,7 +46,8 @@ class Tenant:
     record: Record = "off"  # which of its requests are recorded for replay
     background: Background = field(default_factory=Background)  # get no server tools
     tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # DESIGN.md §17
-    users: JwtUsersConfig | None = None  # how its end users are verified (DESIGN.md §18)
+    # How its end users are known (DESIGN.md §18): verified, or asserted by its key.
+    users: JwtUsersConfig | AssertedUsersConfig | None = None
     members: frozenset[str] = field(init=False, repr=False, compare=False)  # ``tools``, a set
 
     def __post_init__(self) -> None:
@@ -81,7 +83,7 @@ class Tenant:
             record=config.record if config.record is not None else record,
             background=Background.of(config.background),
             tool_search=(tool_search or ToolSearchConfig()).under(config.tool_search),
-            users=config.users.jwt if config.users is not None else None,
+            users=config.users.way if config.users is not None else None,
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import jwt
 from starlette.datastructures import Headers
 
-from gateway.config import JwtUsersConfig
+from gateway.config import AssertedUsersConfig, JwtUsersConfig
 from gateway.errors import AuthError, BadRequest
 
 MAX_TOKEN_CHARS = 16_384  # a JWT longer than this is refused unread
@@ -34,6 +34,33 @@ class User:
     id: str
     issuer: str
     token: str = field(default="", repr=False, compare=False)
+
+
+def asserted(headers: Headers, settings: AssertedUsersConfig) -> User | None:
+    """The user a tenant's key asserts in its header (believed as the key is), or None
+    when there is none and none is required; a 401 when one is, a 400 for two or for a
+    value no user id can be."""
+    given = headers.getlist(settings.header)
+    if len(given) > 1:
+        raise BadRequest(
+            f"The header {settings.header!r} is sent {len(given)} times; send one user.",
+            code="duplicate_header",
+        )
+    if not given:
+        if settings.required:
+            raise AuthError(
+                f"This tenant's requests name their user: send it in {settings.header!r}.",
+                code="user_required",
+            )
+        return None
+    value = str(given[0]).strip()
+    if not 0 < len(value) <= MAX_USER_CHARS or not value.isprintable():
+        raise BadRequest(
+            f"The header {settings.header!r} is not a user id (1 to {MAX_USER_CHARS} "
+            "printable characters).",
+            code="invalid_user",
+        )
+    return User(value, issuer="asserted")
 
 
 def refused(why: str) -> AuthError:

@@ -84,8 +84,8 @@ class Connect:
             raise NotFound(f"No connection {name[:64]!r} is configured.")
         if exchange.user is None:
             raise BadRequest(
-                "Connections belong to a verified user: send the user's token "
-                "(the tenant's users.jwt settings name the header).",
+                "Connections belong to a user: send the user's token (or id) "
+                "(the tenant's users settings name the header).",
                 code="user_required",
             )
         ticket = await self._gateway.consents.ticket(Consent(tenant.id, exchange.user, name))

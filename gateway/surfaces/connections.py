@@ -35,8 +35,8 @@ class Connections:
             raise NotFound("This gateway keeps no connections (no grants section is configured).")
         if exchange.user is None:
             raise BadRequest(
-                "Connections belong to a verified user: send the user's token "
-                "(the tenant's users.jwt settings name the header).",
+                "Connections belong to a user: send the user's token (or id) "
+                "(the tenant's users settings name the header).",
                 code="user_required",
             )
         return grants, tenant.id, exchange.user

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 
+from gateway.config import AssertedUsersConfig
 from gateway.engine.loop import Resumed
 from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import ModelRoute
 from gateway.policy.point import PolicyPoint
 from gateway.policy.tenants import Tenant
+from gateway.policy.users import asserted
 from gateway.runtime.snapshot import Runtime
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.turns import TurnStore
@@ -58,10 +60,15 @@ class Admission:
         limiter = self._gateway.limiter
         admission = await limiter.admit(tenant)
         exchange.headers |= admission.headers
-        if tenant.users is not None:  # a verified end user (DESIGN.md §18), or a 401
-            user = await self._gateway.users.user(request.headers, tenant.users)
+        users = tenant.users
+        if users is not None:  # the end user (DESIGN.md §18): verified or asserted
+            user = (
+                asserted(request.headers, users)
+                if isinstance(users, AssertedUsersConfig)
+                else await self._gateway.users.user(request.headers, users)
+            )
             exchange.user = user.id if user is not None else None
-            exchange.user_token = user.token if user is not None else None
+            exchange.user_token = user.token or None if user is not None else None
         exchange.identity = caller_identity(
             tenant.id, request.headers, runtime.registry.bound_headers, exchange.user
         )

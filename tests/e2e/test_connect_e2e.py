@@ -472,3 +472,53 @@ def test_an_mcp_client_s_call_acts_as_its_user_too(harness: Harness) -> None:
     asyncio.run(call())
     [hit] = stack.service.hits
     assert hit.headers["authorization"] == f"Bearer {ACCESS}"
+
+
+class AssertedStack(ToolStack):
+    """The tenant's key asserts its users (a trusted backend): no user token."""
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        data["tenants"][0]["users"] = {"asserted": {"header": "x-acme-user"}}
+        return data
+
+    def headers(self, user: str = "alice") -> dict[str, str]:
+        return {"authorization": f"Bearer {TENANT_KEY}", "x-acme-user": user}
+
+
+def test_a_user_the_key_asserts_connects_and_is_acted_for(harness: Harness) -> None:
+    stack = AssertedStack(harness)
+    link = stack.ask().headers["x-toolgate-connect"]
+    assert "github is connected" in stack.browse(link).text
+    stack.ask()
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == f"Bearer {ACCESS}"
+    assert "x-toolgate-connect" in stack.ask("bob").headers  # bob's own, not alice's
+    assert len(stack.service.hits) == 1
+    url = f"{stack.gateway.url}/v1/chat/completions"
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    unnamed = httpx.post(url, json=body, headers={"authorization": f"Bearer {TENANT_KEY}"})
+    assert unnamed.status_code == 401
+    assert unnamed.json()["error"]["code"] == "user_required"
+    twice = httpx.post(
+        url,
+        json=body,
+        headers=[
+            ("authorization", f"Bearer {TENANT_KEY}"),
+            ("x-acme-user", "a"),
+            ("x-acme-user", "b"),
+        ],
+    )
+    assert twice.status_code == 400
+
+
+def test_users_are_verified_or_asserted_not_both() -> None:
+    from gateway.config import GatewayConfig
+
+    data = config("http://up.invalid", [])
+    data["tenants"][0]["users"] = {
+        "asserted": {},
+        "jwt": {"issuer": "https://idp.example", "audience": "a"},
+    }
+    with pytest.raises(ValueError, match="one of jwt"):
+        GatewayConfig.model_validate(data)
