@@ -81,6 +81,9 @@ class GrantsConfig(_Frozen):
     ttl_s: float = Field(default=90 * 86400, gt=0, le=400 * 86400)  # since the last write
     refresh_lock_s: float = Field(default=30.0, gt=0, le=300)  # one refresh at a time
     link_ttl_s: float = Field(default=600.0, ge=1, le=3600)  # a connect link opens this soon
+    # Visits of the keyless connect pages (a link, the callback) per browser address
+    # and minute: the pages are open to anyone, and each may reach a provider.
+    pages_per_minute: int = Field(default=30, ge=1, le=10_000)
 
     @field_validator("keys")
     @classmethod

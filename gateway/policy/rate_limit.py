@@ -113,6 +113,22 @@ class RateLimiter:
             headers=headers,
         )
 
+    async def admit_browser(self, address: str, per_minute: int) -> float | None:
+        """Take one visit of a keyless connect page from ``address``'s budget: None
+        when it fits (or the store is down: the pages hold nothing without a ticket),
+        else the seconds until it would."""
+        try:
+            decision = await self._store.rate(
+                self._keys.browser_rate(address), per_minute, MINUTE_S, 1, "acquire"
+            )
+        except StoreUnavailable:
+            self.store_errors += 1
+            return None
+        if decision.allowed:
+            return None
+        self.refused += 1
+        return max(decision.retry_after_s, 0.001)
+
     async def charge(self, tenant: Tenant, usage: object) -> None:
         """Charge a finished request's tokens; a store failure here is logged, not raised."""
         tpm = tenant.limits.tokens_per_minute

@@ -13,6 +13,11 @@ class Keys:
     def rate(self, tenant: str, kind: str) -> str:
         return f"{self.prefix}t:{tenant}:rate:{kind}"
 
+    def browser_rate(self, address: str) -> str:
+        """A browser address's budget on the keyless connect pages (no address in clear)."""
+        digest = hashlib.sha256(address.encode()).hexdigest()[:32]
+        return f"{self.prefix}connect:rate:{digest}"
+
     def saved_turn(self, tenant: str, call_id: str) -> str:
         """A saved turn (``turn_codec`` version 2 and later)."""
         return f"{self.prefix}t:{tenant}:turn2:{call_id}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -99,8 +100,29 @@ class Connect:
             }
         )
 
+    async def _too_many(self, request: Request) -> Response | None:
+        """A page saying to wait, for a browser address past ``pages_per_minute``."""
+        grants = self._gateway.runtime.config.grants
+        if grants is None:
+            return None
+        address = request.client.host if request.client is not None else "-"
+        wait = await self._gateway.limiter.admit_browser(address, grants.pages_per_minute)
+        if wait is None:
+            return None
+        refused = page(
+            "Too many attempts",
+            "This browser opened too many connection pages in a short time. Wait a "
+            "minute, then open a new link from the application.",
+            429,
+        )
+        refused.headers["retry-after"] = str(math.ceil(wait))
+        return refused
+
     async def start(self, request: Request) -> Response:
         """Step 2: a link opened in a browser."""
+        refused = await self._too_many(request)
+        if refused is not None:
+            return refused
         consent = await self._gateway.consents.take_ticket(request.path_params["ticket"])
         connection = self._connection(consent.connection) if consent is not None else None
         if consent is None or connection is None:
@@ -126,6 +148,9 @@ class Connect:
 
     async def callback(self, request: Request) -> Response:
         """Step 3: the provider sent the browser back."""
+        refused = await self._too_many(request)
+        if refused is not None:
+            return refused
         query = request.query_params
         state, code = query.get("state", ""), query.get("code")
         found = await self._gateway.consents.finish(state)

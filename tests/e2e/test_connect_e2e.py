@@ -522,3 +522,25 @@ def test_users_are_verified_or_asserted_not_both() -> None:
     }
     with pytest.raises(ValueError, match="one of jwt"):
         GatewayConfig.model_validate(data)
+
+
+class FewPagesStack(ToolStack):
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        data["grants"]["pages_per_minute"] = 3
+        return data
+
+
+def test_the_keyless_pages_are_rate_limited_per_browser(harness: Harness) -> None:
+    stack = FewPagesStack(harness)
+    base = f"{stack.gateway.url}/v1/toolgate/connect"
+    seen = [httpx.get(f"{base}/{'x' * 43}").status_code for _ in range(2)]
+    seen.append(httpx.get(f"{base}/callback", params={"state": "s" * 43}).status_code)
+    assert seen == [404, 404, 400]  # forged tickets, a forged callback: each counted
+    refused = httpx.get(f"{base}/{'x' * 43}")
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert "Too many attempts" in refused.text
+    assert refused.headers["cache-control"] == "no-store"
+    # The application's own routes (with the key) are not these pages' budget.
+    assert stack.link().startswith(stack.public)
