@@ -40,6 +40,8 @@ class Credentials(Protocol):
 
     async def bearer(self, connection: str) -> str | ConnectLink | CredentialRefused | None: ...
 
+    async def refused(self, connection: str) -> None: ...  # a tool answered 401 to the token
+
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
@@ -308,6 +310,8 @@ class ToolRunner:
                 return bearer
             prepared = replace(prepared, bearer=bearer)
         result = await self._run(call_id, prepared, deadline)
+        if connection is not None and result.status == 401 and self._credentials is not None:
+            await self._credentials.refused(connection)  # revoked, most likely
         self._policy.read(self._ledger, prepared.tool, result)
         return result
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gateway.config import McpConnection, OAuth2Connection, TokenExchangeConnection
 from gateway.runtime.oauth import CONNECT_PATH, OAuthClient, callback_url
@@ -75,6 +76,21 @@ class UserCredentials:
             return CredentialRefused(connection, "the gateway no longer offers it")
         ticket = await self._consents.ticket(Consent(self._tenant, user, connection))
         return ConnectLink(connection, f"{self._public}{CONNECT_PATH}/{ticket}")
+
+    async def refused(self, connection: str) -> None:
+        """A tool answered 401 to the user's token (the grant was revoked at the
+        provider, most likely): the grant is refreshed on its next use, and forgotten
+        where it cannot be (the next call gives the user a link, or exchanges again)."""
+        user, configured = self._user, self._connections.get(connection)
+        if user is None or configured is None:
+            return
+        grant = await self._grants.get(self._tenant, user, connection)
+        if grant is None:
+            return
+        if isinstance(configured, TokenExchangeConnection) or grant.refresh_token is None:
+            await self._grants.forget(self._tenant, user, connection)
+        else:
+            await self._grants.put(self._tenant, user, replace(grant, expires_at=0.0))
 
     async def _exchanged(
         self, connection: TokenExchangeConnection, user: str

@@ -544,3 +544,69 @@ def test_the_keyless_pages_are_rate_limited_per_browser(harness: Harness) -> Non
     assert refused.headers["cache-control"] == "no-store"
     # The application's own routes (with the key) are not these pages' budget.
     assert stack.link().startswith(stack.public)
+
+
+class RecordedStack(ToolStack):
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        data["tenants"][0]["record"] = "all"
+        return data
+
+
+def test_the_users_token_is_in_no_trace_recording_log_metric_or_answer(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service echoes the token it got; everything the gateway keeps or says of
+    the call is read for it: the answer, the trace and its recording, the log, the
+    metrics, the connections list, the model's own input."""
+    caplog.set_level("DEBUG")
+    stack = RecordedStack(harness)
+    stack.browse(stack.ask().headers["x-toolgate-connect"])
+    answer = stack.ask()
+    [hit] = stack.service.hits
+    assert hit.headers["authorization"] == f"Bearer {ACCESS}"  # it did get the token
+    key = {"authorization": f"Bearer {TENANT_KEY}"}
+    trace = httpx.get(
+        f"{stack.gateway.url}/v1/toolgate/traces/{answer.headers['x-request-id']}", headers=key
+    )
+    assert trace.status_code == 200
+    assert trace.json()["recording"]  # the recording is there, and read below
+    metrics = httpx.get(f"{stack.gateway.url}/metrics", headers=key)
+    assert "toolgate_tool_calls_total" in metrics.text
+    assert any(r.name.startswith("gateway") for r in caplog.records)  # the log was read
+    everything = {
+        "answer": answer.text,
+        "trace and recording": trace.text,
+        "log": caplog.text,
+        "metrics": metrics.text,
+        "connections": json.dumps(stack.connections()),
+        "model input": json.dumps(stack.model.requests),
+    }
+    for where, text in everything.items():
+        for secret in (ACCESS, "rt-CANARY", SECRET):
+            assert secret not in text, f"{secret[:8]}… in the {where}"
+
+
+def test_a_token_the_service_refuses_is_refreshed_then_forgotten(harness: Harness) -> None:
+    """The grant was revoked at the provider: the service answers 401. The next use
+    refreshes it; when the provider will not refresh either, it is forgotten and the
+    user gets a link."""
+    stack = ToolStack(harness)
+    refused_tokens = {f"Bearer {ACCESS}"}
+
+    def service(hit: Received) -> Answer:
+        if hit.headers.get("authorization") in refused_tokens:
+            return Answer(401, b'{"error": "invalid_token"}')
+        return echo(hit)
+
+    stack.service.respond = service
+    stack.browse(stack.ask().headers["x-toolgate-connect"])
+    stack.ask()  # 401: the grant is marked for a refresh
+    assert stack.ask().status_code == 200  # refreshed, and the new token is taken
+    tokens = [hit.headers["authorization"] for hit in stack.service.hits]
+    assert tokens == [f"Bearer {ACCESS}", "Bearer at-CANARY-refreshed"]
+    refused_tokens.add("Bearer at-CANARY-refreshed")
+    stack.oauth.refreshed = None  # the provider revoked the grant
+    stack.ask()  # 401 again
+    assert "x-toolgate-connect" in stack.ask().headers  # the refresh refused: a link
+    assert stack.connections() == []

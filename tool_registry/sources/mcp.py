@@ -404,7 +404,8 @@ class McpServer:
             try:
                 client = await self.sessions.client(bearer)
             except SessionUnavailable as exc:
-                return error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
+                failed = error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
+                return replace(failed, status=exc.status)
         if client is None:
             message = f"the MCP server {self.name!r} is not reachable now (the gateway retries)"
             return error_result(message, "http_error")

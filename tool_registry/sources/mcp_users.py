@@ -21,7 +21,7 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from mcp import Client
@@ -38,7 +38,12 @@ logger = logging.getLogger("tool_registry.mcp")
 
 
 class SessionUnavailable(Exception):
-    """A user's session could not be opened; the message says why (never the token)."""
+    """A user's session could not be opened; the message says why (never the token),
+    ``status`` the HTTP status that refused it, where one did."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(slots=True)
@@ -46,6 +51,7 @@ class _Session:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
     error: str | None = None
+    status: int | None = None  # the HTTP status that refused it
     used: float = 0.0
     task: asyncio.Task[None] | None = None
 
@@ -79,7 +85,7 @@ class UserSessions:
         session.used = loop.time()
         await session.ready.wait()
         if session.client is None:
-            raise SessionUnavailable(session.error or "the session ended")
+            raise SessionUnavailable(session.error or "the session ended", session.status)
         return session.client
 
     async def _hold(self, key: str, bearer: str, session: _Session) -> None:
@@ -98,6 +104,7 @@ class UserSessions:
             raise
         except Exception as exc:
             session.error = server.failure(exc, statuses)
+            session.status = next((s for s in statuses if s in (401, 403)), None)
             logger.warning(
                 "MCP server %s: a user's session failed: %s",
                 server.name,
@@ -161,7 +168,8 @@ class McpConnectTool(Tool):
         try:
             await self._server.sessions.client(call.bearer)
         except SessionUnavailable as exc:
-            return error_result(f"the MCP server {self._server.name!r}: {exc}", "http_error")
+            failed = error_result(f"the MCP server {self._server.name!r}: {exc}", "http_error")
+            return replace(failed, status=exc.status)
         return ToolResult(
             f"The user is connected to {self._server.name}: its tools are offered from the "
             "next request on.",

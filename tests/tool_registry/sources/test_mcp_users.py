@@ -146,6 +146,7 @@ async def test_a_refused_token_is_said_without_the_token(
         assert result.outcome == "http_error"
         assert "refused the user's authorization" in result.content
         assert "SECRET" not in result.content
+        assert result.status == 401  # the gateway refreshes or forgets the user's grant
         assert len(server.sessions) == 0  # nothing kept of a failed session
     finally:
         await server.aclose()
