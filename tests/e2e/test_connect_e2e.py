@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import os
+import time
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_users_e2e import AUDIENCE, Provider
+from tests.support.otlp import OtlpReceiver
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, asks, call, config, says
 from tests.support.servers import free_port
@@ -98,6 +100,8 @@ class OAuthProvider:
 
 
 class Stack:
+    environ: dict[str, str] | None = None  # the gateway's process environment (OTEL_*)
+
     def __init__(self, harness: Harness) -> None:
         self.users = Provider(harness)
         self.oauth = OAuthProvider(harness)
@@ -120,7 +124,7 @@ class Stack:
         ]
         settings = {"issuer": self.users.issuer, "audience": AUDIENCE}
         data["tenants"][0]["users"] = {"jwt": settings}
-        self.gateway = harness.gateway(self._data(data), port=port)
+        self.gateway = harness.gateway(self._data(data), port=port, environ=self.environ)
 
     def _data(self, data: dict[str, Any]) -> dict[str, Any]:
         return data
@@ -547,9 +551,19 @@ def test_the_keyless_pages_are_rate_limited_per_browser(harness: Harness) -> Non
 
 
 class RecordedStack(ToolStack):
+    """Recording every request, and exporting its spans to a collector."""
+
+    environ = {"OTEL_BSP_SCHEDULE_DELAY": "50"}
+
+    def __init__(self, harness: Harness) -> None:
+        self.collector = OtlpReceiver()
+        self.collector_url = harness.serve(self.collector).url
+        super().__init__(harness)
+
     def _data(self, data: dict[str, Any]) -> dict[str, Any]:
         data = super()._data(data)
         data["tenants"][0]["record"] = "all"
+        data["otel"] = {"endpoint": self.collector_url}
         return data
 
 
@@ -573,6 +587,12 @@ def test_the_users_token_is_in_no_trace_recording_log_metric_or_answer(
     assert trace.json()["recording"]  # the recording is there, and read below
     metrics = httpx.get(f"{stack.gateway.url}/metrics", headers=key)
     assert "toolgate_tool_calls_total" in metrics.text
+    trace_id = answer.headers["x-toolgate-trace-id"]
+    deadline = time.monotonic() + 10
+    while not any(s.name.startswith("execute_tool") for s in stack.collector.of_trace(trace_id)):
+        assert time.monotonic() < deadline, "the tool call's span never came"
+        time.sleep(0.05)
+    spans = json.dumps([[s.name, s.attributes, s.events] for s in stack.collector.spans])
     assert any(r.name.startswith("gateway") for r in caplog.records)  # the log was read
     everything = {
         "answer": answer.text,
@@ -581,6 +601,7 @@ def test_the_users_token_is_in_no_trace_recording_log_metric_or_answer(
         "metrics": metrics.text,
         "connections": json.dumps(stack.connections()),
         "model input": json.dumps(stack.model.requests),
+        "spans": spans,
     }
     for where, text in everything.items():
         for secret in (ACCESS, "rt-CANARY", SECRET):

@@ -173,10 +173,13 @@ class Harness:
         self._servers.append(server)
         return server
 
-    def gateway(self, data: dict[str, Any], port: int = 0) -> ServerThread:
+    def gateway(
+        self, data: dict[str, Any], port: int = 0, environ: dict[str, str] | None = None
+    ) -> ServerThread:
         if self.store is not None:
             data = {**data, "store": self.store}
-        return self.serve(create_app(GatewayConfig.model_validate(data)), port=port)
+        app = create_app(GatewayConfig.model_validate(data), environ=environ)
+        return self.serve(app, port=port)
 
     def client(self, gateway: ServerThread, key: str = TENANT_KEY, **options: Any) -> httpx.Client:
         options.setdefault("timeout", 10)
