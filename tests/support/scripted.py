@@ -5,6 +5,7 @@ address (127.0.0.2) that stands for "another origin": anything reaching it escap
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -178,7 +179,7 @@ class Harness:
     ) -> ServerThread:
         if self.store is not None:
             data = {**data, "store": self.store}
-        app = create_app(GatewayConfig.model_validate(data), environ=environ)
+        app = create_app(GatewayConfig.model_validate(data), environ=os.environ | (environ or {}))
         return self.serve(app, port=port)
 
     def client(self, gateway: ServerThread, key: str = TENANT_KEY, **options: Any) -> httpx.Client:
