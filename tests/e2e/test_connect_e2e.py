@@ -21,6 +21,7 @@ import pytest
 from tests.e2e.test_users_e2e import AUDIENCE, Provider
 from tests.support.otlp import OtlpReceiver
 from tests.support.recorder import Answer, Received, Recorder
+from tests.support.schema import assert_valid_response
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, asks, call, config, says
 from tests.support.servers import free_port
 
@@ -631,3 +632,15 @@ def test_a_token_the_service_refuses_is_refreshed_then_forgotten(harness: Harnes
     stack.ask()  # 401 again
     assert "x-toolgate-connect" in stack.ask().headers  # the refresh refused: a link
     assert stack.connections() == []
+
+
+def test_the_responses_surface_carries_the_link_too(harness: Harness) -> None:
+    stack = ToolStack(harness)
+    body = {"model": MODEL, "input": "my repos?"}
+    answer = httpx.post(f"{stack.gateway.url}/v1/responses", json=body, headers=stack.headers())
+    assert answer.status_code == 200, answer.text
+    link = answer.headers["x-toolgate-connect"]
+    assert_valid_response(answer.json())
+    text = answer.json()["output"][-1]["content"][0]["text"]
+    assert link in text  # the model was told, and its message is what a client shows
+    assert stack.service.hits == []
