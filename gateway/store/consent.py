@@ -1,6 +1,7 @@
 """A connection's consent in flight (DESIGN.md §18): the link a user opens (a ticket:
 short-lived, single-use, bound to tenant, user and connection) and the provider's round
-trip it starts (its ``state``, with the PKCE verifier). Both are kept in the store
+trip it starts (its ``state``, with the PKCE verifier, bound to the browser that began it:
+a callback in another browser finds nothing, RFC 9700 §4.7). Both are kept in the store
 under a digest of their random value, so any replica finishes what another began, and
 both are taken (read and deleted at once) when used: a replayed link or callback finds
 nothing."""
@@ -8,6 +9,7 @@ nothing."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 
@@ -52,26 +54,35 @@ class Consents:
         found = loads_object(await self._store.take(self._key("ticket", ticket)) or b"")
         return _consent(found)
 
-    async def begin(self, consent: Consent, verifier: str) -> str:
-        """The ``state`` of a provider round trip for ``consent``, its verifier kept."""
+    async def begin(self, consent: Consent, verifier: str, browser: str) -> str:
+        """The ``state`` of a provider round trip for ``consent``, its verifier kept, and
+        a digest of the secret the browser that began it holds (``browser``)."""
         state = secrets.token_urlsafe(32)
         record = {
             "tenant": consent.tenant,
             "user": consent.user,
             "connection": consent.connection,
             "verifier": verifier,
+            "browser": hashlib.sha256(browser.encode()).hexdigest(),
         }
         await self._store.put(self._key("state", state), dumps(record), STATE_TTL_S)
         return state
 
-    async def finish(self, state: str) -> tuple[Consent, str] | None:
-        """The consent and verifier of a round trip, once; None for a state not given."""
+    async def finish(self, state: str, browser: str | None) -> tuple[Consent, str] | None:
+        """The consent and verifier of a round trip, once, in the browser that began it
+        (its secret, ``browser``); None for a state not given or another browser's (the
+        state is used up either way)."""
         if not 16 <= len(state) <= 128:
             return None
         found = loads_object(await self._store.take(self._key("state", state)) or b"")
         consent = _consent(found)
         verifier = found.get("verifier") if found is not None else None
-        if consent is None or not isinstance(verifier, str):
+        began = found.get("browser") if found is not None else None
+        if consent is None or not isinstance(verifier, str) or not isinstance(began, str):
+            return None
+        if browser is None or not hmac.compare_digest(
+            began, hashlib.sha256(browser.encode()).hexdigest()
+        ):
             return None
         return consent, verifier
 

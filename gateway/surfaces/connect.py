@@ -18,9 +18,11 @@ grant shows a page that says so, and nothing is kept.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import logging
 import math
+import secrets
 import time
 from typing import TYPE_CHECKING
 
@@ -31,7 +33,7 @@ from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, NotFound
 from gateway.runtime.oauth import CONNECT_PATH, authorize_url, callback_url, pkce_pair
 from gateway.runtime.providers import ConsentConnection, ProviderRefused, same_issuer
-from gateway.store.consent import Consent
+from gateway.store.consent import STATE_TTL_S, Consent
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
 
@@ -47,6 +49,12 @@ _PAGE_HEADERS = {
     "referrer-policy": "no-referrer",
     "x-content-type-options": "nosniff",
 }
+
+
+def _cookie(state: str) -> str:
+    """The cookie that binds a round trip to the browser that began it (one per round
+    trip: two begun in one browser do not undo each other)."""
+    return "toolgate_connect_" + hashlib.sha256(state.encode()).hexdigest()[:16]
 
 
 def page(title: str, text: str, status: int = 200) -> HTMLResponse:
@@ -142,23 +150,41 @@ class Connect:
                 502,
             )
         verifier, challenge = pkce_pair()
-        state = await self._gateway.consents.begin(consent, verifier)
+        browser = secrets.token_urlsafe(32)  # the round trip ends in this browser only
+        state = await self._gateway.consents.begin(consent, verifier, browser)
         target = authorize_url(client, self._callback_url(), state, challenge)
-        return RedirectResponse(target, 302, headers=_PAGE_HEADERS)
+        redirect = RedirectResponse(target, 302, headers=_PAGE_HEADERS)
+        redirect.set_cookie(
+            _cookie(state),
+            browser,
+            max_age=int(STATE_TTL_S),
+            path=CONNECT_PATH,
+            secure=self._callback_url().startswith("https://"),
+            httponly=True,
+            samesite="lax",  # sent on the provider's redirect back, a top-level GET
+        )
+        return redirect
 
     async def callback(self, request: Request) -> Response:
-        """Step 3: the provider sent the browser back."""
+        """Step 3: the provider sent the browser back (the round trip's cookie is
+        dropped, whatever the outcome)."""
         refused = await self._too_many(request)
         if refused is not None:
             return refused
+        answer = await self._finish(request)
+        state = request.query_params.get("state", "")
+        answer.delete_cookie(_cookie(state), path=CONNECT_PATH)
+        return answer
+
+    async def _finish(self, request: Request) -> Response:
         query = request.query_params
         state, code = query.get("state", ""), query.get("code")
-        found = await self._gateway.consents.finish(state)
+        found = await self._gateway.consents.finish(state, request.cookies.get(_cookie(state)))
         if found is None:
             return page(
                 "This sign-in cannot be finished",
-                "It has expired, was finished already, or did not start here. Open a new "
-                "link from the application.",
+                "It has expired, was finished already, or did not start in this browser. "
+                "Open a new link from the application.",
                 400,
             )
         consent, verifier = found

@@ -285,3 +285,21 @@ def test_a_token_exchange_at_the_provider_acts_as_the_user(harness: Harness) -> 
     )
     assert refused.status_code == 401  # the gateway verifies the user token first
     assert len(stack.tickets.seen) == 2
+
+
+def test_a_provider_page_sent_to_another_user_connects_no_one(stack: Stack) -> None:
+    """Mallory opens her own link, stops at the provider's sign-in page, and sends its
+    address to alice. Alice signs in and consents there as herself; the provider sends
+    her browser back to the gateway, which refuses: the round trip did not begin in
+    that browser. Neither holds a grant."""
+    stack.sign_in("mallory")
+    stack.sign_in("alice")
+    link = stack.ask("mallory").headers["x-toolgate-connect"]
+    mallorys = stack.browser.page("mallory-elsewhere")  # no provider session: stops there
+    mallorys.goto(link)
+    sent = [u for u in stack.browser.visited if u.startswith(f"{stack.idp.issuer}/auth?")][-1]
+    page = stack.browser.go("alice", sent)
+    assert page.url.startswith(f"{stack.public}/v1/toolgate/connect/callback?")
+    assert "did not start in this browser" in page.content()
+    assert stack.connections("mallory") == []
+    assert stack.connections("alice") == []

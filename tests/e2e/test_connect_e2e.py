@@ -644,3 +644,22 @@ def test_the_responses_surface_carries_the_link_too(harness: Harness) -> None:
     text = answer.json()["output"][-1]["content"][0]["text"]
     assert link in text  # the model was told, and its message is what a client shows
     assert stack.service.hits == []
+
+
+def test_a_round_trip_ends_only_in_the_browser_that_began_it(harness: Harness) -> None:
+    """Mallory opens her own link and sends alice the provider's page it led to: alice
+    consents, and the callback comes back in alice's browser, which did not begin the
+    round trip (no cookie): refused, and mallory holds no grant of alice's."""
+    stack = ToolStack(harness)
+    with httpx.Client(timeout=10) as mallorys:
+        began = mallorys.get(stack.link("mallory"))
+        assert began.status_code == 302
+        assert any(c.startswith("toolgate_connect_") for c in mallorys.cookies)
+        set_cookie = began.headers["set-cookie"].lower()
+        assert "httponly" in set_cookie
+        assert "samesite=lax" in set_cookie
+        assert "path=/v1/toolgate/connect" in set_cookie
+    victims = stack.browse(began.headers["location"])  # another browser: no cookie
+    assert victims.status_code == 400
+    assert "did not start in this browser" in victims.text
+    assert stack.connections("mallory") == []
