@@ -58,7 +58,7 @@ class ServerMetadata:
 
     issuer: str
     authorization_endpoint: str | None
-    token_endpoint: str
+    token_endpoint: str | None  # an identity provider for users' tokens may need none
     revocation_endpoint: str | None = None
     registration_endpoint: str | None = None
     jwks_uri: str | None = None
@@ -120,14 +120,17 @@ class Discovery:
     ) -> None:
         self._transport = transport
         self._clock = clock
-        self._servers: dict[tuple[str, frozenset[Origin]], tuple[float, ServerMetadata]] = {}
+        self._servers: dict[tuple[str, frozenset[Origin], bool], tuple[float, ServerMetadata]] = {}
         self._resources: dict[str, tuple[float, ResourceMetadata]] = {}
 
-    async def server(self, issuer: str, more_origins: Iterable[str] = ()) -> ServerMetadata:
+    async def server(
+        self, issuer: str, more_origins: Iterable[str] = (), *, openid: bool = False
+    ) -> ServerMetadata:
         """The authorization server ``issuer``'s metadata: RFC 8414's document, else
-        OpenID Connect's (both are tried, as the MCP specification has clients do)."""
+        OpenID Connect's (both are tried, as the MCP specification has clients do);
+        ``openid``: OpenID Connect's only (an identity provider's, for its keys)."""
         allowed = allowed_origins(issuer, more_origins)
-        key = (issuer, allowed)
+        key = (issuer, allowed, openid)
         kept = self._servers.get(key)
         if kept is not None and self._clock() - kept[0] < KEPT_S:
             return kept[1]
@@ -135,7 +138,9 @@ class Discovery:
             well_known(issuer, "oauth-authorization-server", inserted=True),
             well_known(issuer, "openid-configuration", inserted=True),
             well_known(issuer, "openid-configuration", inserted=False),
-        ]
+        ][1 if openid else 0 :]
+        if openid:  # OpenID Connect Discovery appends to the issuer's path
+            urls.reverse()
         found = await self._first(urls, f"no metadata for {issuer}")
         metadata = _server_of(found, issuer, allowed)
         self._servers[key] = (self._clock(), metadata)
@@ -175,18 +180,22 @@ class Discovery:
         )
         raise kind(f"{none}: {failures[-1]}")
 
+    async def document(self, url: str) -> dict[str, Any]:
+        """One JSON document (a JWKS, say), fetched as metadata is; never kept."""
+        return await self._document(url)
+
     async def _document(self, url: str) -> dict[str, Any]:
         try:
             request = httpx.Request("GET", url, headers={"accept": "application/json"})
         except httpx.InvalidURL as exc:
             raise DiscoveryFailed("not a URL") from exc
         try:
-            status, body, cut = await fetch(self._transport, request, TIMEOUT_S, MAX_DOCUMENT_BYTES)
+            got = await fetch(self._transport, request, TIMEOUT_S, MAX_DOCUMENT_BYTES)
         except Unreached as exc:
             raise DiscoveryUnreached(f"it could not be reached ({exc})") from exc
-        if status != 200 or cut:
-            raise DiscoveryFailed(f"it answered {status}" + (", too much" if cut else ""))
-        found = loads_object(body)
+        if got.status != 200 or got.cut:
+            raise DiscoveryFailed(f"it answered {got.status}" + (", too much" if got.cut else ""))
+        found = loads_object(got.body)
         if found is None:
             raise DiscoveryFailed("it did not answer with a JSON object")
         return found
@@ -198,12 +207,10 @@ def _server_of(found: Mapping[str, Any], issuer: str, allowed: frozenset[Origin]
     methods = found.get("code_challenge_methods_supported")
     if isinstance(methods, list) and "S256" not in methods:
         raise DiscoveryFailed("it does not support PKCE with S256")
-    token = _endpoint(found, "token_endpoint", allowed, required=True)
-    assert token is not None
     return ServerMetadata(
         issuer=issuer,
         authorization_endpoint=_endpoint(found, "authorization_endpoint", allowed, required=False),
-        token_endpoint=token,
+        token_endpoint=_endpoint(found, "token_endpoint", allowed, required=False),
         revocation_endpoint=_endpoint(found, "revocation_endpoint", allowed, required=False),
         registration_endpoint=_endpoint(found, "registration_endpoint", allowed, required=False),
         jwks_uri=_endpoint(found, "jwks_uri", allowed, required=False),

@@ -145,13 +145,13 @@ class OAuthClient:
             form = {**form, "resource": client.resource}
         request = _authenticated(client, client.token_url, form)
         try:
-            status, body, cut = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
+            got = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
         except Unreached as exc:
             raise ProviderUnreachable(f"the token endpoint could not be reached ({exc})") from exc
-        found = None if cut else loads_object(body)
+        found = None if got.cut else loads_object(got.body)
         if found is None:
-            raise ProviderRefused(f"the token endpoint answered {status}, not a JSON object")
-        if status != 200:
+            raise ProviderRefused(f"the token endpoint answered {got.status}, not a JSON object")
+        if got.status != 200:
             error = found.get("error")
             said = error if isinstance(error, str) and error.isascii() and len(error) < 64 else "?"
             raise ProviderRefused(f"the provider refused ({said})")
@@ -170,10 +170,10 @@ class OAuthClient:
         form = {"token": token, "token_type_hint": hint}
         request = _authenticated(client, client.revoke_url, form)
         try:
-            status, _, _ = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
+            got = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
         except Unreached:
             return False
-        return status == 200
+        return got.status == 200
 
     def _grant(
         self, client: ProviderClient, found: Mapping[str, Any], before: Grant | None

@@ -6,6 +6,7 @@ endpoint. Trouble on the way (the network, the time, the egress guard) is raised
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import httpx
 
@@ -16,10 +17,21 @@ class Unreached(ValueError):
     """The far side could not be reached, in time or at all (the kind is its message)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """An answer: its status, its body (at most the limit), whether more was left, and
+    its headers."""
+
+    status: int
+    body: bytes
+    cut: bool
+    headers: httpx.Headers
+
+
 async def fetch(
     transport: GuardedTransport, request: httpx.Request, timeout_s: float, limit: int
-) -> tuple[int, bytes, bool]:
-    """The status, the body (at most ``limit`` bytes) and whether more was left."""
+) -> Fetched:
+    """The answer to ``request``, its body read up to ``limit`` bytes."""
     request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
     try:
         async with asyncio.timeout(timeout_s):
@@ -30,4 +42,4 @@ async def fetch(
                 await response.aclose()
     except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
         raise Unreached(type(exc).__name__) from exc
-    return response.status_code, body, cut
+    return Fetched(response.status_code, body, cut, response.headers)

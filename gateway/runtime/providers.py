@@ -17,6 +17,7 @@ is kept); one whose answers cannot be believed is ``ProviderRefused``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import httpx
@@ -36,6 +37,7 @@ ConsentConnection = OAuth2Connection | McpConnection
 MAX_ANSWER_BYTES = 64 * 1024
 TIMEOUT_S = 10.0
 CLIENT_NAME = "Toolgate"
+_RESOURCE_METADATA = re.compile(r'resource_metadata="([^"\s]{1,2048})"')
 
 
 class ProviderRefused(ValueError):
@@ -95,7 +97,7 @@ class Providers:
         return replace(
             client,
             authorize_url=_authorize(server),
-            token_url=server.token_endpoint,
+            token_url=_token(server),
             revoke_url=connection.revoke_url or server.revocation_endpoint,
             issuer=server.issuer,
             names_itself=server.iss_parameter,
@@ -107,9 +109,23 @@ class Providers:
         except DiscoveryFailed as exc:
             raise _failed(f"the provider's metadata: {exc}", exc) from exc
 
+    async def _challenge(self, url: str) -> str | None:
+        """Where the MCP server's 401 says its resource metadata is (``WWW-Authenticate:
+        Bearer resource_metadata="..."``), asked with no token; None where it says not."""
+        request = httpx.Request("GET", url, headers={"accept": "text/event-stream"})
+        try:
+            got = await fetch(self._transport, request, TIMEOUT_S, 4096)
+        except Unreached:
+            return None
+        if got.status != 401:
+            return None
+        found = _RESOURCE_METADATA.search(got.headers.get("www-authenticate", "")[:4096])
+        return found.group(1) if found is not None else None
+
     async def _mcp(self, connection: McpConnection, redirect_uri: str) -> ProviderClient:
         try:
-            resource = await self._discovery.resource(connection.url)
+            named = await self._challenge(connection.url)
+            resource = await self._discovery.resource(connection.url, named)
         except DiscoveryFailed as exc:
             raise _failed(f"the MCP server's resource metadata: {exc}", exc) from exc
         accepted = [
@@ -130,7 +146,7 @@ class Providers:
         return ProviderClient(
             connection=connection.name,
             authorize_url=_authorize(server),
-            token_url=server.token_endpoint,
+            token_url=_token(server),
             client_id=registration.client_id,
             client_secret=registration.client_secret,
             revoke_url=server.revocation_endpoint,
@@ -167,12 +183,12 @@ class Providers:
             headers={"content-type": "application/json", "accept": "application/json"},
         )
         try:
-            status, body, cut = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
+            got = await fetch(self._transport, request, TIMEOUT_S, MAX_ANSWER_BYTES)
         except Unreached as exc:
             raise ProviderUnreachable(f"the registration endpoint ({exc})") from exc
-        found = None if cut else loads_object(body)
-        if status not in (200, 201) or found is None:
-            raise ProviderRefused(f"the authorization server did not register it ({status})")
+        found = None if got.cut else loads_object(got.body)
+        if got.status not in (200, 201) or found is None:
+            raise ProviderRefused(f"the authorization server did not register it ({got.status})")
         client_id, secret = found.get("client_id"), found.get("client_secret")
         if not isinstance(client_id, str) or not 0 < len(client_id) <= 512:
             raise ProviderRefused("the registration's answer holds no usable client_id")
@@ -191,6 +207,12 @@ def _authorize(server: ServerMetadata) -> str:
     if server.authorization_endpoint is None:
         raise ProviderRefused("the provider's metadata names no authorization endpoint")
     return server.authorization_endpoint
+
+
+def _token(server: ServerMetadata) -> str:
+    if server.token_endpoint is None:
+        raise ProviderRefused("the provider's metadata names no token endpoint")
+    return server.token_endpoint
 
 
 def _failed(message: str, exc: DiscoveryFailed) -> ProviderRefused:

@@ -154,7 +154,9 @@ class Gateway:
         self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)
         self.executor = ToolExecutor(tools, redactor=self.redactor)
-        self.users = UserKeys(tools)  # end users' identity providers' keys, fetched guarded
+        # Providers' metadata and keys, fetched through the guard (users' and connections').
+        discovery = Discovery(tools)
+        self.users = UserKeys(discovery)  # end users' identity providers' keys
         self.oauth = OAuthClient(tools)  # connections' token endpoints, guarded
         registrations = (
             Registrations(self.store, self.keys, Sealer.of(config.grants))
@@ -162,7 +164,7 @@ class Gateway:
             else None
         )
         # Where each connection's endpoints are, and who the gateway is there.
-        self.providers = Providers(tools, Discovery(tools), registrations)
+        self.providers = Providers(tools, discovery, registrations)
         self.loop = ToolLoop(
             self.executor,
             keepalive_s=config.server.stream_keepalive_s,

@@ -18,23 +18,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
 import jwt
 from starlette.datastructures import Headers
 
 from gateway.config import JwtUsersConfig
 from gateway.errors import UserKeysUnavailable
 from gateway.policy.users import User, refused, token_of, verify
-from gateway.runtime.outbound import Unreached, fetch
-from tool_registry import GuardedTransport, loads_object
+from gateway.runtime.discovery import Discovery, DiscoveryFailed
 
 logger = logging.getLogger("gateway.users")
 
-MAX_KEYS_BYTES = 256 * 1024  # a JWKS or discovery document, at most
 MAX_KEYS = 64  # of a JWKS, at most: the rest are not read
-FETCH_TIMEOUT_S = 5.0
 _PUBLIC = frozenset({"RSA", "EC", "OKP"})  # key types JWTs are signed with; never "oct"
 
 
@@ -48,10 +43,8 @@ class _Held:
 class UserKeys:
     """Every trusted issuer's keys, for every tenant that verifies its users."""
 
-    def __init__(
-        self, transport: GuardedTransport, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._transport = transport
+    def __init__(self, discovery: Discovery, clock: Callable[[], float] = time.monotonic) -> None:
+        self._discovery = discovery  # documents fetched through the egress guard
         self._clock = clock
         self._held: dict[tuple[str, str | None], _Held] = {}
 
@@ -93,33 +86,18 @@ class UserKeys:
 
     async def _fetch(self, settings: JwtUsersConfig) -> dict[str, jwt.PyJWK]:
         url = settings.jwks_url
-        if url is None:
-            issuer = settings.issuer.rstrip("/")
-            found = await self._document(f"{issuer}/.well-known/openid-configuration")
-            if found.get("issuer") != settings.issuer:
-                raise ValueError("the discovery document names another issuer")
-            url = found.get("jwks_uri")
-            if not isinstance(url, str) or _origin(url) != _origin(settings.issuer):
-                raise ValueError("the discovery document's jwks_uri is not on the issuer")
-        return keys_of(await self._document(url))
-
-    async def _document(self, url: str) -> dict[str, Any]:
+        if url is None:  # the issuer's discovery document names it, on its own origin
+            try:
+                server = await self._discovery.server(settings.issuer, openid=True)
+            except DiscoveryFailed as exc:
+                raise ValueError(str(exc)) from exc
+            if server.jwks_uri is None:
+                raise ValueError("the discovery document names no jwks_uri")
+            url = server.jwks_uri
         try:
-            request = httpx.Request("GET", url, headers={"accept": "application/json"})
-        except httpx.InvalidURL as exc:
-            raise ValueError(f"{url!r} is not a URL") from exc
-        try:
-            status, body, cut = await fetch(
-                self._transport, request, FETCH_TIMEOUT_S, MAX_KEYS_BYTES
-            )
-        except Unreached as exc:
-            raise ValueError(f"{_origin(url)} could not be reached ({exc})") from exc
-        if status != 200 or cut:
-            raise ValueError(f"{_origin(url)} answered {status}, or too much")
-        found = loads_object(body)
-        if found is None:
-            raise ValueError(f"{_origin(url)} did not answer with a JSON object")
-        return found
+            return keys_of(await self._discovery.document(url))
+        except DiscoveryFailed as exc:
+            raise ValueError(f"the JWKS: {exc}") from exc
 
 
 def keys_of(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
@@ -142,8 +120,3 @@ def keys_of(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
     if not keys:
         raise ValueError("the JWKS has no usable public key")
     return keys
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname or "", parts.port

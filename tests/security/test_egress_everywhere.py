@@ -108,16 +108,28 @@ def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
     """What sends for configuration or a model takes a ``GuardedTransport`` (mypy holds
     the rest): a plain ``httpx`` transport does not type-check there."""
     from gateway.ops.webhook import Webhooks
+    from gateway.runtime.discovery import Discovery
     from gateway.runtime.oauth import OAuthClient
+    from gateway.runtime.providers import Providers
     from gateway.runtime.remote_sources import OpenApiUrl, RemoteSources
     from gateway.runtime.user_keys import UserKeys
     from tool_registry import ToolExecutor
 
-    consumers = (ToolExecutor, Webhooks, OpenApiUrl, RemoteSources, Replayer, UserKeys, OAuthClient)
+    consumers = (
+        ToolExecutor,
+        Webhooks,
+        OpenApiUrl,
+        RemoteSources,
+        Replayer,
+        Discovery,
+        OAuthClient,
+        Providers,
+    )
     for consumer in consumers:
         hints = consumer.__init__.__annotations__
         assert any("GuardedTransport" in str(v) for v in hints.values()), consumer
     assert "GuardedTransport" in str(fetch_document.__annotations__["transport"])
+    assert "Discovery" in str(UserKeys.__init__.__annotations__["discovery"])  # through it
 
 
 # ------------------------------------------------------------------ the matrix

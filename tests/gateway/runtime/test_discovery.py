@@ -50,12 +50,15 @@ class Far:
         self.documents = documents
         self.sent: list[httpx.Request] = []
         self.registered: dict[str, Any] = {"client_id": "dyn-1", "client_secret": "dyn-secret"}
+        self.challenge: str | None = None  # the MCP server's 401 WWW-Authenticate
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.sent.append(request)
         url = str(request.url)
         if url == f"{ISSUER}/register" and request.method == "POST":
             return httpx.Response(201, json=self.registered)
+        if url == MCP and self.challenge is not None:
+            return httpx.Response(401, headers={"www-authenticate": self.challenge})
         found = self.documents.get(url)
         if found is None:
             return httpx.Response(404, json={})
@@ -110,7 +113,7 @@ async def test_openid_discovery_is_the_second_place_looked() -> None:
         (server_document(token_endpoint="http://idp.test/token"), "another origin"),
         (server_document(token_endpoint="https://idp.test:8443/token"), "another origin"),
         (server_document(authorization_endpoint=7), "not a URL"),
-        (server_document(token_endpoint=None), "not a URL"),
+        (server_document(token_endpoint=None), "no token endpoint"),
         (server_document(code_challenge_methods_supported=["plain"]), "PKCE"),
         (server_document(token_endpoint="https://idp.test/t#x"), "not a URL"),
     ],
@@ -256,3 +259,33 @@ def test_well_known_urls_stay_on_the_base_origin(path: str, inserted: bool) -> N
 def test_a_failure_reason_names_no_secret() -> None:
     failure = DiscoveryFailed("its token_endpoint is on another origin than the issuer's")
     assert "secret" not in str(failure)
+
+
+@pytest.mark.anyio
+async def test_the_resource_metadata_address_of_the_servers_401_is_used() -> None:
+    far = mcp_far()
+    far.documents["https://mcp.test/meta/prm"] = resource_document()
+    far.challenge = 'Bearer error="invalid_token", resource_metadata="https://mcp.test/meta/prm"'
+    made, _ = providers(far)
+    client = await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert client.resource == MCP
+    assert far.urls()[:2] == [MCP, "https://mcp.test/meta/prm"]
+
+
+@pytest.mark.anyio
+async def test_a_resource_metadata_address_on_another_origin_is_not_fetched() -> None:
+    far = mcp_far()
+    far.challenge = 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/"'
+    made, _ = providers(far)
+    with pytest.raises(ProviderRefused, match="another origin"):
+        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert not any("169.254" in u for u in far.urls())
+
+
+@pytest.mark.anyio
+async def test_an_authorization_server_at_the_metadata_address_is_refused_unasked() -> None:
+    far = mcp_far(resource_document(authorization_servers=["http://169.254.169.254"]))
+    made, _ = providers(far)
+    with pytest.raises(ProviderRefused):
+        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert not any("169.254" in u for u in far.urls())  # the egress guard stopped it
