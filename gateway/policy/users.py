@@ -40,20 +40,14 @@ def asserted(headers: Headers, settings: AssertedUsersConfig) -> User | None:
     """The user a tenant's key asserts in its header (believed as the key is), or None
     when there is none and none is required; a 401 when one is, a 400 for two or for a
     value no user id can be."""
-    given = headers.getlist(settings.header)
-    if len(given) > 1:
-        raise BadRequest(
-            f"The header {settings.header!r} is sent {len(given)} times; send one user.",
-            code="duplicate_header",
-        )
-    if not given:
+    value = _one(headers, settings.header, "user")
+    if value is None:
         if settings.required:
             raise AuthError(
                 f"This tenant's requests name their user: send it in {settings.header!r}.",
                 code="user_required",
             )
         return None
-    value = str(given[0]).strip()
     if not 0 < len(value) <= MAX_USER_CHARS or not value.isprintable():
         raise BadRequest(
             f"The header {settings.header!r} is not a user id (1 to {MAX_USER_CHARS} "
@@ -63,6 +57,17 @@ def asserted(headers: Headers, settings: AssertedUsersConfig) -> User | None:
     return User(value, issuer="asserted")
 
 
+def _one(headers: Headers, name: str, what: str) -> str | None:
+    """The one value of header ``name`` (stripped), or None; two are a 400."""
+    given = headers.getlist(name)
+    if len(given) > 1:
+        raise BadRequest(
+            f"The header {name!r} is sent {len(given)} times; send one {what}.",
+            code="duplicate_header",
+        )
+    return str(given[0]).strip() if given else None
+
+
 def refused(why: str) -> AuthError:
     return AuthError(f"The user token was refused: {why}.", code=INVALID)
 
@@ -70,15 +75,9 @@ def refused(why: str) -> AuthError:
 def token_of(headers: Headers, settings: JwtUsersConfig) -> str | None:
     """The end-user token a request carries in the tenant's header (``Bearer`` or
     bare); None for none. Sent twice is a 400: one token names one user."""
-    given = headers.getlist(settings.header)
-    if len(given) > 1:
-        raise BadRequest(
-            f"The header {settings.header!r} is sent {len(given)} times; send one user token.",
-            code="duplicate_header",
-        )
-    if not given:
+    value = _one(headers, settings.header, "user token")
+    if value is None:
         return None
-    value = str(given[0]).strip()
     scheme, _, rest = value.partition(" ")
     return rest.strip() if scheme.lower() == "bearer" else value
 

@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.oidc import Browser, Idp
+from tests.browser.signed_in import SignedIn, said
+from tests.support.oidc import Idp
 from tests.support.recorder import Answer, Received, Recorder
-from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, asks, call, config, says
+from tests.support.scripted import MODEL, Harness, Model, asks, call, config, says
 from tests.support.servers import free_port
 
-APP = ("app", "app-secret-CANARY-0037-0037-0037-0037")
 TOOLGATE = ("toolgate", "toolgate-secret-CANARY-0037-0037-0037")
 API = ("tickets-api", "api-secret-CANARY-0037-0037-0037-0037")
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -62,28 +62,16 @@ def calling(tool: str) -> Any:
     return script
 
 
-class Stack:
+class Stack(SignedIn):
     def __init__(self, harness: Harness, tool: str = "my_tickets", link_ttl_s: float = 600) -> None:
-        self.browser = Browser()  # first: without a Chromium, the test skips here
-        harness.on_close(self.browser.close)
+        super().__init__(harness)
         self.tickets = Tickets(harness)
-        self.app_back = Recorder(
-            lambda hit: Answer(200, b"signed in", [("content-type", "text/plain")])
-        )
-        self.app_url = harness.serve(self.app_back).url + "/signed-in"
         port = free_port()
         self.public = f"http://127.0.0.1:{port}"
         callback = f"{self.public}/v1/toolgate/connect/callback"
         self.idp = Idp(
             [
-                {
-                    "client_id": APP[0],
-                    "client_secret": APP[1],
-                    "redirect_uris": [self.app_url],
-                    "grant_types": ["authorization_code"],
-                    "response_types": ["code"],
-                    "scope": "openid",
-                },
+                self.app_client(),
                 {
                     "client_id": TOOLGATE[0],
                     "client_secret": TOOLGATE[1],
@@ -140,47 +128,13 @@ class Stack:
             )
         ]
         data["tenants"][0]["tools"] = ["*"]
-        data["tenants"][0]["users"] = {"jwt": {"issuer": self.idp.issuer, "audience": APP[0]}}
+        data["tenants"][0]["users"] = self.users()
         self.gateway = harness.gateway(data, port=port)
-        self.id_tokens: dict[str, str] = {}
-
-    def sign_in(self, user: str) -> None:
-        self.id_tokens[user] = self.browser.sign_in(user, self.idp, APP, self.app_url)
-
-    def headers(self, user: str) -> dict[str, str]:
-        return {
-            "authorization": f"Bearer {TENANT_KEY}",
-            "x-toolgate-user-token": self.id_tokens[user],
-        }
-
-    def ask(self, user: str) -> httpx.Response:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "my tickets?"}]}
-        answer = httpx.post(
-            f"{self.gateway.url}/v1/chat/completions",
-            json=body,
-            headers=self.headers(user),
-            timeout=30,
-        )
-        assert answer.status_code == 200, answer.text
-        return answer
-
-    def connections(self, user: str) -> list[dict[str, Any]]:
-        listed = httpx.get(
-            f"{self.gateway.url}/v1/toolgate/connections", headers=self.headers(user)
-        )
-        assert listed.status_code == 200, listed.text
-        data: list[dict[str, Any]] = listed.json()["data"]
-        return data
 
 
 @pytest.fixture
 def stack(harness: Harness) -> Stack:
     return Stack(harness)
-
-
-def said(answer: httpx.Response) -> str:
-    text: str = answer.json()["choices"][0]["message"]["content"]
-    return text
 
 
 def test_a_user_connects_at_the_provider_and_tools_act_as_that_user(stack: Stack) -> None:

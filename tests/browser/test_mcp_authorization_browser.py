@@ -18,11 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.browser.test_connect_oidc_browser import APP
+from tests.browser.signed_in import APP, SignedIn, said
 from tests.support.mcp_servers import authorized_server
-from tests.support.oidc import Browser, Idp
-from tests.support.recorder import Answer, Recorder
-from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, asks, call, config, says
+from tests.support.oidc import Idp
+from tests.support.scripted import Harness, Model, asks, call, config, says
 from tests.support.servers import free_port
 
 
@@ -35,25 +34,13 @@ def offered_first(body: dict[str, Any]) -> dict[str, Any]:
     return asks(call("my_tickets" if "my_tickets" in names else "connect_desk", {}, "c_1"))
 
 
-class Stack:
+class Stack(SignedIn):
     def __init__(self, harness: Harness) -> None:
-        self.browser = Browser()
-        harness.on_close(self.browser.close)
-        self.app_back = Recorder(lambda hit: Answer(200, b"signed in"))
-        self.app_url = harness.serve(self.app_back).url + "/signed-in"
+        super().__init__(harness)
         mcp_port = free_port()
         self.resource = f"http://127.0.0.1:{mcp_port}/mcp"
         self.idp = Idp(
-            [
-                {
-                    "client_id": APP[0],
-                    "client_secret": APP[1],
-                    "redirect_uris": [self.app_url],
-                    "grant_types": ["authorization_code"],
-                    "response_types": ["code"],
-                    "scope": "openid",
-                }
-            ],
+            [self.app_client()],
             resources=[{"url": self.resource, "scope": "tickets:read"}],
         )
         harness.on_close(self.idp.close)
@@ -70,24 +57,8 @@ class Stack:
         data["connections"] = [{"name": "desk", "type": "mcp", "url": self.resource}]
         data["mcp"] = [{"name": "desk", "url": self.resource, "auth": {"connection": "desk"}}]
         data["tenants"][0]["tools"] = ["*"]
-        data["tenants"][0]["users"] = {"jwt": {"issuer": self.idp.issuer, "audience": APP[0]}}
+        data["tenants"][0]["users"] = self.users()
         self.gateway = harness.gateway(data, port=port)
-        self.id_tokens: dict[str, str] = {}
-
-    def sign_in(self, user: str) -> None:
-        self.id_tokens[user] = self.browser.sign_in(user, self.idp, APP, self.app_url)
-
-    def ask(self, user: str) -> httpx.Response:
-        headers = {
-            "authorization": f"Bearer {TENANT_KEY}",
-            "x-toolgate-user-token": self.id_tokens[user],
-        }
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "my tickets?"}]}
-        answer = httpx.post(
-            f"{self.gateway.url}/v1/chat/completions", json=body, headers=headers, timeout=30
-        )
-        assert answer.status_code == 200, answer.text
-        return answer
 
 
 def eventually(ask: Callable[[], httpx.Response], text: str) -> httpx.Response:
@@ -99,11 +70,6 @@ def eventually(ask: Callable[[], httpx.Response], text: str) -> httpx.Response:
         if text in said(answer) or time.monotonic() > deadline:
             return answer
         time.sleep(0.2)
-
-
-def said(answer: httpx.Response) -> str:
-    text: str = answer.json()["choices"][0]["message"]["content"]
-    return text
 
 
 def test_an_mcp_server_that_requires_authorization_is_used_as_each_user(

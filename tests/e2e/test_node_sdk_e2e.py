@@ -6,31 +6,13 @@ with a server tool round inside. ``make test`` installs the SDK from
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
-import pytest
-
+from tests.support.node import NODE_DIR, node
 from tests.support.schema import assert_valid_response
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model
 
 from .test_responses_e2e import server_round, stack
-
-NODE_DIR = Path(__file__).resolve().parent.parent / "node"
-
-
-def node() -> str:
-    found = shutil.which("node")
-    if found is None or not (NODE_DIR / "node_modules" / "openai").exists():
-        if os.environ.get("TOOLGATE_SKIP_NODE") == "1":
-            pytest.skip("TOOLGATE_SKIP_NODE=1")
-        pytest.fail(
-            "Node.js and the openai Node SDK are needed: install Node.js 18+, then run "
-            "`npm ci --prefix tests/node` (make test does), or set TOOLGATE_SKIP_NODE=1."
-        )
-    return found
 
 
 def test_the_node_sdk_streams_a_response_with_a_server_round(harness: Harness) -> None:

@@ -20,10 +20,10 @@ from pydantic import SecretStr
 from gateway import GatewayConfig, create_app
 from tests.support.fake_tools import INJECTION
 from tests.support.fake_upstream import Reply, calls, say, tool_call, tool_results
+from tests.support.node import NODE_DIR, node
 from tests.support.servers import ServerThread
 
 from .conftest import ACME_KEY, MODEL, Stack, StackFactory
-from .test_node_sdk_e2e import NODE_DIR, node
 
 APPROVER_KEY = "sk-acme-approver-key"
 APPROVAL_TOOL: Any = {

@@ -23,9 +23,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
+from tests.support.node import NODE_DIR, node
 from tests.support.servers import free_port
 
-NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -49,18 +49,6 @@ def chromium() -> str:
         pytest.skip(
             "browser tests skipped: no Chromium (apt-get install chromium, or set "
             "TOOLGATE_CHROMIUM to its path)"
-        )
-    return found
-
-
-def node() -> str:
-    found = shutil.which("node")
-    if found is None or not (NODE_DIR / "node_modules" / "oidc-provider").exists():
-        if os.environ.get("TOOLGATE_SKIP_NODE") == "1":
-            pytest.skip("TOOLGATE_SKIP_NODE=1")
-        pytest.fail(
-            "Node.js and tests/node's packages are needed: install Node.js 20+, then run "
-            "`npm ci --prefix tests/node` (make test does), or set TOOLGATE_SKIP_NODE=1."
         )
     return found
 
@@ -89,7 +77,7 @@ class Idp:
             "access_token_ttl": access_token_ttl,
         }
         self._process = subprocess.Popen(
-            [node(), str(NODE_DIR / "oidc_provider.mjs"), json.dumps(settings)],
+            [node("oidc-provider"), str(NODE_DIR / "oidc_provider.mjs"), json.dumps(settings)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
