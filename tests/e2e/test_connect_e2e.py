@@ -663,3 +663,50 @@ def test_a_round_trip_ends_only_in_the_browser_that_began_it(harness: Harness) -
     assert victims.status_code == 400
     assert "did not start in this browser" in victims.text
     assert stack.connections("mallory") == []
+
+
+class TaintedStack(ToolStack):
+    """``post_comment`` writes as the user; the tenant refuses writes after untrusted
+    input, and ``read_page`` is untrusted."""
+
+    def _data(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._data(data)
+        data["tools"] = [
+            {
+                "name": "post_comment",
+                "description": "Post a comment as the user.",
+                "http": {"url": f"{self.service_url}/comments", "method": "POST"},
+                "auth": {"connection": "github"},
+            },
+            {
+                "name": "read_page",
+                "description": "Read a web page.",
+                "http": {"url": f"{self.service_url}/page"},
+            },
+        ]
+        data["policy"] = {"tools": [{"tools": ["read_page"], "output": "untrusted"}]}
+        data["tenants"][0]["policy"] = {"after_untrusted": "refuse"}
+        return data
+
+
+def reads_then_writes(body: dict[str, Any]) -> dict[str, Any]:
+    tools = [m for m in body["messages"] if m["role"] == "tool"]
+    if len(tools) == 2:
+        return says(f"done: {tools[-1]['content']}")
+    if tools:
+        return asks(call("post_comment", {}, "c_post"))
+    return asks(call("read_page", {}, "c_read"))
+
+
+def test_a_write_as_the_user_after_untrusted_input_follows_the_tenants_rule(
+    harness: Harness,
+) -> None:
+    stack = TaintedStack(harness)
+    stack.model.script = [reads_then_writes]
+    stack.browse(stack.link())  # connected: the user's token is there to be used
+    answer = stack.ask()
+    said = answer.json()["choices"][0]["message"]["content"]
+    assert "untrusted" in said  # the refusal says why, not the tainting words
+    posted = [hit for hit in stack.service.hits if hit.method == "POST"]
+    assert posted == []  # the write was not made, as the user or at all
+    assert [hit.raw_path for hit in stack.service.hits] == ["/page"]
