@@ -167,6 +167,9 @@ class TokenExchangeConnection(_Frozen):
     resource: str | None = Field(default=None, pattern=r"^https?://[^\s#]+$")
     scopes: tuple[str, ...] = ()
     refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)  # exchange again this early
+    # How the verified end-user token is named to the provider (RFC 8693 §3): a JWT, or
+    # the provider's own ID or access token, as some providers require.
+    subject_token_type: Literal["jwt", "id_token", "access_token"] = "jwt"
 
 
 def _connection_type(value: object) -> str:

@@ -31,6 +31,7 @@ from tool_registry import GuardedTransport, loads_object
 
 CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
 CALLBACK_PATH = f"{CONNECT_PATH}/callback"  # the providers' redirect URI, under it too
+TOKEN_TYPE = "urn:ietf:params:oauth:token-type:"  # RFC 8693 §3
 MAX_ANSWER_BYTES = 64 * 1024  # a token endpoint's answer, at most
 MAX_TOKEN_CHARS = 8192  # an access or refresh token, at most
 MAX_EXPIRES_S = 366 * 86400  # an expires_in past a year is not believed
@@ -129,8 +130,8 @@ class OAuthClient:
         form = {
             "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
             "subject_token": subject_token,
-            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
-            "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "subject_token_type": TOKEN_TYPE + connection.subject_token_type,
+            "requested_token_type": TOKEN_TYPE + "access_token",
         }
         if connection.audience is not None:
             form["audience"] = connection.audience

@@ -109,6 +109,7 @@ class Stack(SignedIn):
             {
                 "name": "tickets-exchanged",
                 "type": "token_exchange",
+                "subject_token_type": "id_token",  # the provider's own ID token
                 "token_url": f"{self.idp.issuer}/token",
                 "client_id": TOOLGATE[0],
                 "client_secret": TOOLGATE[1],

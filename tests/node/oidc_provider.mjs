@@ -20,7 +20,6 @@ const settings = JSON.parse(process.argv[2]);
 const issuer = `http://127.0.0.1:${settings.port}`;
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
-const JWT = 'urn:ietf:params:oauth:token-type:jwt';
 const ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
 
 const { privateKey } = await generateKeyPair('RS256', { extractable: true });
@@ -72,7 +71,7 @@ provider.registerGrantType(
   EXCHANGE,
   async (ctx) => {
     const { params, client } = ctx.oidc;
-    if (![ID_TOKEN, JWT].includes(params.subject_token_type)) {
+    if (params.subject_token_type !== ID_TOKEN) {
       throw new errors.InvalidRequest('unsupported subject_token_type');
     }
     if (params.requested_token_type && params.requested_token_type !== ACCESS) {
