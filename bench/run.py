@@ -97,7 +97,8 @@ class Bench:
         self.work = work
         self.procs = Processes(work)
         names = [
-            *("upstream", "slow", "tools", "base", "gw", "collector", "gw_traced"),
+            *("upstream", "slow", "tools", "base", "ideal", "gw", "collector", "gw_traced"),
+            "gw_sampled",
             *("redis", "replica_a", "replica_b"),
         ]
         self.ports = {name: free_port() for name in names}
@@ -132,10 +133,32 @@ class Bench:
                 "TOOLS": f"http://127.0.0.1:{p['tools']}",
             },
         )
+        # What Python can do here: raw ASGI over one aiohttp session, under the same uvicorn.
+        self.procs.python(
+            "ideal",
+            [
+                "uvicorn",
+                "bench.ideal_proxy:app",
+                "--port",
+                str(p["ideal"]),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            p["ideal"],
+            env={
+                "UPSTREAM": f"http://127.0.0.1:{p['upstream']}",
+                "TOOLS": f"http://127.0.0.1:{p['tools']}",
+            },
+        )
         config = self.work / "gateway.yaml"
         config.write_text(gateway_config(p["upstream"], p["slow"], p["tools"], p["gw"]))
         toolgate = str(Path(sys.executable).parent / "toolgate")
-        self.pids = {"direct": self.procs.pid("upstream"), "baseline": self.procs.pid("baseline")}
+        self.pids = {
+            "direct": self.procs.pid("upstream"),
+            "baseline": self.procs.pid("baseline"),
+            "ideal": self.procs.pid("ideal"),
+        }
         self.gateway = self.procs.start(
             "toolgate",
             [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
@@ -150,6 +173,18 @@ class Bench:
             env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}"},
         )
         self.pids["toolgate_traced"] = traced.pid
+        # And at 10% sampling, as production runs it.
+        sampled = self.procs.start(
+            "toolgate-sampled",
+            [toolgate, "serve", "--config", str(config), "--port", str(p["gw_sampled"])],
+            p["gw_sampled"],
+            env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}",
+                "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                "OTEL_TRACES_SAMPLER_ARG": "0.1",
+            },
+        )
+        self.pids["toolgate_sampled"] = sampled.pid
         self.replicas = self._replicas(toolgate, config)
 
     def _replicas(self, toolgate: str, config: Path) -> bool:
@@ -176,8 +211,10 @@ class Bench:
         port = {
             "direct": "upstream",
             "baseline": "base",
+            "ideal": "ideal",
             "toolgate": "gw",
             "toolgate_traced": "gw_traced",
+            "toolgate_sampled": "gw_sampled",
             "replica_a": "replica_a",
             "replica_b": "replica_b",
         }[target]
@@ -247,6 +284,7 @@ def _scenarios(
         {
             "a_direct": L("direct", "bench-plain", concurrency=32, seconds=seconds),
             "b_baseline": L("baseline", "bench-plain", concurrency=32, seconds=seconds),
+            "b_ideal": L("ideal", "bench-plain", concurrency=32, seconds=seconds),
             "c_passthrough": L("toolgate", "bench-plain", concurrency=32, seconds=seconds),
             "d_tool_round": L(
                 "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
@@ -257,11 +295,17 @@ def _scenarios(
             "c_passthrough_traced": L(
                 "toolgate_traced", "bench-plain", concurrency=32, seconds=seconds
             ),
+            "c_passthrough_sampled": L(
+                "toolgate_sampled", "bench-plain", concurrency=32, seconds=seconds
+            ),
             "d_tool_round_traced": L(
                 "toolgate_traced", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
             ),
             "b_baseline_tool_round": L(
                 "baseline", "bench-tool1", concurrency=32, seconds=seconds, api="floor"
+            ),
+            "b_ideal_tool_round": L(
+                "ideal", "bench-tool1", concurrency=32, seconds=seconds, api="floor"
             ),
             "i_tool_round_responses": L(
                 "toolgate",
@@ -302,6 +346,9 @@ def _scenarios(
         {
             "f_stream_direct": L(
                 "direct", "bench-plain", concurrency=4, seconds=seconds, stream=True
+            ),
+            "f_stream_ideal": L(
+                "ideal", "bench-plain", concurrency=4, seconds=seconds, stream=True
             ),
             "f_stream_toolgate_loop": L(
                 "toolgate", "bench-plain", TOOLS_KEY, concurrency=4, seconds=seconds, stream=True
@@ -491,6 +538,52 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "ratio",
         ),
         ("(h) RSS after the long run within 10% of the early RSS", rss[1] / rss[0], 1.10, "max"),
+        # What Python can do here (b_ideal: raw ASGI over one aiohttp session), issue 38.
+        (
+            "(c) pass-through rps ≥ 80% of the ideal pass-through's",
+            r["c_passthrough"]["rps"] / r["b_ideal"]["rps"],
+            0.80,
+            "ratio",
+        ),
+        (
+            "(c) pass-through CPU/request ≤ 1.25 times the ideal's",
+            r["c_passthrough"]["server_cpu_us_per_request"]
+            / r["b_ideal"]["server_cpu_us_per_request"],
+            1.25,
+            "max",
+        ),
+        (
+            "(d) one tool round rps ≥ 70% of the ideal hand-made round's",
+            r["d_tool_round"]["rps"] / r["b_ideal_tool_round"]["rps"],
+            0.70,
+            "ratio",
+        ),
+        (
+            "(d) one tool round rps ≥ 2 times the starlette + httpx hand-made round's",
+            r["d_tool_round"]["rps"] / r["b_baseline_tool_round"]["rps"],
+            2.0,
+            "ratio",
+        ),
+        (
+            "(f) time to first token ≤ direct + 0.5 ms (pass-through, c=4, p50)",
+            r["f_stream_toolgate_passthrough"]["ttft_ms"]["p50"]
+            - r["f_stream_direct"]["ttft_ms"]["p50"],
+            0.5,
+            "max_ms",
+        ),
+        (
+            "(f) a stream's CPU/request ≤ 1.5 times the ideal relay's (pass-through)",
+            r["f_stream_toolgate_passthrough"]["server_cpu_us_per_request"]
+            / r["f_stream_ideal"]["server_cpu_us_per_request"],
+            1.5,
+            "max",
+        ),
+        (
+            "(c) with tracing on at 10% sampling, rps ≥ 85% of (c)'s",
+            r["c_passthrough_sampled"]["rps"] / r["c_passthrough"]["rps"],
+            0.85,
+            "ratio",
+        ),
     ]
     if "j_two_replicas_redis" in r:
         checks.append(
