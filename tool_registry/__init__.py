@@ -47,7 +47,7 @@ from .tool import (
     Trust,
     definition_fingerprint,
 )
-from .transport import GatewayTransport
+from .transport import GatewayTransport, map_transport_errors
 
 __all__ = [
     "FIELDS",
@@ -109,6 +109,7 @@ __all__ = [
     "load_yaml",
     "loads",
     "loads_object",
+    "map_transport_errors",
     "openapi_tools",
     "origin",
     "parse_arguments",

@@ -23,7 +23,7 @@ from gateway.runtime.replayer import Replayer
 from gateway.runtime.trajectories import replay_all, summary
 from gateway.store import Keys, open_store
 from gateway.store.traces import TraceStore
-from gateway.upstream.client import create_upstream_transport
+from gateway.upstream.wire import upstream_wire
 from tool_registry import create_tool_transport, dumps_text, loads
 
 DEFAULT_TENANT = "default"
@@ -128,7 +128,7 @@ async def _replay_all(
             (name, found if found is not None else await read_store(config, tenant, name))
             for name, found in recordings
         ]
-    upstream, tools = create_upstream_transport(), create_tool_transport(config.egress.policy())
+    upstream, tools = upstream_wire(), create_tool_transport(config.egress.policy())
     try:
         replayer = Replayer.of_config(config, upstream, tools)
         tenant_id = args.tenant if args.tenant is not None else (tenant if config.tenants else None)

@@ -24,8 +24,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-import httpx
-
 from gateway.config import GatewayConfig, LimitsConfig
 from gateway.engine.loop import Final, HandBack, LoopEnd, LoopJob, ToolLoop
 from gateway.engine.recorded import Ending, RecordedTool, Recording
@@ -39,6 +37,7 @@ from gateway.runtime.tool_sources import static_tools
 from gateway.upstream.chat_codec import encode_tool, encode_tools
 from gateway.upstream.chat_model import ChatModel
 from gateway.upstream.client import UpstreamClient
+from gateway.upstream.wire import Wire
 from gateway.values import AnsweredRound, UsageCounts
 from tool_registry import (
     CallContext,
@@ -217,24 +216,24 @@ class Replayer:
     def __init__(
         self,
         runtime: Runtime,
-        upstream_transport: httpx.AsyncBaseTransport,
+        upstream: Wire,
         tool_transport: GuardedTransport,
     ) -> None:
         self._runtime = runtime
-        self._upstream = UpstreamClient(upstream_transport)
+        self._upstream = UpstreamClient(upstream)
         self._executor = ToolExecutor(tool_transport)
 
     @classmethod
     def of_config(
         cls,
         config: GatewayConfig,
-        upstream_transport: httpx.AsyncBaseTransport,
+        upstream: Wire,
         tool_transport: GuardedTransport,
     ) -> Replayer:
         """A replayer for a configuration read from its file (the CLI): its inline,
         file and local OpenAPI tools are what may run live."""
         runtime = Runtime.build(config, static_tools(config).tools)
-        return cls(runtime, upstream_transport, tool_transport)
+        return cls(runtime, upstream, tool_transport)
 
     async def replay(
         self,

@@ -48,7 +48,8 @@ from gateway.store.result_cache import ResultCache
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
 from gateway.upstream.chat_codec import Declarations
-from gateway.upstream.client import UpstreamClient, create_upstream_transport
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.wire import Wire, upstream_wire
 from tool_registry import ToolExecutor, ToolRegistry, create_tool_transport
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Gateway:
         self.egress = config.egress.policy()
         self._upstream_transport = upstream_transport
         self._tool_transport = tool_transport
-        self._transports: list[httpx.AsyncBaseTransport] = []
+        self._closing: list[Wire | httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
         self.large_bodies = LargeBodies(self.metrics)  # of this process, across reloads
         self.declared = Declarations()  # server tools in the dialect, once per set
@@ -144,12 +145,13 @@ class Gateway:
             if config.traces.enabled
             else None
         )
-        upstream = self._upstream_transport or create_upstream_transport()
+        # The operator's model servers: one aiohttp session (or a test's transport).
+        upstream = upstream_wire(self._upstream_transport)
         # The one way out for tools, webhooks, documents and replay (a test's transport
         # goes under the same guard).
         tools = create_tool_transport(self.egress, inner=self._tool_transport)
-        self._transports = [upstream, tools]
-        self.upstream_transport = upstream
+        self._closing = [upstream, tools]
+        self.upstream_wire = upstream
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
         self.upstream = UpstreamClient(upstream, metrics=metrics)
@@ -262,7 +264,7 @@ class Gateway:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.webhooks.aclose()
         await self.runtimes.aclose()
-        for transport in self._transports:
+        for transport in self._closing:
             await transport.aclose()
         await self.store.aclose()
         if self.telemetry is not None:

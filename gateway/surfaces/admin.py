@@ -92,7 +92,7 @@ class Admin:
                 found = await gateway.traces.load(str(tenant), request_id)
             recordings.append((str(request_id), found.get("recording") if found else None))
         live = asked.get("live_read_tools") is True
-        replayer = Replayer(gateway.runtime, gateway.upstream_transport, gateway.tool_transport)
+        replayer = Replayer(gateway.runtime, gateway.upstream_wire, gateway.tool_transport)
         reports, failures = await replay_all(
             replayer, recordings, asked["model"], tenant, live, gateway.runtime.config
         )

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
@@ -24,6 +23,7 @@ from gateway.upstream.client import (
 )
 from gateway.upstream.numbers import believed_usage
 from gateway.upstream.sse import encode
+from gateway.upstream.wire import Answer
 from gateway.values import UsageCounts
 from tool_registry import dumps, loads_object
 
@@ -35,7 +35,7 @@ def _broken(error: UpstreamError) -> bytes:
     return b"\n\n" + encode(error.envelope())
 
 
-async def _stream(upstream: UpstreamConfig, response: httpx.Response) -> AsyncIterator[bytes]:
+async def _stream(upstream: UpstreamConfig, response: Answer) -> AsyncIterator[bytes]:
     """Upstream bytes as they come: no parsing, no buffering."""
     try:
         with upstream_errors(upstream.name, "stream"):
@@ -49,7 +49,7 @@ async def _stream(upstream: UpstreamConfig, response: httpx.Response) -> AsyncIt
 
 async def _parsed_stream(
     upstream: UpstreamConfig,
-    response: httpx.Response,
+    response: Answer,
     model: str | None,
     meter: Meter | None,
     hide_usage: bool,

@@ -21,16 +21,14 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.ops.metrics import Metrics, status_class
 from gateway.upstream.sse import SSEParser
+from gateway.upstream.wire import Answer, Wire
 from tool_registry import (
     FIELDS,
-    GatewayTransport,
     backoff_delay,
-    body_chunks,
     dumps,
     loads,
     loads_object,
     retry_after_s,
-    send,
     should_retry,
 )
 
@@ -86,7 +84,7 @@ def _mapped(name: str, stage: Stage, exc: httpx.TransportError) -> UpstreamError
     return UpstreamError(f"{server} broke off its answer.")
 
 
-async def close_quietly(response: httpx.Response) -> None:
+async def close_quietly(response: Answer) -> None:
     """Close an upstream response even while the request is being cancelled."""
     with anyio.CancelScope(shield=True):
         await response.aclose()
@@ -97,12 +95,6 @@ def upstream_errors(name: str, stage: Stage) -> _UpstreamErrors:
     ``send`` (until the status line), ``read`` (a whole body), ``stream`` (a stream's
     events). Anything else passes untouched."""
     return _UpstreamErrors(name, stage)
-
-
-def create_upstream_transport(max_connections: int = 1000) -> httpx.AsyncBaseTransport:
-    """One aiohttp transport shared by every upstream."""
-    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=60)
-    return GatewayTransport(limits=limits, trust_env=False)
 
 
 def upstream_error_message(body: bytes) -> str | None:
@@ -119,7 +111,7 @@ def upstream_error_message(body: bytes) -> str | None:
     return None
 
 
-def map_status_error(upstream: str, response: httpx.Response, body: bytes) -> UpstreamError:
+def map_status_error(upstream: str, response: Answer, body: bytes) -> UpstreamError:
     """The error a client gets for an upstream's error status.
 
     What the client caused (400, 413, 422) or may retry (429) keeps its status and the
@@ -171,16 +163,16 @@ def _first_line(message: str | None) -> str:
     return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
 
 
-async def read_all(upstream: UpstreamConfig, response: httpx.Response) -> bytes:
+async def read_all(upstream: UpstreamConfig, response: Answer) -> bytes:
     """The whole body of an upstream response, which is closed afterwards."""
     try:
         with upstream_errors(upstream.name, "read"):
-            return b"".join([chunk async for chunk in body_chunks(response)])
+            return await response.aread()
     finally:
         await response.aclose()
 
 
-async def sse_data(upstream: UpstreamConfig, response: httpx.Response) -> AsyncGenerator[str, None]:
+async def sse_data(upstream: UpstreamConfig, response: Answer) -> AsyncGenerator[str, None]:
     """The ``data`` of an upstream's event stream as it comes (``[DONE]`` included),
     its errors mapped; the response is closed at the end, however it ends."""
     parser = SSEParser()
@@ -200,12 +192,12 @@ class UpstreamClient:
 
     def __init__(
         self,
-        transport: httpx.AsyncBaseTransport,
+        wire: Wire,
         *,
         backoff_base_s: float = 0.5,
         metrics: Metrics | None = None,
     ) -> None:
-        self._transport = transport
+        self._wire = wire
         self._metrics = metrics
         self._backoff_base_s = backoff_base_s
         # By upstream name, for the configuration object they were made from: a reload
@@ -213,7 +205,7 @@ class UpstreamClient:
         self._prepared: dict[
             str, tuple[UpstreamConfig, dict[str, str], dict[str, float | None]]
         ] = {}
-        self._urls: dict[tuple[str, str], tuple[UpstreamConfig, httpx.URL]] = {}
+        self._urls: dict[tuple[str, str], tuple[UpstreamConfig, str]] = {}
         # By upstream name, how its last exchange went, when that was not an answer:
         # ``loading`` (its probe said so), ``unavailable`` (HTTP 503), ``unreachable``.
         self.trouble: dict[str, str] = {}
@@ -229,13 +221,14 @@ class UpstreamClient:
             prepared = self._prepared[upstream.name] = (upstream, headers, timeout.as_dict())
         return prepared[1], prepared[2]
 
-    def _url(self, upstream: UpstreamConfig, path: str) -> httpx.URL:
+    def _url(self, upstream: UpstreamConfig, path: str) -> str:
+        """The URL, encoded (as httpx encodes it), worked out once per upstream and path."""
         known = self._urls.get((upstream.name, path))
         if known is not None and known[0] is upstream:
             return known[1]
         if len(self._urls) >= _URLS_KEPT:
             self._urls.clear()
-        url = httpx.URL(upstream.base_url + path)
+        url = str(httpx.URL(upstream.base_url + path))
         self._urls[(upstream.name, path)] = (upstream, url)
         return url
 
@@ -244,16 +237,16 @@ class UpstreamClient:
         answered and the start of its error message, if any. Raises
         ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
         headers, _ = self._prepare(upstream)
-        request = httpx.Request(
-            "GET",
-            self._url(upstream, "/models"),
-            headers={k: v for k, v in headers.items() if k != "content-type"},
-            extensions={"timeout": httpx.Timeout(timeout_s).as_dict()},
-        )
         async with asyncio.timeout(timeout_s):
-            response = await send(self._transport, request)
+            response = await self._wire.send(
+                "GET",
+                self._url(upstream, "/models"),
+                {k: v for k, v in headers.items() if k != "content-type"},
+                b"",
+                httpx.Timeout(timeout_s).as_dict(),
+            )
             try:
-                body = await anext(aiter(body_chunks(response)), b"")
+                body = await anext(aiter(response.aiter_raw()), b"")
             except httpx.HTTPError:
                 body = b""
             finally:
@@ -277,7 +270,7 @@ class UpstreamClient:
         method: str = "POST",
         accept: str | None = None,
         trace: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    ) -> Answer:
         """Send a request and return the open response once its status is final.
 
         Connect errors, 429 and 502/503/504 are retried ``max_retries`` times honouring
@@ -295,13 +288,10 @@ class UpstreamClient:
         url = self._url(upstream, path)
         for attempt in range(upstream.max_retries + 1):
             last = attempt == upstream.max_retries
-            request = httpx.Request(
-                method, url, content=content, headers=headers, extensions={"timeout": timeout}
-            )
             started = time.perf_counter()
             try:
                 with upstream_errors(upstream.name, "send"):
-                    response = await send(self._transport, request)
+                    response = await self._wire.send(method, url, headers, content, timeout)
             except UpstreamTimeout:
                 self._observe(upstream, "timeout", started)
                 raise

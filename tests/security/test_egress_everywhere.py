@@ -79,7 +79,8 @@ PLACES = {
     ("tool_registry/sources/mcp.py", "Client"): "the SDK's client over guarded_client",
     # The operator's own model servers, named only in configuration, never by a model
     # or a document (and commonly on a private address): not under deny_private.
-    ("gateway/upstream/client.py", "GatewayTransport"): "upstreams (operator's)",
+    ("gateway/upstream/wire.py", "TCPConnector"): "upstreams (operator's)",
+    ("gateway/upstream/wire.py", "ClientSession"): "upstreams (operator's)",
 }
 
 
@@ -221,7 +222,7 @@ async def _replay(gateway: Gateway, url: str) -> None:
             }
         ],
     }
-    replayer = Replayer(gateway.runtime, gateway.upstream_transport, gateway.tool_transport)
+    replayer = Replayer(gateway.runtime, gateway.upstream_wire, gateway.tool_transport)
     replayed = await replayer.replay(decode(recording), "m", None, live_read=True)
     assert replayed.tool_calls[0].served == "live"
 

@@ -17,6 +17,7 @@ from gateway.engine.recorded import RecordingUnreadable, decode
 from gateway.errors import BadRequest
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.trajectories import compare
+from gateway.upstream.wire import HttpxWire
 from tool_registry import EgressPolicy, create_tool_transport
 
 CONFIG = GatewayConfig.model_validate(
@@ -38,7 +39,7 @@ def no_tools(request: httpx.Request) -> httpx.Response:
 
 def replayer() -> Replayer:
     tools = create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(no_tools))
-    return Replayer.of_config(CONFIG, httpx.MockTransport(answer), tools)
+    return Replayer.of_config(CONFIG, HttpxWire(httpx.MockTransport(answer)), tools)
 
 
 LOOP = {"params": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}

@@ -1,0 +1,145 @@
+"""The upstream exchange on the wire: one request out, its answer's status, headers and
+body back (DESIGN.md §4; issue 38).
+
+On the hot path the gateway speaks to its model servers through one aiohttp session
+directly (``AiohttpWire``): building httpx's request and response models around every
+exchange cost more than the rest of a pass-through's own work. ``HttpxWire`` carries
+the same exchange over any httpx transport: the tests' ``MockTransport`` and an
+in-process app. Both raise httpx's error tree for the network's failures
+(``map_transport_errors``), so ``client.upstream_errors`` maps one tree whichever it is.
+
+Upstreams are the operator's own servers, named only in configuration: they are not
+under the egress guard (DESIGN.md §15), and nothing here follows a redirect.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+import aiohttp
+import httpx
+import yarl
+from aiohttp import ClientTimeout
+
+from tool_registry import map_transport_errors, send
+
+Timeouts = Mapping[str, float | None]  # httpx's: connect, read, write, pool
+_LARGE_BODY = 1024 * 1024  # aiohttp sends a larger body from a file object, in pieces
+
+
+class Answer(Protocol):
+    """An upstream's answer, its body not yet read: read or stream it, then close it."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...  # case-insensitive
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...  # as it comes
+
+    async def aread(self) -> bytes: ...  # the whole body
+
+    async def aclose(self) -> None: ...
+
+
+class Wire(Protocol):
+    async def send(
+        self, method: str, url: str, headers: Mapping[str, str], content: bytes, phases: Timeouts
+    ) -> Answer: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _AiohttpAnswer:
+    __slots__ = ("_response", "headers", "status_code")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers: Mapping[str, str] = response.headers
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        with map_transport_errors():
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aread(self) -> bytes:
+        with map_transport_errors():
+            return await self._response.read()
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+class AiohttpWire:
+    """One aiohttp session for every upstream: pooled connections kept alive, the URL
+    sent as it was encoded, compressed answers decoded, no redirect followed."""
+
+    def __init__(self, max_connections: int = 1000) -> None:
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[tuple[float | None, ...], ClientTimeout] = {}
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made on the loop that serves
+            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self._session
+
+    def _timeout(self, phases: Timeouts) -> ClientTimeout:
+        key = (phases.get("connect"), phases.get("read"), phases.get("pool"))
+        found = self._timeouts.get(key)
+        if found is None:
+            found = self._timeouts[key] = ClientTimeout(
+                sock_connect=key[0], sock_read=key[1], connect=key[2]
+            )
+        return found
+
+    async def send(
+        self, method: str, url: str, headers: Mapping[str, str], content: bytes, phases: Timeouts
+    ) -> Answer:
+        data: bytes | io.BytesIO | None = (
+            io.BytesIO(content) if len(content) > _LARGE_BODY else (content or None)
+        )
+        with map_transport_errors():
+            response = await self._client().request(
+                method,
+                yarl.URL(url, encoded=True),
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                compress=False,
+                timeout=self._timeout(phases),
+                proxy=None,
+            )
+        return _AiohttpAnswer(response)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+class HttpxWire:
+    """The exchange over an httpx transport (the tests' ``MockTransport``, say)."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        self.transport = transport
+
+    async def send(
+        self, method: str, url: str, headers: Mapping[str, str], content: bytes, phases: Timeouts
+    ) -> Answer:
+        request = httpx.Request(
+            method, url, content=content, headers=headers, extensions={"timeout": dict(phases)}
+        )
+        return await send(self.transport, request)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+
+def upstream_wire(transport: httpx.AsyncBaseTransport | None = None) -> Wire:
+    """The wire to the upstreams: aiohttp's own, or one over ``transport`` (tests)."""
+    return AiohttpWire() if transport is None else HttpxWire(transport)
