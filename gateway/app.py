@@ -29,6 +29,7 @@ from gateway.runtime.runtimes import reload_on_sighup
 from gateway.runtime.services import Gateway
 from gateway.runtime.watch import watching
 from gateway.surfaces.head import Admission
+from gateway.surfaces.hot_routes import HotRoutes, hot_endpoints
 from gateway.surfaces.http import error_response, new_request_id
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
@@ -97,9 +98,13 @@ def create_app(
             )
         return error_response(error, new_request_id())
 
-    middleware = [Middleware(RedactionMiddleware, redactor=gateway.redactor)]
+    routes = build_routes(gateway, admit, mcp, observer)
+    middleware = [
+        Middleware(RedactionMiddleware, redactor=gateway.redactor),
+        Middleware(HotRoutes, endpoints=hot_endpoints(routes)),  # the model surfaces
+    ]
     app = Starlette(
-        routes=build_routes(gateway, admit, mcp, observer),
+        routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
         middleware=middleware,
