@@ -33,6 +33,7 @@ BUDGET_KEY = "bench-budget-key"  # a tenant with a day budget, on a priced model
 SEARCH_ON_KEY, SEARCH_OFF_KEY = "bench-search-on-key", "bench-search-off-key"
 PADDING = 30  # tools beside the bench tools for the search tenants
 CHAT = "/v1/chat/completions"
+QUIET = ("--log-level", "warning")
 
 
 def gateway_config(upstream: int, slow: int, tools: int, port: int) -> str:
@@ -165,10 +166,13 @@ class Bench:
             p["gw"],
         )
         self.pids["toolgate"] = self.gateway.pid
+        # Every gateway logs as the measured one does (warnings only): a log line per
+        # request would be measured as what tracing costs.
+        serve = [toolgate, "serve", "--config", str(config), *QUIET]
         # The same gateway with tracing on: every request sampled, exported over OTLP/HTTP.
         traced = self.procs.start(
             "toolgate-traced",
-            [toolgate, "serve", "--config", str(config), "--port", str(p["gw_traced"])],
+            [*serve, "--port", str(p["gw_traced"])],
             p["gw_traced"],
             env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}"},
         )
@@ -176,7 +180,7 @@ class Bench:
         # And at 10% sampling, as production runs it.
         sampled = self.procs.start(
             "toolgate-sampled",
-            [toolgate, "serve", "--config", str(config), "--port", str(p["gw_sampled"])],
+            [*serve, "--port", str(p["gw_sampled"])],
             p["gw_sampled"],
             env={
                 "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{p['collector']}",
@@ -201,7 +205,7 @@ class Bench:
         for name in ("replica_a", "replica_b"):
             started = self.procs.start(
                 name.replace("_", "-"),
-                [toolgate, "serve", "--config", str(shared), "--port", str(p[name])],
+                [toolgate, "serve", "--config", str(shared), "--port", str(p[name]), *QUIET],
                 p[name],
             )
             self.pids[name] = started.pid
