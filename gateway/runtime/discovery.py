@@ -13,6 +13,7 @@ loopback provider in development).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,13 +22,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gateway.runtime.outbound import Unreached, fetch
+from gateway.runtime.outbound import Unreached, fetch, peek
 from tool_registry import GuardedTransport, loads_object
 
 MAX_DOCUMENT_BYTES = 256 * 1024
 TIMEOUT_S = 10.0
 KEPT_S = 3600.0  # a document is fetched again after this long
 MAX_URL_CHARS = 2048
+CHALLENGE_TIMEOUT_S = 5.0  # an MCP server's 401, asked for where its metadata is
+_RESOURCE_METADATA = re.compile(r'resource_metadata="([^"\s]{1,2048})"')
 
 
 class DiscoveryFailed(ValueError):
@@ -146,9 +149,11 @@ class Discovery:
         self._servers[key] = (self._clock(), metadata)
         return metadata
 
-    async def resource(self, url: str, named: str | None = None) -> ResourceMetadata:
-        """The protected resource ``url``'s metadata (RFC 9728): at ``named`` (the
-        address its 401 gave, which must be on its origin), else its well-known URLs."""
+    async def resource(self, url: str) -> ResourceMetadata:
+        """The protected resource ``url``'s metadata (RFC 9728): where its 401 says
+        (``WWW-Authenticate: Bearer resource_metadata="..."``, on its own origin only),
+        else at its well-known URLs. The 401 is asked for only when the metadata is not
+        kept."""
         kept = self._resources.get(url)
         if kept is not None and self._clock() - kept[0] < KEPT_S:
             return kept[1]
@@ -156,6 +161,7 @@ class Discovery:
             well_known(url, "oauth-protected-resource", inserted=True),
             well_known(_root(url), "oauth-protected-resource", inserted=True),
         ]
+        named = await self._challenge(url)
         if named is not None:
             if origin(named) != origin(url):
                 raise DiscoveryFailed("its resource_metadata is on another origin")
@@ -164,6 +170,18 @@ class Discovery:
         metadata = _resource_of(found, url)
         self._resources[url] = (self._clock(), metadata)
         return metadata
+
+    async def _challenge(self, url: str) -> str | None:
+        """Where a resource's 401, asked with no token, says its metadata is."""
+        try:
+            request = httpx.Request("GET", url, headers={"accept": "text/event-stream"})
+            status, headers = await peek(self._transport, request, CHALLENGE_TIMEOUT_S)
+        except (Unreached, httpx.InvalidURL):
+            return None
+        if status != 401:
+            return None
+        found = _RESOURCE_METADATA.search(headers.get("www-authenticate", "")[:4096])
+        return found.group(1) if found is not None else None
 
     async def _first(self, urls: list[str], none: str) -> dict[str, Any]:
         """The first of ``urls`` that answers a JSON object (each tried in turn)."""

@@ -1,7 +1,8 @@
-"""One small request through the guarded transport, read whole (capped): what the
-gateway's own fetches share — an identity provider's keys, a connection's token
-endpoint. Trouble on the way (the network, the time, the egress guard) is raised as
-``Unreached``, saying only what kind it was."""
+"""One small request through the guarded transport, read whole (capped), or only its
+status line and headers: what the gateway's own fetches share — an identity
+provider's keys, a connection's token endpoint, an MCP server's 401. Trouble on the
+way (the network, the time, the egress guard) is raised as ``Unreached``, saying only
+what kind it was."""
 
 from __future__ import annotations
 
@@ -43,3 +44,18 @@ async def fetch(
     except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
         raise Unreached(type(exc).__name__) from exc
     return Fetched(response.status_code, body, cut, response.headers)
+
+
+async def peek(
+    transport: GuardedTransport, request: httpx.Request, timeout_s: float
+) -> tuple[int, httpx.Headers]:
+    """The status and headers of an answer; its body is never read (a stream that
+    never ends stalls nothing)."""
+    request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
+    try:
+        async with asyncio.timeout(timeout_s):
+            response = await send(transport, request)
+            await response.aclose()
+    except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
+        raise Unreached(type(exc).__name__) from exc
+    return response.status_code, response.headers

@@ -17,7 +17,6 @@ is kept); one whose answers cannot be believed is ``ProviderRefused``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 import httpx
@@ -37,7 +36,6 @@ ConsentConnection = OAuth2Connection | McpConnection
 MAX_ANSWER_BYTES = 64 * 1024
 TIMEOUT_S = 10.0
 CLIENT_NAME = "Toolgate"
-_RESOURCE_METADATA = re.compile(r'resource_metadata="([^"\s]{1,2048})"')
 
 
 class ProviderRefused(ValueError):
@@ -109,23 +107,9 @@ class Providers:
         except DiscoveryFailed as exc:
             raise _failed(f"the provider's metadata: {exc}", exc) from exc
 
-    async def _challenge(self, url: str) -> str | None:
-        """Where the MCP server's 401 says its resource metadata is (``WWW-Authenticate:
-        Bearer resource_metadata="..."``), asked with no token; None where it says not."""
-        request = httpx.Request("GET", url, headers={"accept": "text/event-stream"})
-        try:
-            got = await fetch(self._transport, request, TIMEOUT_S, 4096)
-        except Unreached:
-            return None
-        if got.status != 401:
-            return None
-        found = _RESOURCE_METADATA.search(got.headers.get("www-authenticate", "")[:4096])
-        return found.group(1) if found is not None else None
-
     async def _mcp(self, connection: McpConnection, redirect_uri: str) -> ProviderClient:
         try:
-            named = await self._challenge(connection.url)
-            resource = await self._discovery.resource(connection.url, named)
+            resource = await self._discovery.resource(connection.url)
         except DiscoveryFailed as exc:
             raise _failed(f"the MCP server's resource metadata: {exc}", exc) from exc
         accepted = [
@@ -196,11 +180,6 @@ class Providers:
             raise ProviderRefused("the registration's answer holds no usable client_secret")
         made = Registration(client_id, secret)
         return await self._registrations.keep(connection.name, server.issuer, made)
-
-    async def forget_client(self, connection: ConsentConnection, issuer: str) -> None:
-        """A registered client the server no longer knows: the next use registers."""
-        if self._registrations is not None and isinstance(connection, McpConnection):
-            await self._registrations.forget(connection.name, issuer)
 
 
 def _authorize(server: ServerMetadata) -> str:

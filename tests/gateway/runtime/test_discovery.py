@@ -5,6 +5,7 @@ one: each refused with a reason, nothing kept, nothing sent where it must not go
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import GrantsConfig, McpConnection, OAuth2Connection
-from gateway.runtime.discovery import Discovery, DiscoveryFailed, DiscoveryUnreached, well_known
+from gateway.runtime.discovery import Discovery, DiscoveryUnreached, well_known
 from gateway.runtime.providers import ProviderRefused, Providers, ProviderUnreachable
 from gateway.store import Keys
 from gateway.store.grants import Sealer
@@ -256,36 +257,28 @@ def test_well_known_urls_stay_on_the_base_origin(path: str, inserted: bool) -> N
     assert url.startswith("https://idp.test/")
 
 
-def test_a_failure_reason_names_no_secret() -> None:
-    failure = DiscoveryFailed("its token_endpoint is on another origin than the issuer's")
-    assert "secret" not in str(failure)
+class Endless(httpx.AsyncByteStream):
+    """A body that never comes (an MCP server's event stream, opened without a token)."""
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+        yield b""
 
 
 @pytest.mark.anyio
-async def test_the_resource_metadata_address_of_the_servers_401_is_used() -> None:
+async def test_an_endless_answer_to_the_401_probe_stalls_nothing() -> None:
     far = mcp_far()
-    far.documents["https://mcp.test/meta/prm"] = resource_document()
-    far.challenge = 'Bearer error="invalid_token", resource_metadata="https://mcp.test/meta/prm"'
-    made, _ = providers(far)
-    client = await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
-    assert client.resource == MCP
-    assert far.urls()[:2] == [MCP, "https://mcp.test/meta/prm"]
 
+    def answer(request: httpx.Request) -> httpx.Response:
+        if str(request.url) == MCP:
+            far.sent.append(request)
+            return httpx.Response(200, stream=Endless())
+        return far(request)
 
-@pytest.mark.anyio
-async def test_a_resource_metadata_address_on_another_origin_is_not_fetched() -> None:
-    far = mcp_far()
-    far.challenge = 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/"'
-    made, _ = providers(far)
-    with pytest.raises(ProviderRefused, match="another origin"):
-        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
-    assert not any("169.254" in u for u in far.urls())
-
-
-@pytest.mark.anyio
-async def test_an_authorization_server_at_the_metadata_address_is_refused_unasked() -> None:
-    far = mcp_far(resource_document(authorization_servers=["http://169.254.169.254"]))
-    made, _ = providers(far)
-    with pytest.raises(ProviderRefused):
-        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
-    assert not any("169.254" in u for u in far.urls())  # the egress guard stopped it
+    transport = create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(answer))
+    discovery = Discovery(transport)
+    async with asyncio.timeout(2):  # its body is never read
+        metadata = await discovery.resource(MCP)
+    assert metadata.resource == MCP
+    await discovery.resource(MCP)  # kept: the server is not asked again
+    assert [u for u in far.urls() if u == MCP] == [MCP]
