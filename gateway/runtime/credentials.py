@@ -103,6 +103,8 @@ class UserCredentials:
             return None
         try:
             grant = await self._oauth.exchange_token(connection, self._subject)
+        except ProviderUnreachable:
+            return CredentialRefused(connection.name, "its provider cannot be reached now")
         except ProviderRefused as exc:
             logger.warning("token exchange for %s refused: %s", connection.name, exc)
             return CredentialRefused(connection.name, "the provider refused the exchange")

@@ -402,7 +402,8 @@ class McpServer:
             if bearer is None:
                 return error_result("the call needs the user's connection", "tool_error")
             try:
-                client = await self.sessions.client(bearer)
+                async with asyncio.timeout_at(deadline):  # the caller's time bounds the wait
+                    client = await self.sessions.client(bearer)
             except SessionUnavailable as exc:
                 failed = error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
                 return replace(failed, status=exc.status)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -162,3 +163,20 @@ def test_a_server_that_acts_as_the_user_sends_no_other_authorization() -> None:
                 "auth": {"connection": "desk"},
             }
         )
+
+
+async def test_a_session_that_never_opens_waits_no_longer_than_the_caller() -> None:
+    """A server that takes the connection and says nothing: the call ends at the
+    caller's deadline, not at the server's 30 s timeout."""
+    silent = socket.create_server(("127.0.0.1", 0))  # never accepted, never answered
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        server = await started(url, timeout_s=30)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(TimeoutError):
+            await server.call("add", {"a": 1, "b": 1}, began + 0.5, bearer="tok-alice")
+        assert loop.time() - began < 5
+        await server.aclose()
+    finally:
+        silent.close()
