@@ -21,8 +21,10 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mcp import Client
 
@@ -31,10 +33,44 @@ from tool_registry.registry import tool_name
 from tool_registry.results import ToolResult, error_result
 from tool_registry.tool import Effects, HttpRunner, PreparedCall, Tool, Trust
 
-if TYPE_CHECKING:
-    from tool_registry.sources.mcp import McpServer
-
 logger = logging.getLogger("tool_registry.mcp")
+
+
+class _Settings(Protocol):
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def idle_s(self) -> float: ...
+
+    @property
+    def max_sessions(self) -> int: ...
+
+
+class SessionServer(Protocol):
+    """What users' sessions need of their server (``sources.mcp.McpServer``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> _Settings: ...
+
+    @property
+    def connection(self) -> str | None: ...
+
+    @property
+    def sessions(self) -> UserSessions: ...
+
+    def connect(
+        self, headers: Mapping[str, str] | None = None, statuses: list[int] | None = None
+    ) -> AbstractAsyncContextManager[Client]: ...
+
+    def listing_due(self) -> bool: ...
+
+    async def list_tools(self, client: Client) -> None: ...
+
+    def failure(self, exc: BaseException, statuses: list[int]) -> str: ...
 
 
 class SessionUnavailable(Exception):
@@ -59,7 +95,7 @@ class _Session:
 class UserSessions:
     """One server's sessions, by a digest of the token each was opened with."""
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: SessionServer) -> None:
         self._server = server
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
 
@@ -136,7 +172,7 @@ class McpConnectTool(Tool):
 
     __slots__ = ("_server",)
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: SessionServer) -> None:
         name = server.name
         super().__init__(
             connect_tool_name(server.config.prefix, name),
