@@ -16,8 +16,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.support.mcp_servers import HeaderLog, tools_server
 from tests.support.servers import ServerThread
-from tool_registry import EgressPolicy, PreparedCall
+from tool_registry import PreparedCall
 from tool_registry.sources.mcp import McpServer, McpServerConfig
+
+from .test_mcp import config
+from .test_mcp import started as source
 
 pytestmark = pytest.mark.anyio
 
@@ -52,23 +55,9 @@ def served() -> Iterator[tuple[ServerThread, HeaderLog]]:
         yield thread, log
 
 
-def config(url: str, **extra: object) -> McpServerConfig:
-    return McpServerConfig.model_validate(
-        {
-            "name": "demo",
-            "url": f"{url}/mcp",
-            "prefix": "demo_",
-            "timeout_s": 5,
-            "auth": {"connection": "desk"},
-            **extra,
-        }
-    )
-
-
 async def started(url: str, **extra: object) -> McpServer:
-    server = McpServer(config(url, **extra), EgressPolicy())
-    await server.start(wait_s=5)
-    return server
+    """The source of ``test_mcp``, calling as the user: no key of its own."""
+    return await source(config(url, headers={}, auth={"connection": "desk"}, **extra))
 
 
 def tokens_seen(log: HeaderLog) -> set[str]:
