@@ -282,3 +282,33 @@ async def test_an_endless_answer_to_the_401_probe_stalls_nothing() -> None:
     assert metadata.resource == MCP
     await discovery.resource(MCP)  # kept: the server is not asked again
     assert [u for u in far.urls() if u == MCP] == [MCP]
+
+
+@pytest.mark.anyio
+async def test_the_resource_metadata_address_of_the_servers_401_is_used() -> None:
+    far = mcp_far()
+    far.documents["https://mcp.test/meta/prm"] = resource_document()
+    far.challenge = 'Bearer error="invalid_token", resource_metadata="https://mcp.test/meta/prm"'
+    made, _ = providers(far)
+    client = await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert client.resource == MCP
+    assert far.urls()[:2] == [MCP, "https://mcp.test/meta/prm"]
+
+
+@pytest.mark.anyio
+async def test_a_resource_metadata_address_on_another_origin_is_not_fetched() -> None:
+    far = mcp_far()
+    far.challenge = 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/"'
+    made, _ = providers(far)
+    with pytest.raises(ProviderRefused, match="another origin"):
+        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert not any("169.254" in u for u in far.urls())
+
+
+@pytest.mark.anyio
+async def test_an_authorization_server_at_the_metadata_address_is_refused_unasked() -> None:
+    far = mcp_far(resource_document(authorization_servers=["http://169.254.169.254"]))
+    made, _ = providers(far)
+    with pytest.raises(ProviderRefused):
+        await made.client(McpConnection(name="desk", type="mcp", url=MCP), "https://x/cb")
+    assert not any("169.254" in u for u in far.urls())  # the egress guard stopped it
