@@ -62,7 +62,11 @@ def create_tool_transport(
         connector = aiohttp.TCPConnector(
             resolver=GuardedResolver(policy), limit=max_connections, ttl_dns_cache=10
         )
-        return aiohttp.ClientSession(connector=connector, trust_env=False)
+        # No cookie jar: a tool's Set-Cookie, from one tenant's call, is never sent on
+        # the next (anyone's) call.
+        return aiohttp.ClientSession(
+            connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+        )
 
     return GuardedTransport(policy, inner or GatewayTransport(client=new_session))
 

@@ -76,7 +76,8 @@ class _AiohttpAnswer:
 
 class AiohttpWire:
     """One aiohttp session for every upstream: pooled connections kept alive, the URL
-    sent as it was encoded, compressed answers decoded, no redirect followed."""
+    sent as it was encoded, compressed answers decoded, no redirect followed, no
+    cookie kept."""
 
     def __init__(self, max_connections: int = 1000) -> None:
         self._max_connections = max_connections
@@ -86,7 +87,11 @@ class AiohttpWire:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:  # made on the loop that serves
             connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=60)
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+            # No cookie jar: an upstream's Set-Cookie is never sent back (another
+            # tenant's request would carry it).
+            self._session = aiohttp.ClientSession(
+                connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     def _timeout(self, phases: Timeouts) -> ClientTimeout:
