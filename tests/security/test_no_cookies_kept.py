@@ -35,7 +35,12 @@ def test_no_cookie_set_by_a_tool_or_a_model_server_is_sent_again(harness: Harnes
     tools = Recorder(lambda hit: _with_cookie(Answer()))
     tools_url = _by_name(harness.serve(tools).url)
     model = Model(tool_then_answer("lookup"))
-    model.recorder.respond = lambda hit, inner=model.recorder.respond: _with_cookie(inner(hit))
+    inner = model.recorder.respond
+
+    def respond(hit: Received) -> Answer:
+        return _with_cookie(inner(hit))
+
+    model.recorder.respond = respond
     upstream = _by_name(harness.serve(model.recorder).url)
     lookup = tool("lookup", f"{tools_url}/lookup", {"q": {"type": "string"}})
     data = config(upstream, [lookup])
@@ -46,6 +51,7 @@ def test_no_cookie_set_by_a_tool_or_a_model_server_is_sent_again(harness: Harnes
         answer = client.post("/v1/chat/completions", json=chat(json.dumps({"q": "x"})))
         assert answer.status_code == 200, answer.text
     posts: list[Received] = [h for h in model.recorder.hits if h.method == "POST"]
-    assert len(tools.hits) == 3 and len(posts) == 6
+    assert len(tools.hits) == 3
+    assert len(posts) == 6
     for hit in [*tools.hits, *posts]:
         assert hit.all_values("cookie") == [], hit.header_list
