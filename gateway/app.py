@@ -9,14 +9,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, NotFound
@@ -34,6 +34,7 @@ from gateway.surfaces.http import error_response, new_request_id
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.routes import build_routes
+from tool_registry import Redactor
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -99,18 +100,35 @@ def create_app(
         return error_response(error, new_request_id())
 
     routes = build_routes(gateway, admit, mcp, observer)
-    middleware = [
-        Middleware(RedactionMiddleware, redactor=gateway.redactor),
-        Middleware(HotRoutes, endpoints=hot_endpoints(routes)),  # the model surfaces
-    ]
-    app = Starlette(
+    app = GatewayApp(
+        gateway.redactor,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
-        middleware=middleware,
     )
     app.state.gateway = gateway
     return app
+
+
+class GatewayApp(Starlette):
+    """Starlette with two layers in front of its own stack: the redaction of every
+    answer (DESIGN.md §7), and the model surfaces' hot routes (issue 38), which go
+    straight to their endpoints, past the error middleware, router and request-response
+    wrappers (their endpoints answer every error themselves, ``http.endpoint``)."""
+
+    def __init__(self, redactor: Redactor, **options: Any) -> None:
+        super().__init__(**options)
+        hot = HotRoutes(self._stack, hot_endpoints(self.router.routes))
+        self._front = RedactionMiddleware(hot, redactor)
+
+    async def _stack(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.middleware_stack is None:
+            self.middleware_stack = self.build_middleware_stack()
+        await self.middleware_stack(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self._front(scope, receive, send)
 
 
 def create_app_from_env() -> Starlette:

@@ -8,7 +8,9 @@ a 500 for the unexpected), and the redaction middleware still wraps it (DESIGN.m
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -28,6 +30,37 @@ def hot_endpoints(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoint
     return found
 
 
+class _Headers(Headers):
+    """starlette's request headers, looked up in a dict made once: a request's head
+    asks for a dozen names, most of them absent, and each of starlette's lookups walks
+    the list and raises ``KeyError`` for an absent one. The first value of a name wins,
+    as in starlette; ``getlist`` and the rest are starlette's own."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(scope=scope)
+        # Reversed, so that the first value of a repeated name is the one kept.
+        self._first = {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(self._list)}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._first.get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return self._first[key.lower()]
+
+    def __contains__(self, key: Any) -> bool:
+        return isinstance(key, str) and key.lower() in self._first
+
+
+class HotRequest(Request):
+    """A hot route's request: its headers are ``_Headers``."""
+
+    @property
+    def headers(self) -> Headers:
+        if not hasattr(self, "_headers"):
+            self._headers = _Headers(self.scope)
+        return self._headers
+
+
 class HotRoutes:
     """ASGI middleware in front of the router."""
 
@@ -43,7 +76,7 @@ class HotRoutes:
                 path = path[len(root) :]
             found = self._endpoints.get((scope["method"], path))
             if found is not None:
-                response = await found(Request(scope, receive, send))
+                response = await found(HotRequest(scope, receive, send))
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

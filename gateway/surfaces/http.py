@@ -275,6 +275,21 @@ async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Re
     return response
 
 
+def _add_headers(response: Response, exchange: Exchange) -> None:
+    """The exchange's headers on its answer, where the answer has none of that name,
+    and its request id: on the raw header list, not through ``MutableHeaders`` (whose
+    every lookup and set walks the list again)."""
+    raw = [(k, v) for k, v in response.raw_headers if k != b"x-request-id"]
+    if exchange.headers:
+        present = {k for k, _ in raw}
+        for name, value in exchange.headers.items():
+            key = name.lower().encode("latin-1")
+            if key not in present:
+                raw.append((key, value.encode("latin-1")))
+    raw.append((b"x-request-id", exchange.request_id.encode("latin-1")))
+    response.raw_headers[:] = raw  # in place: a MutableHeaders made of it stays its view
+
+
 def endpoint(
     handler: Handler, observer: Observing | None = None, route: str = ""
 ) -> Callable[[Request], Awaitable[Response]]:
@@ -297,11 +312,7 @@ def endpoint(
             if observer is not None:
                 observer.abandon(exchange)
             raise
-        headers = response.headers
-        for name, value in exchange.headers.items():
-            if name not in headers:
-                headers[name] = value
-        headers["x-request-id"] = exchange.request_id
+        _add_headers(response, exchange)
         if isinstance(response, EventStreamResponse):
             if exchange.first_byte is None:
                 exchange.first_byte = time.perf_counter()
