@@ -142,6 +142,15 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "max_ms",
         ),
         (
+            # The bound above is under the floor here: the ideal relay (raw ASGI
+            # over aiohttp, nothing else) itself adds about 0.9 ms over direct at c=4.
+            "(f) time to first token ≤ the ideal relay's + 0.5 ms (pass-through, c=4, p50)",
+            r["f_stream_toolgate_passthrough"]["ttft_ms"]["p50"]
+            - r["f_stream_ideal"]["ttft_ms"]["p50"],
+            0.5,
+            "max_ms",
+        ),
+        (
             "(f) a stream's CPU/request ≤ 1.5 times the ideal relay's (pass-through)",
             r["f_stream_toolgate_passthrough"]["server_cpu_us_per_request"]
             / r["f_stream_ideal"]["server_cpu_us_per_request"],
