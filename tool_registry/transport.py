@@ -98,6 +98,24 @@ class _ResponseStream(httpx.AsyncByteStream):
 class GatewayTransport(AiohttpTransport):
     """``AiohttpTransport`` sending the URL as encoded, with every error mapped."""
 
+    _timeouts: dict[tuple[float | None, ...], ClientTimeout] | None = None
+
+    def _timeout(self, phases: dict[str, float | None]) -> ClientTimeout:
+        """aiohttp's timeout for httpx's phases, made once per distinct value (a tool's
+        timeouts are its configuration's: few distinct values)."""
+        key = (phases.get("connect"), phases.get("read"), phases.get("pool"))
+        known = self._timeouts
+        if known is None:
+            known = self._timeouts = {}
+        found = known.get(key)
+        if found is None:
+            if len(known) >= 256:
+                known.clear()
+            found = known[key] = ClientTimeout(
+                sock_connect=key[0], sock_read=key[1], connect=key[2]
+            )
+        return found
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if not isinstance(self.client, aiohttp.ClientSession):
             self.client = self.get_client()
@@ -117,11 +135,7 @@ class GatewayTransport(AiohttpTransport):
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
-                timeout=ClientTimeout(
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                    connect=timeout.get("pool"),
-                ),
+                timeout=self._timeout(timeout),
                 proxy=None,
             )
         extensions: dict[str, object] = {"http_version": b"HTTP/1.1"}
