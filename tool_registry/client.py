@@ -24,7 +24,7 @@ import aiohttp
 import httpx
 
 from .egress import EgressPolicy, GuardedResolver
-from .transport import GatewayTransport, map_transport_errors
+from .transport import GatewayTransport, Reply, map_transport_errors
 
 __all__ = ["GuardedTransport", "body_chunks", "create_tool_transport", "is_timeout", "send"]
 
@@ -44,6 +44,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.policy.check_url(request.url)
         return await self._inner.handle_async_request(request)
+
+    async def exchange(self, request: httpx.Request) -> Reply:
+        """``request`` sent through the guard, its answer not yet read: aiohttp's own
+        over the real transport, httpx's over any other (a test's ``MockTransport``)."""
+        self.policy.check_url(request.url)
+        inner = self._inner
+        if isinstance(inner, GatewayTransport):
+            return await inner.exchange(request)
+        return await send(inner, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -83,7 +92,7 @@ async def send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> h
     return response
 
 
-def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+def body_chunks(response: Reply) -> AsyncIterator[bytes]:
     """The body as it arrives: raw when there is nothing to decode (httpx's decoder chain
     costs per chunk), decoded otherwise, or what was already read."""
     if "content-encoding" in response.headers or response.is_stream_consumed:

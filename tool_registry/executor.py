@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 
 import httpx
 
-from .client import GuardedTransport, body_chunks, is_timeout, send
+from .client import GuardedTransport, body_chunks, is_timeout
 from .egress import egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
@@ -17,13 +18,14 @@ from .request_builder import USER_AGENT
 from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
 from .tool import HttpTool, PreparedCall
+from .transport import Reply
 
 logger = logging.getLogger("tool_registry.executor")
 
 _RETRY_CAP_S = 5.0
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_NO_HEADERS = httpx.Headers()  # of an attempt that got no response: read, never changed
+_NO_HEADERS: Mapping[str, str] = httpx.Headers()  # of an attempt with no response: read only
 _FAILURES: dict[type[BaseException], str] = {
     httpx.RemoteProtocolError: "did not answer with valid HTTP",
     httpx.UnsupportedProtocol: "redirected to a location that is not an HTTP URL",
@@ -32,7 +34,7 @@ _FAILURES: dict[type[BaseException], str] = {
 }
 
 
-def charset_of(headers: httpx.Headers) -> str | None:
+def charset_of(headers: Mapping[str, str]) -> str | None:
     """The ``charset`` parameter of a response's content type, if it names one.
     (httpx's ``charset_encoding`` parses with ``email.message``: several times slower.)"""
     kind = headers.get("content-type", "")
@@ -52,7 +54,7 @@ def origin(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}{port}"
 
 
-def redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:
+def redirect_request(request: httpx.Request, response: Reply) -> httpx.Request:
     """The next hop of a redirect, as browsers and httpx do it: 303 (and 301/302 after
     POST) become GET without a body. On another origin (scheme, host or port) no
     configured or bound header goes along: only the user agent and the body's type.
@@ -84,7 +86,7 @@ def redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.
     )
 
 
-async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+async def read_capped(response: Reply, limit: int) -> tuple[bytes, bool]:
     """Read at most ``limit`` bytes of the (decoded) body; say whether more was left."""
     chunks: list[bytes] = []
     size = 0
@@ -112,10 +114,10 @@ class ToolExecutor:
         self._backoff_base_s = backoff_base_s
         self.redactor = redactor or Redactor(())  # configured secrets: out of every result
 
-    async def _send(self, request: httpx.Request, follow: bool) -> httpx.Response:
+    async def _send(self, request: httpx.Request, follow: bool) -> Reply:
         """Send, following redirects if asked; every hop passes the egress guard."""
         for _ in range(MAX_REDIRECTS + 1):
-            response = await send(self._transport, request)
+            response = await self._transport.exchange(request)
             if not follow or response.status_code not in _REDIRECT_STATUSES:
                 return response
             if "location" not in response.headers:
@@ -177,7 +179,7 @@ class ToolExecutor:
         request: httpx.Request,
         clock: asyncio.AbstractEventLoop,
         deadline: float | None,
-    ) -> tuple[ToolResult, httpx.Headers]:
+    ) -> tuple[ToolResult, Mapping[str, str]]:
         spec = tool.spec
         no_headers = _NO_HEADERS
         ends = clock.time() + spec.http.timeout_s

@@ -16,8 +16,9 @@ It is ``httpx_aiohttp``'s transport with two differences that matter for safety:
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -25,8 +26,9 @@ import yarl
 from aiohttp import ClientTimeout
 from aiohttp.client import ClientResponse
 from httpx_aiohttp import AiohttpTransport
+from multidict import CIMultiDictProxy
 
-__all__ = ["GatewayTransport", "map_transport_errors"]
+__all__ = ["GatewayTransport", "Reply", "map_transport_errors"]
 
 _LARGE_BODY = 1024 * 1024  # aiohttp's own threshold for a body given as bytes
 
@@ -116,7 +118,7 @@ class GatewayTransport(AiohttpTransport):
             )
         return found
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request) -> ClientResponse:
         if not isinstance(self.client, aiohttp.ClientSession):
             self.client = self.get_client()
         timeout = request.extensions.get("timeout", {})
@@ -127,7 +129,7 @@ class GatewayTransport(AiohttpTransport):
         )
         with map_transport_errors():
             url = yarl.URL(str(request.url), encoded=True)
-            response = await self.client.request(
+            return await self.client.request(
                 method=request.method,
                 url=url,
                 headers=request.headers,
@@ -138,13 +140,111 @@ class GatewayTransport(AiohttpTransport):
                 timeout=self._timeout(timeout),
                 proxy=None,
             )
-        extensions: dict[str, object] = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.raw_headers,
-            stream=_ResponseStream(response),
-            request=request,
-            extensions=extensions,
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return _as_httpx(await self._send(request), request)
+
+    async def exchange(self, request: httpx.Request) -> Reply:
+        """``request`` sent, its answer's status and headers in: aiohttp's own answer
+        read directly when its body is sent as it is, not httpx's models around it (a
+        tool call's client side cost two and a half times a bare aiohttp call's that
+        way); an encoded body (gzip, br, ...) is still decoded by httpx, as before."""
+        response = await self._send(request)
+        if "content-encoding" in response.headers:
+            return _as_httpx(response, request)
+        return _AiohttpReply(response)
+
+
+def _as_httpx(response: ClientResponse, request: httpx.Request) -> httpx.Response:
+    extensions: dict[str, object] = {"http_version": b"HTTP/1.1"}
+    if response.reason:
+        extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+    return httpx.Response(
+        status_code=response.status,
+        headers=response.raw_headers,
+        stream=_ResponseStream(response),
+        request=request,
+        extensions=extensions,
+    )
+
+
+class Reply(Protocol):
+    """An HTTP answer, its body not yet read: what the executor and the document
+    fetcher read of ``httpx.Response``, which is one."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...  # case-insensitive
+
+    @property
+    def is_stream_consumed(self) -> bool: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...  # as it came
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...  # decoded
+
+    async def aclose(self) -> None: ...
+
+
+class _AiohttpReply:
+    """aiohttp's answer as a ``Reply``: one whose body is sent as it is (identity), so
+    its raw and decoded bytes are the same. Header lookups are case-insensitive; a
+    repeated header's values are joined with commas, as httpx joins them."""
+
+    __slots__ = ("_response", "headers", "reason_phrase", "status_code")
+    is_stream_consumed = False
+
+    def __init__(self, response: ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        # As httpx says it: the server's phrase in ASCII, or the standard one.
+        reason = (response.reason or "").encode("latin-1", "replace").decode("ascii", "ignore")
+        self.reason_phrase = (
+            reason if response.reason else httpx.codes.get_reason_phrase(response.status)
         )
+        self.headers: Mapping[str, str] = _JoinedHeaders(response.headers)
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        with map_transport_errors():
+            async for chunk in self._response.content.iter_chunked(_ResponseStream.CHUNK_SIZE):
+                yield chunk
+
+    aiter_bytes = aiter_raw
+
+    async def aclose(self) -> None:
+        with map_transport_errors():
+            await self._response.__aexit__(None, None, None)
+
+
+class _JoinedHeaders(Mapping[str, str]):
+    """aiohttp's multidict of headers read as httpx reads them: any letter case, and a
+    repeated header as its values joined by ``, ``."""
+
+    __slots__ = ("_headers",)
+
+    def __init__(self, headers: CIMultiDictProxy[str]) -> None:
+        self._headers = headers
+
+    def __getitem__(self, key: str) -> str:
+        values = self._headers.getall(key)
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        values = self._headers.getall(key, None)
+        if values is None:
+            return default
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._headers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(k.lower() for k in self._headers))
+
+    def __len__(self) -> int:
+        return len({k.lower() for k in self._headers})
