@@ -137,6 +137,12 @@ class TenantDirectory:
                 return tenant
         raise NotFound(f"No tenant {tenant_id!r} is configured.")
 
+    def key_ids(self, tenant_id: str) -> list[str]:
+        """How an operator tells a tenant's keys apart: each key's SHA-256 digest, its
+        first 12 hex digits (never the key, and not enough of the digest to try keys
+        against offline)."""
+        return [f"sha256:{d.hex()[:12]}" for d, t in self._keys if t.id == tenant_id]
+
     def all(self) -> list[Tenant]:
         """Every tenant, once each."""
         if self._open is not None:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import AuthError, BadRequest, GatewayError, NotFound, PayloadTooLarge
+from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approval_records import Decision
-from gateway.surfaces.http import Exchange, bearer_digest, is_key, json_response
+from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.operator_keys import operator_scope
 from tool_registry import loads_object
 
 if TYPE_CHECKING:
@@ -32,25 +33,10 @@ class OperatorApprovals:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
-    def _tenants(self, request: Request) -> tuple[list[Tenant], str]:
+    def _tenants(self, request: Request) -> tuple[tuple[Tenant, ...], str]:
         """The tenants the bearer key may decide for, and who it is (for the trace)."""
-        presented = bearer_digest(request)
-        if presented is None:
-            raise AuthError(
-                "The approval routes need an approvals admin key as 'Authorization: Bearer'."
-            )
-        runtime = self._gateway.runtime
-        tenants = runtime.tenants.all()
-        if is_key(presented, runtime.config.server.admin_key):
-            return tenants, "operator:admin"
-        allowed = []
-        for tenant in tenants:
-            keys = tenant.policy.approvals.admin_keys
-            if any(is_key(presented, key) for key in keys):
-                allowed.append(tenant)
-        if not allowed:
-            raise AuthError("This key may not list or decide approvals.")
-        return allowed, f"operator:{presented.hex()[:8]}"
+        scope = operator_scope(self._gateway.runtime, request, "The approval routes")
+        return scope.tenants, scope.who
 
     async def list(self, request: Request, exchange: Exchange) -> Response:
         tenants, _ = self._tenants(request)

@@ -21,6 +21,7 @@ from gateway.surfaces.connections import Connections
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
+from gateway.surfaces.inventory import Inventory
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
@@ -166,6 +167,7 @@ def build_routes(
 
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
+    inventory = Inventory(gateway)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
     connect = Connect(gateway, admit)
@@ -199,6 +201,8 @@ def build_routes(
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
         Route("/v1/toolgate/recordings", endpoint(handlers.recordings), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
+        Route("/v1/toolgate/tenants", endpoint(inventory.tenants), methods=["GET"]),
+        Route("/v1/toolgate/tools", endpoint(inventory.tools), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
         Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),

@@ -1,0 +1,106 @@
+"""What an operator sees of the configuration as it runs (DESIGN.md §19: JSON first, the
+console's pages stand on these): ``GET /v1/toolgate/tenants`` — each tenant's models,
+tools, limits, budget, policy and keys (as digest prefixes) — and ``GET
+/v1/toolgate/tools?tenant=ID`` — the tenant's tools as the policy point sees them
+(source, effects, trust of the output, approval, price per call, result cache), with
+their schemas. An admin key sees every tenant; an approvals key its own (``tenant``
+may then be left out). Names, descriptions and schemas are the tools' own words,
+hostile as any: JSON carries them, a page must escape them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.config import AssertedUsersConfig
+from gateway.errors import BadRequest, NotFound
+from gateway.policy.tenants import Tenant
+from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.operator_keys import operator_scope
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+    from gateway.runtime.snapshot import Runtime
+
+ROUTES = "The inventory routes"
+
+
+def _tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
+    policy = tenant.policy
+    approvals = policy.approvals
+    users = tenant.users
+    return {
+        "object": "toolgate.tenant",
+        "id": tenant.id,
+        "models": sorted(tenant.models),
+        "tools": list(tenant.tools),
+        "limits": tenant.limits.model_dump(mode="json"),
+        "budget": tenant.budget.model_dump(mode="json") if tenant.budget is not None else None,
+        "policy": {
+            "input": policy.input,
+            "after_untrusted": policy.after_untrusted,
+            "approvals": {
+                "operator": approvals.operator,
+                "timeout_s": approvals.timeout_s,
+                "webhook": approvals.webhook is not None,  # its URL may carry a password
+                "approver_keys": len(approvals.admin_keys),
+            },
+        },
+        "record": tenant.record,
+        "tool_search": tenant.tool_search.mode,
+        "users": None
+        if users is None
+        else "asserted"
+        if isinstance(users, AssertedUsersConfig)
+        else "verified",
+        "keys": runtime.tenants.key_ids(tenant.id),
+    }
+
+
+def _tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | None:
+    tool = runtime.registry.get(name)
+    if tool is None:
+        return None
+    seen = tenant.policy.of(tool)
+    return {
+        "object": "toolgate.tool",
+        "name": tool.name,
+        "description": tool.description,
+        "source": tool.label,
+        "effects": seen.effects,
+        "output": seen.output,
+        "approval": seen.approval,
+        "cost_usd": seen.cost_usd,
+        "cache_ttl_s": tool.cache_ttl_s,
+        "version": seen.version,
+        "parameters": tool.definition.parameters,
+    }
+
+
+class Inventory:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def tenants(self, request: Request, exchange: Exchange) -> Response:
+        runtime = self._gateway.runtime
+        scope = operator_scope(runtime, request, ROUTES)
+        rows = [_tenant_row(runtime, tenant) for tenant in scope.tenants]
+        return json_response({"object": "list", "data": rows})
+
+    async def tools(self, request: Request, exchange: Exchange) -> Response:
+        runtime = self._gateway.runtime
+        scope = operator_scope(runtime, request, ROUTES)
+        asked = request.query_params.get("tenant")
+        if asked is None:
+            if len(scope.tenants) != 1:
+                raise BadRequest("Name the tenant: ?tenant=ID.", param="tenant")
+            tenant = scope.tenants[0]
+        else:
+            found = scope.tenant(asked)
+            if found is None:  # another tenant's and an unknown one read the same
+                raise NotFound(f"No tenant {asked[:64]!r} this key may see.")
+            tenant = found
+        rows = [row for name in tenant.tools if (row := _tool_row(tenant, runtime, name))]
+        return json_response({"object": "list", "tenant": tenant.id, "data": rows})

@@ -1,0 +1,46 @@
+"""Who an operator's key speaks for (DESIGN.md §13, §19), decided in one place for every
+operator route: ``server.admin_key`` for every tenant, a tenant's
+``policy.approvals.admin_keys`` for that tenant only. Keys are compared as digests in
+constant time; the tenants' own API keys are not operators' keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from gateway.errors import AuthError
+from gateway.policy.tenants import Tenant
+from gateway.runtime.snapshot import Runtime
+from gateway.surfaces.http import bearer_digest, is_key
+
+
+@dataclass(frozen=True)
+class OperatorScope:
+    """The tenants a key may see and steer, and who it is (for traces and decisions)."""
+
+    tenants: tuple[Tenant, ...]
+    who: str  # ``operator:admin``, or ``operator:`` and the key digest's first 8 digits
+    admin: bool
+
+    def tenant(self, tenant_id: str) -> Tenant | None:
+        return next((t for t in self.tenants if t.id == tenant_id), None)
+
+
+def operator_scope(runtime: Runtime, request: Request, routes: str) -> OperatorScope:
+    """The scope of the request's bearer key, or ``AuthError`` (401) saying that
+    ``routes`` (``"The approval routes"``) need an operator's key."""
+    presented = bearer_digest(request)
+    if presented is None:
+        raise AuthError(f"{routes} need an operator's key (admin or approvals) as a bearer.")
+    tenants = runtime.tenants.all()
+    if is_key(presented, runtime.config.server.admin_key):
+        return OperatorScope(tuple(tenants), "operator:admin", admin=True)
+    allowed = tuple(
+        tenant
+        for tenant in tenants
+        if any(is_key(presented, key) for key in tenant.policy.approvals.admin_keys)
+    )
+    if not allowed:
+        raise AuthError(f"This key is not an operator's key: {routes.lower()} refuse it.")
+    return OperatorScope(allowed, f"operator:{presented.hex()[:8]}", admin=False)
