@@ -432,6 +432,16 @@ class ResponsesConfig(_Frozen):
     ttl_s: float = Field(default=7 * 24 * 3600, gt=0)  # stored responses live this long
 
 
+class ConsoleConfig(_Frozen):
+    """The operator console (DESIGN.md §19): off unless enabled. Signed in with
+    ``server.admin_key`` or a tenant's ``policy.approvals.admin_keys``."""
+
+    enabled: bool = False
+    session_ttl_s: float = Field(default=8 * 3600.0, ge=60, le=7 * 86400)
+    # Visits of its pages per browser address and minute (sign-in attempts among them).
+    pages_per_minute: int = Field(default=120, ge=1, le=100_000)
+
+
 class GatewayConfig(_Frozen):
     """The whole configuration. ``tools`` holds inline tools and those of ``tool_files``."""
 
@@ -454,6 +464,7 @@ class GatewayConfig(_Frozen):
     grants: GrantsConfig | None = None  # where users' tokens are kept (DESIGN.md §18)
     connections: list[Connection] = Field(default_factory=list)  # users' services
     tenants: list[TenantConfig] | None = None
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)
 

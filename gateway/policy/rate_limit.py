@@ -113,13 +113,16 @@ class RateLimiter:
             headers=headers,
         )
 
-    async def admit_browser(self, address: str, per_minute: int) -> float | None:
-        """Take one visit of a keyless connect page from ``address``'s budget: None
-        when it fits (or the store is down: the pages hold nothing without a ticket),
-        else the seconds until it would."""
+    async def admit_browser(
+        self, address: str, per_minute: int, pages: str = "connect"
+    ) -> float | None:
+        """Take one visit of a page of ``pages`` (the keyless connect pages, the
+        console's) from ``address``'s budget: None when it fits (or the store is down:
+        a connect page holds nothing without a ticket, a console page nothing without
+        a session in that store), else the seconds until it would."""
         try:
             decision = await self._store.rate(
-                self._keys.browser_rate(address), per_minute, MINUTE_S, 1, "acquire"
+                self._keys.browser_rate(address, pages), per_minute, MINUTE_S, 1, "acquire"
             )
         except StoreUnavailable:
             self.store_errors += 1

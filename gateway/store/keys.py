@@ -13,10 +13,16 @@ class Keys:
     def rate(self, tenant: str, kind: str) -> str:
         return f"{self.prefix}t:{tenant}:rate:{kind}"
 
-    def browser_rate(self, address: str) -> str:
-        """A browser address's budget on the keyless connect pages (no address in clear)."""
+    def browser_rate(self, address: str, pages: str = "connect") -> str:
+        """A browser address's budget on a set of pages (the keyless connect pages, the
+        console's), no address in clear."""
         digest = hashlib.sha256(address.encode()).hexdigest()[:32]
-        return f"{self.prefix}connect:rate:{digest}"
+        return f"{self.prefix}{pages}:rate:{digest}"
+
+    def console_session(self, token: str) -> str:
+        """An operator's console session, by its token's digest (never the token)."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return f"{self.prefix}console:session:{digest}"
 
     def saved_turn(self, tenant: str, call_id: str) -> str:
         """A saved turn (``turn_codec`` version 2 and later)."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 ROUTES = "The inventory routes"
 
 
-def _tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
+def tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
     policy = tenant.policy
     approvals = policy.approvals
     users = tenant.users
@@ -59,7 +59,7 @@ def _tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
     }
 
 
-def _tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | None:
+def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | None:
     tool = runtime.registry.get(name)
     if tool is None:
         return None
@@ -86,7 +86,7 @@ class Inventory:
     async def tenants(self, request: Request, exchange: Exchange) -> Response:
         runtime = self._gateway.runtime
         scope = operator_scope(runtime, request, ROUTES)
-        rows = [_tenant_row(runtime, tenant) for tenant in scope.tenants]
+        rows = [tenant_row(runtime, tenant) for tenant in scope.tenants]
         return json_response({"object": "list", "data": rows})
 
     async def tools(self, request: Request, exchange: Exchange) -> Response:
@@ -102,5 +102,5 @@ class Inventory:
             if found is None:  # another tenant's and an unknown one read the same
                 raise NotFound(f"No tenant {asked[:64]!r} this key may see.")
             tenant = found
-        rows = [row for name in tenant.tools if (row := _tool_row(tenant, runtime, name))]
+        rows = [row for name in tenant.tools if (row := tool_row(tenant, runtime, name))]
         return json_response({"object": "list", "tenant": tenant.id, "data": rows})

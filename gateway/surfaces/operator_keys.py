@@ -33,6 +33,16 @@ def operator_scope(runtime: Runtime, request: Request, routes: str) -> OperatorS
     presented = bearer_digest(request)
     if presented is None:
         raise AuthError(f"{routes} need an operator's key (admin or approvals) as a bearer.")
+    scope = scope_of(runtime, presented)
+    if scope is None:
+        raise AuthError(f"This key is not an operator's key: {routes.lower()} refuse it.")
+    return scope
+
+
+def scope_of(runtime: Runtime, presented: bytes) -> OperatorScope | None:
+    """What the key whose SHA-256 digest is ``presented`` may see and steer now (None:
+    it is no operator's key), by the configuration in force: a key taken out of it
+    stops working at once, wherever it was presented (a console session too)."""
     tenants = runtime.tenants.all()
     if is_key(presented, runtime.config.server.admin_key):
         return OperatorScope(tuple(tenants), "operator:admin", admin=True)
@@ -42,5 +52,5 @@ def operator_scope(runtime: Runtime, request: Request, routes: str) -> OperatorS
         if any(is_key(presented, key) for key in tenant.policy.approvals.admin_keys)
     )
     if not allowed:
-        raise AuthError(f"This key is not an operator's key: {routes.lower()} refuse it.")
+        return None
     return OperatorScope(allowed, f"operator:{presented.hex()[:8]}", admin=False)

@@ -18,6 +18,7 @@ from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
 from gateway.surfaces.connect import Connect
 from gateway.surfaces.connections import Connections
+from gateway.surfaces.console.pages import Console
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
@@ -168,6 +169,7 @@ def build_routes(
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
     inventory = Inventory(gateway)
+    console = Console(gateway)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
     connect = Connect(gateway, admit)
@@ -215,6 +217,7 @@ def build_routes(
             for path in FORWARDED_ROUTES
         ),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        *console.routes(),
         Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
         Route("/v1/toolgate/replays", endpoint(admin.replays), methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),

@@ -1,0 +1,214 @@
+"""The console's pages: sign-in and sign-out, tenants, tools (DESIGN.md §19). Each page
+is the JSON route's rows (``surfaces/inventory.py``) through a template that escapes
+every word: tool names, descriptions and schemas are hostile text."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.templating import Jinja2Templates
+
+from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
+from gateway.surfaces.console.sessions import ConsoleSessions, Session
+from gateway.surfaces.inventory import tenant_row, tool_row
+from gateway.surfaces.operator_keys import OperatorScope, scope_of
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+HERE = Path(__file__).parent
+SESSION_COOKIE = "toolgate_console"
+SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, before a session
+PATH = "/console"
+MAX_KEY_CHARS = 512
+
+
+class Console:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._templates = Jinja2Templates(directory=HERE / "templates")
+        self._css = (HERE / "static" / "console.css").read_bytes()
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(PATH, self.home, methods=["GET"]),
+            Route(f"{PATH}/sign-in", self.sign_in_page, methods=["GET"]),
+            Route(f"{PATH}/sign-in", self.sign_in, methods=["POST"]),
+            Route(f"{PATH}/sign-out", self.sign_out, methods=["POST"]),
+            Route(f"{PATH}/tenants", self.tenants, methods=["GET"]),
+            Route(f"{PATH}/tools", self.tools, methods=["GET"]),
+            Route(f"{PATH}/static/console.css", self.css, methods=["GET"]),
+        ]
+
+    # -- what every page does first
+
+    async def _refused(self, request: Request) -> Response | None:
+        """404 while the console is off; 429 past the page budget of the address."""
+        config = self._gateway.runtime.config.console
+        if not config.enabled:
+            return self._page(request, "message.html", {"title": "Not found"}, 404, None)
+        address = request.client.host if request.client is not None else "-"
+        wait = await self._gateway.limiter.admit_browser(
+            address, config.pages_per_minute, "console"
+        )
+        if wait is not None:
+            response = self._page(request, "message.html", {"title": "Too many requests"}, 429)
+            response.headers["retry-after"] = str(max(1, round(wait)))
+            return response
+        return None
+
+    def _sessions(self) -> ConsoleSessions:
+        gateway = self._gateway
+        return ConsoleSessions(gateway.store, gateway.keys)
+
+    async def _signed_in(self, request: Request) -> tuple[Session, OperatorScope] | None:
+        session = await self._sessions().find(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None
+        scope = scope_of(self._gateway.runtime, session.key_digest)
+        return None if scope is None else (session, scope)
+
+    def _secure(self, request: Request) -> bool:
+        public = self._gateway.runtime.config.server.public_url or ""
+        return request.url.scheme == "https" or public.startswith("https://")
+
+    def _page(
+        self,
+        request: Request,
+        template: str,
+        context: dict[str, Any],
+        status: int = 200,
+        signed: tuple[Session, OperatorScope] | None = None,
+    ) -> HTMLResponse:
+        context = {"request": request, "path": PATH, "signed": signed, **context}
+        if signed is not None:
+            context["csrf"] = signed[0].csrf
+            context["who"] = signed[1].who
+        response = self._templates.TemplateResponse(request, template, context, status)
+        response.headers.update(HEADERS)
+        return response
+
+    def _to(self, where: str) -> RedirectResponse:
+        return RedirectResponse(f"{PATH}{where}", 303, headers=HEADERS)
+
+    # -- the routes
+
+    async def css(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        return Response(self._css, media_type="text/css", headers=HEADERS)
+
+    async def home(self, request: Request) -> Response:
+        return await self._refused(request) or self._to("/tenants")
+
+    async def sign_in_page(self, request: Request, status: int = 200, said: str = "") -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        token = secrets.token_urlsafe(32)
+        context = {"title": "Sign in", "sign_in_csrf": token, "said": said}
+        response = self._page(request, "sign_in.html", context, status)
+        response.set_cookie(
+            SIGN_IN_COOKIE,
+            token,
+            max_age=3600,
+            path=PATH,
+            secure=self._secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def sign_in(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        fields = await form(request)
+        if fields is None or not same_origin(request):
+            return self._forbidden(request)
+        if not tokens_match(fields.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)):
+            return self._forbidden(request)
+        key = fields.get("key", "").strip()[:MAX_KEY_CHARS]
+        digest = hashlib.sha256(key.encode()).digest()
+        if not key or scope_of(self._gateway.runtime, digest) is None:
+            return await self.sign_in_page(request, 401, "That key is not an operator's key.")
+        config = self._gateway.runtime.config.console
+        token, _ = await self._sessions().open(digest, config.session_ttl_s)
+        response = self._to("/tenants")
+        response.set_cookie(
+            SESSION_COOKIE,
+            token,
+            max_age=int(config.session_ttl_s),
+            path=PATH,
+            secure=self._secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+        response.delete_cookie(SIGN_IN_COOKIE, path=PATH)
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        fields = await form(request)
+        signed = await self._signed_in(request)
+        if fields is None or not same_origin(request) or signed is None:
+            return self._forbidden(request)
+        if not tokens_match(fields.get("csrf"), signed[0].csrf):
+            return self._forbidden(request)
+        await self._sessions().close(request.cookies[SESSION_COOKIE])
+        response = self._to("/sign-in")
+        response.delete_cookie(SESSION_COOKIE, path=PATH)
+        return response
+
+    def _forbidden(self, request: Request) -> Response:
+        context = {"title": "Refused", "text": "This form did not come from the console."}
+        return self._page(request, "message.html", context, 403)
+
+    async def tenants(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        signed = await self._signed_in(request)
+        if signed is None:
+            return self._to("/sign-in")
+        runtime = self._gateway.runtime
+        rows = [tenant_row(runtime, tenant) for tenant in signed[1].tenants]
+        return self._page(request, "tenants.html", {"title": "Tenants", "rows": rows}, 200, signed)
+
+    async def tools(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        signed = await self._signed_in(request)
+        if signed is None:
+            return self._to("/sign-in")
+        scope, runtime = signed[1], self._gateway.runtime
+        asked = request.query_params.get("tenant")
+        tenant = scope.tenant(asked) if asked else (scope.tenants[0] if scope.tenants else None)
+        if tenant is None:
+            missing = {"title": "Not found", "text": "No such tenant that this key may see."}
+            return self._page(request, "message.html", missing, 404, signed)
+        query = request.query_params.get("q", "")[:200].strip().lower()
+        rows = [row for name in tenant.tools if (row := tool_row(tenant, runtime, name))]
+        if query:
+            rows = [row for row in rows if query in f"{row['name']} {row['description']}".lower()]
+        for row in rows:
+            row["schema"] = orjson.dumps(row["parameters"], option=orjson.OPT_INDENT_2).decode()
+        context: dict[str, Any] = {
+            "title": f"Tools of {tenant.id}",
+            "tenant": tenant.id,
+            "tenants": [t.id for t in scope.tenants],
+            "rows": rows,
+            "q": query,
+        }
+        return self._page(request, "tools.html", context, 200, signed)

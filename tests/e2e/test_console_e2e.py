@@ -1,0 +1,152 @@
+"""The operator console's guards (DESIGN.md §19), against a real gateway over HTTP: off
+unless enabled; signed in with an operator's key only (a tenant's API key is not one);
+a session cookie that is HttpOnly, SameSite=Strict and under /console; a strict CSP and
+no framing on every page; posts only from the console's own pages, with their CSRF
+token; an approver sees its own tenant only; hostile tool words escaped; a key taken out
+of the configuration ends its sessions at once. The browser's view of the same pages is
+``tests/browser/test_console_browser.py``."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from gateway import GatewayConfig, create_app
+from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY, HOSTILE
+from tests.e2e.test_inventory_e2e import _config as inventory_config
+from tests.support.scripted import SECRETS, TENANT_KEY, Harness, Model
+
+
+def console_config(upstream: str, enabled: bool = True) -> dict[str, Any]:
+    data = inventory_config(upstream)
+    data["console"] = {"enabled": enabled}
+    return data
+
+
+class Operator:
+    """A browser-like client of the console: it keeps cookies and says where its posts
+    come from, as a browser does."""
+
+    def __init__(self, harness: Harness, base: str) -> None:
+        self.harness = harness
+        self.base = base
+        self.client = httpx.Client(base_url=base, timeout=10, follow_redirects=False)
+        harness.on_close(self.client.close)
+
+    def post(self, path: str, fields: dict[str, str], origin: str | None = None) -> httpx.Response:
+        headers = {"origin": origin or self.base, "sec-fetch-site": "same-origin"}
+        return self.client.post(path, data=fields, headers=headers)
+
+    def sign_in(self, key: str) -> httpx.Response:
+        form = self.client.get("/console/sign-in")
+        assert form.status_code == 200, form.text
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None
+        return self.post("/console/sign-in", {"csrf": token.group(1), "key": key})
+
+    def csrf(self) -> str:
+        page = self.client.get("/console/tenants")
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found is not None, page.text
+        return found.group(1)
+
+
+def _serve(harness: Harness, enabled: bool = True) -> str:
+    upstream = harness.serve(Model().recorder).url
+    return harness.gateway(console_config(upstream, enabled)).url
+
+
+def test_the_console_is_off_unless_enabled(harness: Harness) -> None:
+    operator = Operator(harness, _serve(harness, enabled=False))
+    for path in ("/console", "/console/sign-in", "/console/tenants", "/console/tools"):
+        assert operator.client.get(path).status_code == 404
+    assert operator.post("/console/sign-in", {"key": ADMIN_KEY}).status_code == 404
+
+
+def test_signing_in_takes_an_operators_key_and_sets_a_strict_cookie(harness: Harness) -> None:
+    operator = Operator(harness, _serve(harness))
+    assert operator.client.get("/console/tenants").headers["location"] == "/console/sign-in"
+    for key in (TENANT_KEY, "sk-made-up", ""):
+        refused = operator.sign_in(key)
+        assert refused.status_code == 401
+        assert "toolgate_console=" not in refused.headers.get("set-cookie", "")
+    answer = operator.sign_in(ADMIN_KEY)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/tenants"
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith("toolgate_console=")
+    )
+    flags = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/console"} <= flags
+    page = operator.client.get("/console/tenants")
+    assert page.status_code == 200
+    assert "acme" in page.text
+    assert "beta" in page.text
+    csp = page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp
+    assert "default-src 'none'" in csp
+    assert "script-src" not in csp  # no script runs on a console page
+    assert page.headers["x-frame-options"] == "DENY"
+    for secret in (*SECRETS, ADMIN_KEY, APPROVER_KEY):
+        assert secret not in page.text
+
+
+def test_a_post_from_another_site_or_without_its_token_is_refused(harness: Harness) -> None:
+    operator = Operator(harness, _serve(harness))
+    assert operator.sign_in(ADMIN_KEY).status_code == 303
+    token = operator.csrf()
+    assert (
+        operator.post("/console/sign-out", {"csrf": token}, "http://evil.test").status_code == 403
+    )
+    cross = operator.client.post(
+        "/console/sign-out", data={"csrf": token}, headers={"sec-fetch-site": "cross-site"}
+    )
+    assert cross.status_code == 403
+    assert operator.post("/console/sign-out", {"csrf": "forged"}).status_code == 403
+    assert operator.post("/console/sign-out", {}).status_code == 403
+    assert operator.client.get("/console/tenants").status_code == 200  # still signed in
+    # A sign-in form posted from elsewhere, or without the form's token, signs in no one.
+    fresh = Operator(harness, operator.base)
+    assert fresh.post("/console/sign-in", {"key": ADMIN_KEY}).status_code == 403
+    out = operator.post("/console/sign-out", {"csrf": token})
+    assert out.status_code == 303
+    assert operator.client.get("/console/tenants").status_code == 303  # to the sign-in page
+
+
+def test_an_approver_sees_its_own_tenant_and_hostile_words_are_escaped(harness: Harness) -> None:
+    operator = Operator(harness, _serve(harness))
+    assert operator.sign_in(APPROVER_KEY).status_code == 303
+    tenants = operator.client.get("/console/tenants").text
+    assert "acme" in tenants
+    assert "beta" not in tenants
+    tools = operator.client.get("/console/tools")
+    assert tools.status_code == 200
+    assert HOSTILE not in tools.text  # never as markup
+    assert html.escape(HOSTILE, quote=False) in tools.text
+    assert operator.client.get("/console/tools?tenant=beta").status_code == 404
+    found = operator.client.get("/console/tools?q=READ").text
+    assert "read_ticket" in found
+    assert "create_ticket" not in found
+
+
+def test_a_key_taken_out_ends_its_sessions(harness: Harness, tmp_path: Path) -> None:
+    upstream = harness.serve(Model().recorder).url
+    data = console_config(upstream)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(data))
+    app = create_app(GatewayConfig.model_validate(data), config_path=path)
+    operator = Operator(harness, harness.serve(app).url)
+    assert operator.sign_in(APPROVER_KEY).status_code == 303
+    assert operator.client.get("/console/tenants").status_code == 200
+    data["tenants"][0]["policy"]["approvals"]["admin_keys"] = []
+    path.write_text(yaml.safe_dump(data))
+    reloaded = operator.client.post(
+        "/admin/reload", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+    )
+    assert reloaded.status_code == 200, reloaded.text
+    assert operator.client.get("/console/tenants").status_code == 303
