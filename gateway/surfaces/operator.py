@@ -10,6 +10,7 @@ keys do not decide their own calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -17,7 +18,7 @@ from starlette.responses import Response
 
 from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
-from gateway.store.approval_records import Decision
+from gateway.store.approval_records import ApprovalRecord, Decision
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_scope
 from tool_registry import loads_object
@@ -40,9 +41,7 @@ class OperatorApprovals:
 
     async def list(self, request: Request, exchange: Exchange) -> Response:
         tenants, _ = self._tenants(request)
-        store = self._gateway.approvals
-        pending = [record for tenant in tenants for record in await store.pending(tenant.id)]
-        pending.sort(key=lambda record: record.created)
+        pending = await pending_for(self._gateway, tenants)
         return json_response({"object": "list", "data": [r.public() for r in pending]})
 
     async def decide(self, request: Request, exchange: Exchange) -> Response:
@@ -62,20 +61,40 @@ class OperatorApprovals:
         if reason is not None and not isinstance(reason, str):
             raise BadRequest("'reason' must be a string.", param="reason")
         decision = Decision(said["approve"], reason[:MAX_REASON] if reason else None, decider)
-        for tenant in tenants:
-            outcome = await self._gateway.approvals.decide(tenant.id, approval_id, decision)
-            if outcome == "already":
-                raise GatewayError(
-                    f"Approval {approval_id!r} is decided already.",
-                    status=409,
-                    error_type="invalid_request_error",
-                    code="already_decided",
-                )
-            if outcome == "decided":
-                return json_response(_decided(approval_id, tenant.id, decision))
+        outcome, tenant = await decide_for(self._gateway, tenants, approval_id, decision)
+        if outcome == "already":
+            raise GatewayError(
+                f"Approval {approval_id!r} is decided already.",
+                status=409,
+                error_type="invalid_request_error",
+                code="already_decided",
+            )
+        if outcome == "decided" and tenant is not None:
+            return json_response(_decided(approval_id, tenant, decision))
         raise NotFound(
             f"No pending approval {approval_id!r} for this key (expired, or never asked)."
         )
+
+
+async def pending_for(gateway: Gateway, tenants: Sequence[Tenant]) -> list[ApprovalRecord]:
+    """The approvals waiting for an operator among ``tenants``, oldest first (the JSON
+    route's and the console's)."""
+    store = gateway.approvals
+    pending = [record for tenant in tenants for record in await store.pending(tenant.id)]
+    pending.sort(key=lambda record: record.created)
+    return pending
+
+
+async def decide_for(
+    gateway: Gateway, tenants: Sequence[Tenant], approval_id: str, decision: Decision
+) -> tuple[str, str | None]:
+    """Decide ``approval_id`` for whichever of ``tenants`` it waits in: ``decided`` or
+    ``already`` (the first decision stands) and that tenant, or ``missing``."""
+    for tenant in tenants:
+        outcome = await gateway.approvals.decide(tenant.id, approval_id, decision)
+        if outcome in ("already", "decided"):
+            return outcome, tenant.id
+    return "missing", None
 
 
 def _decided(approval_id: str, tenant: str, decision: Decision) -> dict[str, Any]:

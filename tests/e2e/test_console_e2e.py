@@ -9,7 +9,10 @@ of the configuration ends its sessions at once. The browser's view of the same p
 from __future__ import annotations
 
 import html
+import json
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,15 @@ import yaml
 from gateway import GatewayConfig, create_app
 from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY, HOSTILE
 from tests.e2e.test_inventory_e2e import _config as inventory_config
-from tests.support.scripted import SECRETS, TENANT_KEY, Harness, Model
+from tests.support.recorder import Recorder
+from tests.support.scripted import (
+    SECRETS,
+    TENANT_KEY,
+    Harness,
+    Model,
+    chat,
+    tool_then_answer,
+)
 
 
 def console_config(upstream: str, enabled: bool = True) -> dict[str, Any]:
@@ -150,3 +161,49 @@ def test_a_key_taken_out_ends_its_sessions(harness: Harness, tmp_path: Path) -> 
     )
     assert reloaded.status_code == 200, reloaded.text
     assert operator.client.get("/console/tenants").status_code == 303
+
+
+def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: Harness) -> None:
+    tickets = Recorder()
+    tools_url = harness.serve(tickets).url
+    model = Model(tool_then_answer("create_ticket"))
+    data = console_config(harness.serve(model.recorder).url)
+    for spec in data["tools"]:
+        spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+    operator = Operator(harness, harness.gateway(data).url)
+    assert operator.sign_in(APPROVER_KEY).status_code == 303
+    answers: list[httpx.Response] = []
+    run = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(
+                f"{operator.base}/v1/chat/completions",
+                json=chat(json.dumps({"title": "wipe"})),
+                headers={"authorization": f"Bearer {TENANT_KEY}"},
+                timeout=30,
+            )
+        )
+    )
+    run.start()
+    action = None
+    for _ in range(100):
+        found = re.search(
+            r'action="(/console/approvals/[^"]+)"', operator.client.get("/console/approvals").text
+        )
+        if found:
+            action = found.group(1)
+            break
+        time.sleep(0.1)
+    assert action is not None
+    token = operator.csrf()
+    assert operator.post(action, {"csrf": "forged", "approve": "no"}).status_code == 403
+    denied = operator.post(action, {"csrf": token, "approve": "no", "reason": "not today"})
+    assert denied.status_code == 303
+    again = operator.post(action, {"csrf": token, "approve": "yes"})
+    assert again.status_code in (404, 409)  # decided already, or taken by its run
+    run.join(timeout=30)
+    assert answers[0].status_code == 200, answers[0].text
+    assert tickets.hits == []  # denied: never sent
+    results = model.tool_results()
+    assert len(results) == 1
+    assert "denied by the operator" in results[0]
+    assert "The reason given: not today" in results[0]

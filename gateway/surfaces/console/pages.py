@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
+from gateway.store.approval_records import Decision
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.inventory import tenant_row, tool_row
+from gateway.surfaces.operator import MAX_REASON, decide_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 
 if TYPE_CHECKING:
@@ -44,6 +47,8 @@ class Console:
             Route(f"{PATH}/sign-out", self.sign_out, methods=["POST"]),
             Route(f"{PATH}/tenants", self.tenants, methods=["GET"]),
             Route(f"{PATH}/tools", self.tools, methods=["GET"]),
+            Route(f"{PATH}/approvals", self.approvals, methods=["GET"]),
+            Route(f"{PATH}/approvals/{{approval_id}}", self.decide, methods=["POST"]),
             Route(f"{PATH}/static/console.css", self.css, methods=["GET"]),
         ]
 
@@ -212,3 +217,57 @@ class Console:
             "q": query,
         }
         return self._page(request, "tools.html", context, 200, signed)
+
+    async def approvals(self, request: Request, said: str = "", status: int = 200) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        signed = await self._signed_in(request)
+        if signed is None:
+            return self._to("/sign-in")
+        rows = []
+        for record in await pending_for(self._gateway, signed[1].tenants):
+            row = record.public()
+            row["arguments_text"] = _pretty(record.arguments)
+            row["waiting_s"] = max(0, int(time.time() - record.created))
+            row["left_s"] = max(0, int(record.expires - time.time()))
+            rows.append(row)
+        context = {"title": "Approvals", "rows": rows, "said": said}
+        return self._page(request, "approvals.html", context, status, signed)
+
+    async def decide(self, request: Request) -> Response:
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        fields = await form(request)
+        signed = await self._signed_in(request)
+        if fields is None or not same_origin(request) or signed is None:
+            return self._forbidden(request)
+        if not tokens_match(fields.get("csrf"), signed[0].csrf):
+            return self._forbidden(request)
+        approve = fields.get("approve")
+        if approve not in ("yes", "no"):
+            return await self.approvals(request, "Say approve or deny.", 400)
+        reason = fields.get("reason", "").strip()[:MAX_REASON] or None
+        decision = Decision(approve == "yes", reason, signed[1].who)
+        approval_id = request.path_params["approval_id"][:128]
+        outcome, _ = await decide_for(self._gateway, signed[1].tenants, approval_id, decision)
+        if outcome == "decided":
+            return self._to("/approvals")
+        said = (
+            "That call was decided already: the first decision stands."
+            if outcome == "already"
+            else "That approval no longer waits (decided, expired, or not this key's)."
+        )
+        return await self.approvals(request, said, 409 if outcome == "already" else 404)
+
+
+def _pretty(arguments: Any) -> str:
+    """A call's arguments to read: the JSON the model wrote, indented where it parses."""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
