@@ -6,29 +6,22 @@ to ``TOOLGATE_SCREENSHOTS`` (else the test's temporary folder): not committed, l
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from tests.e2e.test_console_e2e import console_config
+from tests.e2e.test_console_e2e import HeldCalls, console_config
 from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY, HOSTILE
 from tests.support.oidc import Browser
-from tests.support.recorder import Recorder
 from tests.support.scripted import (
-    TENANT_KEY,
     Harness,
     Model,
-    chat,
     tool,
-    tool_then_answer,
 )
 
 LONG = "A description that goes on. " * 8000  # about 220 kB of a tool's own words
@@ -149,31 +142,15 @@ def test_a_form_posted_from_another_site_is_refused(harness: Harness) -> None:
 def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     harness: Harness, tmp_path: Path
 ) -> None:
-    tickets = Recorder()
-    tools_url = harness.serve(tickets).url
-    model = Model(tool_then_answer("create_ticket"))
-    data = console_config(harness.serve(model.recorder).url)
-    for spec in data["tools"]:
-        spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
-    base = harness.gateway(data).url
+    held = HeldCalls(harness)
+    base = held.base
     browser = Browser()
     harness.on_close(browser.close)
     page = browser.page("approver")
     _sign_in(page, base, APPROVER_KEY)
     page.click("text=Approvals")
     assert page.locator(".empty").count() == 1
-    answers: list[httpx.Response] = []
-    run = threading.Thread(
-        target=lambda: answers.append(
-            httpx.post(
-                f"{base}/v1/chat/completions",
-                json=chat(json.dumps({"title": "refund <b>42</b>"})),
-                headers={"authorization": f"Bearer {TENANT_KEY}"},
-                timeout=30,
-            )
-        )
-    )
-    run.start()
+    run = held.start({"title": "refund <b>42</b>"})
     for _ in range(100):
         page.goto(f"{base}/console/approvals")
         if page.locator("section.approval").count():
@@ -181,7 +158,7 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
         time.sleep(0.1)
     assert page.locator(".approval .tool").inner_text() == "create_ticket"
     assert '"title": "refund <b>42</b>"' in page.locator(".arguments").inner_text()
-    assert tickets.hits == []  # held: nothing sent yet
+    assert held.tickets.hits == []  # held: nothing sent yet
     folder = Path(os.environ.get("TOOLGATE_SCREENSHOTS", tmp_path))
     folder.mkdir(parents=True, exist_ok=True)
     _shots(page, folder, "approvals")
@@ -190,8 +167,8 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     page.click("button[value=yes]")
     page.wait_for_url("**/console/approvals")
     run.join(timeout=30)
-    assert len(answers) == 1
-    assert answers[0].status_code == 200, answers[0].text
-    sent = [parse_qs(urlsplit(hit.raw_path).query) for hit in tickets.hits]
+    assert len(held.answers) == 1
+    assert held.answers[0].status_code == 200, held.answers[0].text
+    sent = [parse_qs(urlsplit(hit.raw_path).query) for hit in held.tickets.hits]
     assert sent == [{"title": ["refund <b>42</b>"]}]
     assert page.locator(".empty").count() == 1  # the queue is empty again

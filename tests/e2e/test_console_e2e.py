@@ -163,27 +163,43 @@ def test_a_key_taken_out_ends_its_sessions(harness: Harness, tmp_path: Path) -> 
     assert operator.client.get("/console/tenants").status_code == 303
 
 
-def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: Harness) -> None:
-    tickets = Recorder()
-    tools_url = harness.serve(tickets).url
-    model = Model(tool_then_answer("create_ticket"))
-    data = console_config(harness.serve(model.recorder).url)
-    for spec in data["tools"]:
-        spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
-    operator = Operator(harness, harness.gateway(data).url)
-    assert operator.sign_in(APPROVER_KEY).status_code == 303
-    answers: list[httpx.Response] = []
-    run = threading.Thread(
-        target=lambda: answers.append(
-            httpx.post(
-                f"{operator.base}/v1/chat/completions",
-                json=chat(json.dumps({"title": "wipe"})),
-                headers={"authorization": f"Bearer {TENANT_KEY}"},
-                timeout=30,
+class HeldCalls:
+    """A gateway whose ``create_ticket`` calls wait for an operator (the inventory
+    configuration, its tools on a recording server), and runs sent to it in threads."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.tickets = Recorder()
+        tools_url = harness.serve(self.tickets).url
+        self.model = Model(tool_then_answer("create_ticket"))
+        data = console_config(harness.serve(self.model.recorder).url)
+        for spec in data["tools"]:
+            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+        self.base = harness.gateway(data).url
+        self.answers: list[httpx.Response] = []
+
+    def start(self, arguments: dict[str, Any]) -> threading.Thread:
+        """A run whose model asks for ``create_ticket`` with ``arguments``, under way."""
+
+        def run() -> None:
+            self.answers.append(
+                httpx.post(
+                    f"{self.base}/v1/chat/completions",
+                    json=chat(json.dumps(arguments)),
+                    headers={"authorization": f"Bearer {TENANT_KEY}"},
+                    timeout=30,
+                )
             )
-        )
-    )
-    run.start()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+
+def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: Harness) -> None:
+    held = HeldCalls(harness)
+    operator = Operator(harness, held.base)
+    assert operator.sign_in(APPROVER_KEY).status_code == 303
+    run = held.start({"title": "wipe"})
     action = None
     for _ in range(100):
         found = re.search(
@@ -201,9 +217,9 @@ def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: 
     again = operator.post(action, {"csrf": token, "approve": "yes"})
     assert again.status_code in (404, 409)  # decided already, or taken by its run
     run.join(timeout=30)
-    assert answers[0].status_code == 200, answers[0].text
-    assert tickets.hits == []  # denied: never sent
-    results = model.tool_results()
+    assert held.answers[0].status_code == 200, held.answers[0].text
+    assert held.tickets.hits == []  # denied: never sent
+    results = held.model.tool_results()
     assert len(results) == 1
     assert "denied by the operator" in results[0]
     assert "The reason given: not today" in results[0]

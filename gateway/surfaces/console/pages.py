@@ -80,6 +80,31 @@ class Console:
         scope = scope_of(self._gateway.runtime, session.key_digest)
         return None if scope is None else (session, scope)
 
+    async def _page_for(self, request: Request) -> tuple[Session, OperatorScope] | Response:
+        """A page's signed-in operator, or what to answer instead (404 while off, 429
+        past the budget, the sign-in page without a session)."""
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        signed = await self._signed_in(request)
+        return self._to("/sign-in") if signed is None else signed
+
+    async def _post_for(
+        self, request: Request
+    ) -> tuple[dict[str, str], tuple[Session, OperatorScope]] | Response:
+        """A post's form and signed-in operator, or what to answer instead: a post from
+        another site, without a session or without its CSRF token is refused (403)."""
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        fields = await form(request)
+        signed = await self._signed_in(request)
+        if fields is None or not same_origin(request) or signed is None:
+            return self._forbidden(request)
+        if not tokens_match(fields.get("csrf"), signed[0].csrf):
+            return self._forbidden(request)
+        return fields, signed
+
     def _secure(self, request: Request) -> bool:
         public = self._gateway.runtime.config.server.public_url or ""
         return request.url.scheme == "https" or public.startswith("https://")
@@ -161,15 +186,9 @@ class Console:
         return response
 
     async def sign_out(self, request: Request) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        fields = await form(request)
-        signed = await self._signed_in(request)
-        if fields is None or not same_origin(request) or signed is None:
-            return self._forbidden(request)
-        if not tokens_match(fields.get("csrf"), signed[0].csrf):
-            return self._forbidden(request)
+        posted = await self._post_for(request)
+        if isinstance(posted, Response):
+            return posted
         await self._sessions().close(request.cookies[SESSION_COOKIE])
         response = self._to("/sign-in")
         response.delete_cookie(SESSION_COOKIE, path=PATH)
@@ -180,23 +199,17 @@ class Console:
         return self._page(request, "message.html", context, 403)
 
     async def tenants(self, request: Request) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        signed = await self._signed_in(request)
-        if signed is None:
-            return self._to("/sign-in")
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
         runtime = self._gateway.runtime
         rows = [tenant_row(runtime, tenant) for tenant in signed[1].tenants]
         return self._page(request, "tenants.html", {"title": "Tenants", "rows": rows}, 200, signed)
 
     async def tools(self, request: Request) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        signed = await self._signed_in(request)
-        if signed is None:
-            return self._to("/sign-in")
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
         scope, runtime = signed[1], self._gateway.runtime
         asked = request.query_params.get("tenant")
         tenant = scope.tenant(asked) if asked else (scope.tenants[0] if scope.tenants else None)
@@ -219,12 +232,9 @@ class Console:
         return self._page(request, "tools.html", context, 200, signed)
 
     async def approvals(self, request: Request, said: str = "", status: int = 200) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        signed = await self._signed_in(request)
-        if signed is None:
-            return self._to("/sign-in")
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
         rows = []
         for record in await pending_for(self._gateway, signed[1].tenants):
             row = record.public()
@@ -236,15 +246,10 @@ class Console:
         return self._page(request, "approvals.html", context, status, signed)
 
     async def decide(self, request: Request) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        fields = await form(request)
-        signed = await self._signed_in(request)
-        if fields is None or not same_origin(request) or signed is None:
-            return self._forbidden(request)
-        if not tokens_match(fields.get("csrf"), signed[0].csrf):
-            return self._forbidden(request)
+        posted = await self._post_for(request)
+        if isinstance(posted, Response):
+            return posted
+        fields, signed = posted
         approve = fields.get("approve")
         if approve not in ("yes", "no"):
             return await self.approvals(request, "Say approve or deny.", 400)
