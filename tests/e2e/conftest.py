@@ -3,11 +3,15 @@ on free loopback ports, driven by the real ``openai`` SDK."""
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from starlette.applications import Starlette
@@ -15,7 +19,7 @@ from starlette.applications import Starlette
 from gateway import GatewayConfig, create_app
 from tests.support.fake_tools import FakeTools
 from tests.support.fake_upstream import FakeUpstream, Script, say
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, free_port
 
 ACME_KEY = "sk-acme-test-key"
 BETA_KEY = "sk-beta-test-key"
@@ -202,3 +206,29 @@ def stack() -> Iterator[StackFactory]:
             client.close()
     for server in reversed(servers):
         server.stop()
+
+
+@pytest.fixture
+def private_redis(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A Redis of this test's own, which it may stop and start."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}", timeout=0.2)
+        except httpx.RemoteProtocolError:
+            break  # it listens (and speaks RESP, not HTTP)
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the private redis-server did not start"
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0", process
+    process.send_signal(signal.SIGCONT)
+    process.terminate()
+    process.wait(timeout=10)

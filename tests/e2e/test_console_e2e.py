@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import json
 import re
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -223,3 +225,28 @@ def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: 
     assert len(results) == 1
     assert "denied by the operator" in results[0]
     assert "The reason given: not today" in results[0]
+
+
+def test_a_store_that_does_not_answer_is_a_503_page_not_a_500(
+    harness: Harness, private_redis: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    url, redis_process = private_redis
+    upstream = harness.serve(Model().recorder).url
+    data = console_config(upstream) | {"store": {"url": url, "timeout_s": 0.1}}
+    operator = Operator(harness, harness.gateway(data).url)
+    assert operator.sign_in(ADMIN_KEY).status_code == 303
+    redis_process.send_signal(signal.SIGSTOP)  # hung: takes the connection, never answers
+    try:
+        for path in ("/console/tenants", "/console/approvals"):
+            started = time.monotonic()
+            page = operator.client.get(path)
+            assert time.monotonic() - started < 2.0
+            assert page.status_code == 503
+            assert "does not answer now" in page.text
+            assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    finally:
+        redis_process.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 5  # the store's client reconnects; the session is kept
+    while operator.client.get("/console/tenants").status_code != 200:
+        assert time.monotonic() < deadline, "the console did not come back with its store"
+        time.sleep(0.2)

@@ -4,7 +4,6 @@ two gateway processes, and Redis going away and coming back."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
 import subprocess
 import sys
@@ -166,32 +165,6 @@ def test_a_burst_on_two_replicas_admits_exactly_the_limit(two_replicas: list[str
     statuses = asyncio.run(burst())
     assert statuses.count(200) == 10
     assert statuses.count(429) == 20
-
-
-@pytest.fixture
-def private_redis(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A Redis of this test's own, which it may stop and start."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}", timeout=0.2)
-        except httpx.RemoteProtocolError:
-            break  # it listens (and speaks RESP, not HTTP)
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "the private redis-server did not start"
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0", process
-    process.send_signal(signal.SIGCONT)
-    process.terminate()
-    process.wait(timeout=10)
 
 
 @pytest.mark.parametrize(("on_error", "status"), [("allow", 200), ("deny", 503)])

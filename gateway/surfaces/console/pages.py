@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
+from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 HERE = Path(__file__).parent
+Page = Callable[[Request], Awaitable[Response]]
 SESSION_COOKIE = "toolgate_console"
 SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, before a session
 PATH = "/console"
@@ -40,17 +43,36 @@ class Console:
         self._css = (HERE / "static" / "console.css").read_bytes()
 
     def routes(self) -> list[BaseRoute]:
-        return [
-            Route(PATH, self.home, methods=["GET"]),
-            Route(f"{PATH}/sign-in", self.sign_in_page, methods=["GET"]),
-            Route(f"{PATH}/sign-in", self.sign_in, methods=["POST"]),
-            Route(f"{PATH}/sign-out", self.sign_out, methods=["POST"]),
-            Route(f"{PATH}/tenants", self.tenants, methods=["GET"]),
-            Route(f"{PATH}/tools", self.tools, methods=["GET"]),
-            Route(f"{PATH}/approvals", self.approvals, methods=["GET"]),
-            Route(f"{PATH}/approvals/{{approval_id}}", self.decide, methods=["POST"]),
-            Route(f"{PATH}/static/console.css", self.css, methods=["GET"]),
+        pages: list[tuple[str, Page, str]] = [
+            ("", self.home, "GET"),
+            ("/sign-in", self.sign_in_page, "GET"),
+            ("/sign-in", self.sign_in, "POST"),
+            ("/sign-out", self.sign_out, "POST"),
+            ("/tenants", self.tenants, "GET"),
+            ("/tools", self.tools, "GET"),
+            ("/approvals", self.approvals, "GET"),
+            ("/approvals/{approval_id}", self.decide, "POST"),
+            ("/static/console.css", self.css, "GET"),
         ]
+        return [Route(PATH + path, self._answered(page), methods=[m]) for path, page, m in pages]
+
+    def _answered(self, page: Page) -> Page:
+        """``page``, with a store that does not answer said as a page (503), not a 500:
+        sessions and approvals live there."""
+
+        async def answered(request: Request) -> Response:
+            try:
+                return await page(request)
+            except StoreUnavailable:
+                context = {
+                    "title": "Unavailable",
+                    "text": "The gateway's store does not answer now: try again shortly.",
+                }
+                response = self._page(request, "message.html", context, 503)
+                response.headers["retry-after"] = "5"
+                return response
+
+        return answered
 
     # -- what every page does first
 
