@@ -5,11 +5,13 @@ tools, limits, budget, policy and keys (as digest prefixes) — and ``GET
 (source, effects, trust of the output, approval, price per call, result cache), with
 their schemas. An admin key sees every tenant; an approvals key its own (``tenant``
 may then be left out). Names, descriptions and schemas are the tools' own words,
-hostile as any: JSON carries them, a page must escape them."""
+hostile as any: JSON carries them, a page must escape them. ``GET
+/v1/toolgate/configuration`` (the admin key's) sums up the configuration in force."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -59,6 +61,28 @@ def tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
     }
 
 
+def configuration_summary(runtime: Runtime) -> dict[str, Any]:
+    """The configuration in force, as an operator reads it: its upstreams (name and
+    host, never a path, key or header), models, tools by source, tenants, and what was
+    left out or is suspect (the warnings of its last load)."""
+    config = runtime.config
+    sources: dict[str, int] = {}
+    for tool in runtime.registry:
+        sources[tool.label] = sources.get(tool.label, 0) + 1
+    return {
+        "object": "toolgate.configuration",
+        "upstreams": [
+            {"name": u.name, "host": urlsplit(u.base_url).hostname or ""} for u in config.upstreams
+        ],
+        "models": [m.name for m in config.models],
+        "tools": len(runtime.registry),
+        "sources": dict(sorted(sources.items())),
+        "tenants": len(runtime.tenants.all()),
+        "console": config.console.enabled,
+        "warnings": list(runtime.warnings),
+    }
+
+
 def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | None:
     tool = runtime.registry.get(name)
     if tool is None:
@@ -88,6 +112,14 @@ class Inventory:
         scope = operator_scope(runtime, request, ROUTES)
         rows = [tenant_row(runtime, tenant) for tenant in scope.tenants]
         return json_response({"object": "list", "data": rows})
+
+    async def configuration(self, request: Request, exchange: Exchange) -> Response:
+        """``GET /v1/toolgate/configuration``: the admin key's only (every tenant's)."""
+        runtime = self._gateway.runtime
+        scope = operator_scope(runtime, request, ROUTES)
+        if not scope.admin:
+            raise NotFound("The configuration is the admin key's to read.")
+        return json_response(configuration_summary(runtime))
 
     async def tools(self, request: Request, exchange: Exchange) -> Response:
         runtime = self._gateway.runtime

@@ -205,6 +205,7 @@ def build_routes(
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
         Route("/v1/toolgate/tenants", endpoint(inventory.tenants), methods=["GET"]),
         Route("/v1/toolgate/tools", endpoint(inventory.tools), methods=["GET"]),
+        Route("/v1/toolgate/configuration", endpoint(inventory.configuration), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
         Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),

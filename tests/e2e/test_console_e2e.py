@@ -250,3 +250,34 @@ def test_a_store_that_does_not_answer_is_a_503_page_not_a_500(
     while operator.client.get("/console/tenants").status_code != 200:
         assert time.monotonic() < deadline, "the console did not come back with its store"
         time.sleep(0.2)
+
+
+def test_the_admin_reloads_the_configuration_from_its_page(
+    harness: Harness, tmp_path: Path
+) -> None:
+    upstream = harness.serve(Model().recorder).url
+    data = console_config(upstream)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(data))
+    app = create_app(GatewayConfig.model_validate(data), config_path=path)
+    base = harness.serve(app).url
+    approver = Operator(harness, base)
+    assert approver.sign_in(APPROVER_KEY).status_code == 303
+    assert approver.client.get("/console/configuration").status_code == 404
+    denied = approver.post("/console/configuration/reload", {"csrf": approver.csrf()})
+    assert denied.status_code == 403
+    admin = Operator(harness, base)
+    assert admin.sign_in(ADMIN_KEY).status_code == 303
+    page = admin.client.get("/console/configuration")
+    assert page.status_code == 200
+    assert "up (127.0.0.1)" in page.text
+    data["tools"].append({"name": "third", "http": {"url": "http://tools.test/third"}})
+    path.write_text(yaml.safe_dump(data))
+    reloaded = admin.post("/console/configuration/reload", {"csrf": admin.csrf()})
+    assert reloaded.status_code == 200
+    assert "Reloaded: 3 tools." in reloaded.text
+    path.write_text("upstreams: [")  # broken: the running configuration stays
+    failed = admin.post("/console/configuration/reload", {"csrf": admin.csrf()})
+    assert failed.status_code == 422
+    assert "Not reloaded; the running configuration stays." in failed.text
+    assert "third" in admin.client.get("/console/tools?tenant=acme").text

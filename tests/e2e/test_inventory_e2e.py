@@ -126,3 +126,18 @@ def test_no_key_and_a_tenants_own_key_are_refused(harness: Harness) -> None:
             assert answer.status_code == 401, (path, key, answer.text)
             assert answer.json()["error"]["type"]
             assert "acme" not in answer.text
+
+
+def test_the_configuration_summary_is_the_admins_and_names_no_secret(harness: Harness) -> None:
+    upstream = harness.serve(Model().recorder).url
+    base = harness.gateway(_config(upstream)).url
+    answer = _get(base, "/v1/toolgate/configuration", ADMIN_KEY)
+    assert answer.status_code == 200, answer.text
+    summary = answer.json()
+    assert summary["upstreams"] == [{"name": "up", "host": "127.0.0.1"}]
+    assert summary["models"] == ["gpt-test"]
+    assert (summary["tools"], summary["sources"], summary["tenants"]) == (2, {"http": 2}, 2)
+    for secret in (*SECRETS, ADMIN_KEY, APPROVER_KEY):
+        assert secret not in answer.text
+    assert _get(base, "/v1/toolgate/configuration", APPROVER_KEY).status_code == 404
+    assert _get(base, "/v1/toolgate/configuration", TENANT_KEY).status_code == 401

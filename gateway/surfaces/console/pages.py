@@ -21,7 +21,7 @@ from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
-from gateway.surfaces.inventory import tenant_row, tool_row
+from gateway.surfaces.inventory import configuration_summary, tenant_row, tool_row
 from gateway.surfaces.operator import MAX_REASON, decide_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 
@@ -52,6 +52,8 @@ class Console:
             ("/tools", self.tools, "GET"),
             ("/approvals", self.approvals, "GET"),
             ("/approvals/{approval_id}", self.decide, "POST"),
+            ("/configuration", self.configuration, "GET"),
+            ("/configuration/reload", self.reload, "POST"),
             ("/static/console.css", self.css, "GET"),
         ]
         return [Route(PATH + path, self._answered(page), methods=[m]) for path, page, m in pages]
@@ -287,6 +289,29 @@ class Console:
             else "That approval no longer waits (decided, expired, or not this key's)."
         )
         return await self.approvals(request, said, 409 if outcome == "already" else 404)
+
+    async def configuration(self, request: Request, said: str = "", status: int = 200) -> Response:
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        if not signed[1].admin:
+            missing = {"title": "Not found", "text": "This page is the admin key's."}
+            return self._page(request, "message.html", missing, 404, signed)
+        summary = configuration_summary(self._gateway.runtime)
+        context = {"title": "Configuration", "summary": summary, "said": said}
+        return self._page(request, "configuration.html", context, status, signed)
+
+    async def reload(self, request: Request) -> Response:
+        posted = await self._post_for(request)
+        if isinstance(posted, Response):
+            return posted
+        if not posted[1][1].admin:
+            return self._forbidden(request)
+        result = await self._gateway.runtimes.reload()
+        if not result.ok:
+            said = f"Not reloaded; the running configuration stays. {result.message}"
+            return await self.configuration(request, said, 422)
+        return await self.configuration(request, f"Reloaded: {result.tools} tools.")
 
 
 def _pretty(arguments: Any) -> str:
