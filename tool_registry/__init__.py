@@ -47,7 +47,7 @@ from .tool import (
     Trust,
     definition_fingerprint,
 )
-from .transport import GatewayTransport, map_transport_errors
+from .transport import AiohttpTimeouts, GatewayTransport, aiohttp_body, map_transport_errors
 
 __all__ = [
     "FIELDS",
@@ -55,6 +55,7 @@ __all__ = [
     "PUBLIC_HEADERS",
     "QUERY_CHARS",
     "SEARCH_TOOL",
+    "AiohttpTimeouts",
     "Backoff",
     "CallContext",
     "Effects",
@@ -91,6 +92,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Trust",
+    "aiohttp_body",
     "backoff_delay",
     "body_chunks",
     "canonical",

@@ -28,7 +28,13 @@ from aiohttp.client import ClientResponse
 from httpx_aiohttp import AiohttpTransport
 from multidict import CIMultiDictProxy
 
-__all__ = ["GatewayTransport", "Reply", "map_transport_errors"]
+__all__ = [
+    "AiohttpTimeouts",
+    "GatewayTransport",
+    "Reply",
+    "aiohttp_body",
+    "map_transport_errors",
+]
 
 _LARGE_BODY = 1024 * 1024  # aiohttp's own threshold for a body given as bytes
 
@@ -97,36 +103,46 @@ class _ResponseStream(httpx.AsyncByteStream):
             await self._response.__aexit__(None, None, None)
 
 
-class GatewayTransport(AiohttpTransport):
-    """``AiohttpTransport`` sending the URL as encoded, with every error mapped."""
+class AiohttpTimeouts:
+    """aiohttp's timeout for httpx's phases (``connect``, ``read``, ``pool``), made once
+    per distinct value: an upstream's or a tool's timeouts are its configuration's, so
+    there are few (the cache is cleared past 256 all the same)."""
 
-    _timeouts: dict[tuple[float | None, ...], ClientTimeout] | None = None
+    __slots__ = ("_known",)
 
-    def _timeout(self, phases: dict[str, float | None]) -> ClientTimeout:
-        """aiohttp's timeout for httpx's phases, made once per distinct value (a tool's
-        timeouts are its configuration's: few distinct values)."""
+    def __init__(self) -> None:
+        self._known: dict[tuple[float | None, ...], ClientTimeout] = {}
+
+    def __call__(self, phases: Mapping[str, float | None]) -> ClientTimeout:
         key = (phases.get("connect"), phases.get("read"), phases.get("pool"))
-        known = self._timeouts
-        if known is None:
-            known = self._timeouts = {}
-        found = known.get(key)
+        found = self._known.get(key)
         if found is None:
-            if len(known) >= 256:
-                known.clear()
-            found = known[key] = ClientTimeout(
+            if len(self._known) >= 256:
+                self._known.clear()
+            found = self._known[key] = ClientTimeout(
                 sock_connect=key[0], sock_read=key[1], connect=key[2]
             )
         return found
 
+
+def aiohttp_body(content: bytes) -> bytes | io.BytesIO | None:
+    """A request body as aiohttp should be given it: a large one from a file object (sent
+    in pieces, not as one bytes write), none for an empty one."""
+    return io.BytesIO(content) if len(content) > _LARGE_BODY else (content or None)
+
+
+class GatewayTransport(AiohttpTransport):
+    """``AiohttpTransport`` sending the URL as encoded, with every error mapped."""
+
+    _timeouts: AiohttpTimeouts | None = None
+
     async def _send(self, request: httpx.Request) -> ClientResponse:
         if not isinstance(self.client, aiohttp.ClientSession):
             self.client = self.get_client()
-        timeout = request.extensions.get("timeout", {})
-        body = request.content
-        # aiohttp sends a large body in pieces from a file object, not as one bytes write.
-        content: bytes | io.BytesIO | None = (
-            io.BytesIO(body) if len(body) > _LARGE_BODY else (body or None)
-        )
+        if self._timeouts is None:
+            self._timeouts = AiohttpTimeouts()
+        timeout = self._timeouts(request.extensions.get("timeout", {}))
+        content = aiohttp_body(request.content)
         with map_transport_errors():
             url = yarl.URL(str(request.url), encoded=True)
             return await self.client.request(
@@ -137,7 +153,7 @@ class GatewayTransport(AiohttpTransport):
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
-                timeout=self._timeout(timeout),
+                timeout=timeout,
                 proxy=None,
             )
 

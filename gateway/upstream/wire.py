@@ -14,19 +14,16 @@ under the egress guard (DESIGN.md §15), and nothing here follows a redirect.
 
 from __future__ import annotations
 
-import io
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
 
 import aiohttp
 import httpx
 import yarl
-from aiohttp import ClientTimeout
 
-from tool_registry import map_transport_errors, send
+from tool_registry import AiohttpTimeouts, aiohttp_body, map_transport_errors, send
 
 Timeouts = Mapping[str, float | None]  # httpx's: connect, read, write, pool
-_LARGE_BODY = 1024 * 1024  # aiohttp sends a larger body from a file object, in pieces
 
 
 class Answer(Protocol):
@@ -82,7 +79,7 @@ class AiohttpWire:
     def __init__(self, max_connections: int = 1000) -> None:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[tuple[float | None, ...], ClientTimeout] = {}
+        self._timeouts = AiohttpTimeouts()
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:  # made on the loop that serves
@@ -94,30 +91,18 @@ class AiohttpWire:
             )
         return self._session
 
-    def _timeout(self, phases: Timeouts) -> ClientTimeout:
-        key = (phases.get("connect"), phases.get("read"), phases.get("pool"))
-        found = self._timeouts.get(key)
-        if found is None:
-            found = self._timeouts[key] = ClientTimeout(
-                sock_connect=key[0], sock_read=key[1], connect=key[2]
-            )
-        return found
-
     async def send(
         self, method: str, url: str, headers: Mapping[str, str], content: bytes, phases: Timeouts
     ) -> Answer:
-        data: bytes | io.BytesIO | None = (
-            io.BytesIO(content) if len(content) > _LARGE_BODY else (content or None)
-        )
         with map_transport_errors():
             response = await self._client().request(
                 method,
                 yarl.URL(url, encoded=True),
                 headers=headers,
-                data=data,
+                data=aiohttp_body(content),
                 allow_redirects=False,
                 compress=False,
-                timeout=self._timeout(phases),
+                timeout=self._timeouts(phases),
                 proxy=None,
             )
         return _AiohttpAnswer(response)
