@@ -99,37 +99,64 @@ def verify(
     if algorithm not in settings.algorithms:
         shown = algorithm if isinstance(algorithm, str) and len(algorithm) <= 16 else "?"
         raise refused(f"it is signed with {shown!r}, which this tenant does not accept")
-    key = _key(header.get("kid"), keys)
-    if key is None:
-        return None
-    if not _fits(key, algorithm):
-        raise refused("its key is not for its algorithm")
     try:
-        claims = jwt.decode(
-            token,
-            key.key,
-            algorithms=[algorithm],
-            audience=settings.audience,
-            issuer=settings.issuer,
-            leeway=settings.leeway_s,
-            options={"require": ["exp", "iss", "aud"]},
+        key = key_for(header, keys)
+        if key is None:
+            return None
+        claims = signed_claims(
+            token, key, algorithm, settings.issuer, settings.audience, settings.leeway_s
         )
-    except jwt.ExpiredSignatureError as exc:
-        raise refused("it has expired") from exc
-    except jwt.InvalidTokenError as exc:
-        raise refused(_why(exc)) from exc
+    except JwtRefused as exc:
+        raise refused(str(exc)) from exc
     user = claims.get(settings.claim)
     if not isinstance(user, str) or not user or len(user) > MAX_USER_CHARS:
         raise refused(f"its {settings.claim!r} claim does not name a user")
     return User(user, settings.issuer, token)
 
 
-def _key(kid: Any, keys: Mapping[str, jwt.PyJWK]) -> jwt.PyJWK | None:
+class JwtRefused(ValueError):
+    """A JWT does not hold; the message says why in words that name nothing of it."""
+
+
+def key_for(header: Mapping[str, Any], keys: Mapping[str, jwt.PyJWK]) -> jwt.PyJWK | None:
+    """The key of ``keys`` a JWT's header names and whose kind fits its algorithm;
+    None when it names one ``keys`` does not hold (they may have rotated)."""
+    kid = header.get("kid")
     if isinstance(kid, str) and kid:
-        return keys.get(kid)
-    if len(keys) == 1:  # a provider with one key may name none
-        return next(iter(keys.values()))
-    raise refused("it names no key, and the issuer has several")
+        key = keys.get(kid)
+    elif len(keys) == 1:  # a provider with one key may name none
+        key = next(iter(keys.values()))
+    else:
+        raise JwtRefused("it names no key, and the issuer has several")
+    if key is not None and not _fits(key, str(header.get("alg"))):
+        raise JwtRefused("its key is not for its algorithm")
+    return key
+
+
+def signed_claims(
+    token: str,
+    key: jwt.PyJWK,
+    algorithm: str,
+    issuer: str | None,
+    audience: str,
+    leeway_s: float,
+) -> dict[str, Any]:
+    """A JWT's claims once its signature by ``key`` with ``algorithm`` holds, and its
+    issuer (where one is given), audience and times (``exp`` required)."""
+    try:
+        return jwt.decode(
+            token,
+            key.key,
+            algorithms=[algorithm],
+            audience=audience,
+            issuer=issuer,
+            leeway=leeway_s,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise JwtRefused("it has expired") from exc
+    except jwt.InvalidTokenError as exc:
+        raise JwtRefused(why_not(exc)) from exc
 
 
 # The algorithms each kind of public key signs with.
@@ -145,7 +172,7 @@ def _fits(key: jwt.PyJWK, algorithm: str) -> bool:
     return algorithm.startswith(_FAMILIES.get(str(key.key_type), ()))
 
 
-def _why(exc: jwt.InvalidTokenError) -> str:
+def why_not(exc: jwt.InvalidTokenError) -> str:
     """What went wrong, in words that say nothing of the token itself."""
     if isinstance(exc, jwt.InvalidAudienceError):
         return "it is not for this audience"

@@ -6,8 +6,10 @@ endpoints are and who the gateway is there is a ``ProviderClient`` (``providers.
 
 Everything a provider answers is hostile: bodies are capped, nothing redirects, a
 token of absurd size, an ``expires_in`` that is negative or huge, a token type that is
-not a bearer's, or anything not JSON is refused with a reason that names no token.
-Every request goes through the egress guard.
+not a bearer's, an ID token that does not hold (``id_tokens.py``: unsigned, another
+client's, expired, or not signed by the provider's keys), or anything not JSON is
+refused with a reason that names no token, and nothing of it is kept. Every request
+goes through the egress guard.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 
 from gateway.config import TokenExchangeConnection
+from gateway.runtime.discovery import Discovery, DiscoveryFailed, DiscoveryUnreached
+from gateway.runtime.id_tokens import SHARED, check_id_token, signed_with
 from gateway.runtime.outbound import Unreached, fetch
 from gateway.runtime.providers import ProviderClient, ProviderRefused, ProviderUnreachable
+from gateway.runtime.user_keys import keys_of
 from gateway.store.grants import Grant
 from tool_registry import GuardedTransport, loads_object
 
@@ -99,8 +104,14 @@ def exchange_client(connection: TokenExchangeConnection) -> ProviderClient:
 class OAuthClient:
     """Talks to connections' token endpoints through the one guarded transport."""
 
-    def __init__(self, transport: GuardedTransport, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        transport: GuardedTransport,
+        discovery: Discovery,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._transport = transport
+        self._discovery = discovery  # a provider's keys, for the ID tokens it answers
         self._clock = clock
 
     async def exchange(
@@ -156,7 +167,23 @@ class OAuthClient:
             error = found.get("error")
             said = error if isinstance(error, str) and error.isascii() and len(error) < 64 else "?"
             raise ProviderRefused(f"the provider refused ({said})")
+        if "id_token" in found:
+            await self._hold_id_token(client, found["id_token"])
         return found
+
+    async def _hold_id_token(self, client: ProviderClient, token: object) -> None:
+        """Refuses the answer if the ID token in it does not hold (``id_tokens.py``);
+        the provider's keys are fetched only for a token signed as they sign."""
+        keys = None
+        if signed_with(token) not in SHARED and client.jwks_uri:
+            try:
+                keys = keys_of(await self._discovery.document(client.jwks_uri))
+            except DiscoveryUnreached as exc:
+                raise ProviderUnreachable(f"the provider's keys ({exc})") from exc
+            except (DiscoveryFailed, ValueError) as exc:
+                raise ProviderRefused(f"the provider's keys: {exc}") from exc
+        assert isinstance(token, str)  # signed_with refuses anything else
+        check_id_token(token, client, keys)
 
     async def revoke(self, client: ProviderClient, grant: Grant) -> bool:
         """Ask the provider to revoke the grant (RFC 7009: its refresh token, else its

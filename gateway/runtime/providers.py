@@ -62,6 +62,7 @@ class ProviderClient:
     resource: str | None = None  # RFC 8707: on the authorize and token requests
     issuer: str | None = None  # a callback's ``iss`` must be this (RFC 9207) ...
     names_itself: bool = False  # ... and must be there, where the server says it sends one
+    jwks_uri: str | None = None  # its keys, which an ID token it answers must hold under
 
 
 class Providers:
@@ -99,6 +100,7 @@ class Providers:
             revoke_url=connection.revoke_url or server.revocation_endpoint,
             issuer=server.issuer,
             names_itself=server.iss_parameter,
+            jwks_uri=server.jwks_uri,
         )
 
     async def _server(self, issuer: str, origins: tuple[str, ...]) -> ServerMetadata:
@@ -138,6 +140,7 @@ class Providers:
             resource=resource.resource,
             issuer=server.issuer,
             names_itself=server.iss_parameter,
+            jwks_uri=server.jwks_uri,
         )
 
     async def _registered(

@@ -159,7 +159,7 @@ class Gateway:
         # Providers' metadata and keys, fetched through the guard (users' and connections').
         discovery = Discovery(tools)
         self.users = UserKeys(discovery)  # end users' identity providers' keys
-        self.oauth = OAuthClient(tools)  # connections' token endpoints, guarded
+        self.oauth = OAuthClient(tools, discovery)  # connections' token endpoints, guarded
         registrations = (
             Registrations(self.store, self.keys, Sealer.of(config.grants))
             if config.grants is not None

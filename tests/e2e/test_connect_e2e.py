@@ -100,6 +100,14 @@ class OAuthProvider:
         return Answer(404, b"{}")
 
 
+def unsigned_id_token() -> str:
+    """An ID token signed with ``none``: for this gateway's client, and forged."""
+    claims = {"iss": "x", "aud": "toolgate-app", "sub": "alice", "exp": int(time.time()) + 60}
+    parts = [{"alg": "none", "typ": "JWT"}, claims]
+    encoded = (base64.urlsafe_b64encode(json.dumps(p).encode()).rstrip(b"=") for p in parts)
+    return b".".join(encoded).decode() + "."
+
+
 class Stack:
     environ: dict[str, str] | None = None  # the gateway's process environment (OTEL_*)
 
@@ -215,6 +223,13 @@ def test_a_denied_or_bad_grant_keeps_nothing(harness: Harness) -> None:
         {"access_token": ACCESS, "token_type": "Bearer", "expires_in": 10**12},
         {"access_token": ACCESS, "token_type": "mac"},
         {"access_token": "<script>alert(1)</script>\n", "token_type": "Bearer"},
+        # An ID token beside a good access token: unsigned, or another client's.
+        {"access_token": ACCESS, "token_type": "Bearer", "id_token": unsigned_id_token()},
+        {
+            "access_token": ACCESS,
+            "token_type": "Bearer",
+            "id_token": stack.users.token(aud="another-client"),
+        },
     ):
         stack.oauth.token_answer = bad
         failed = stack.browse(stack.link())
