@@ -75,6 +75,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway, mcp.running(), contextlib.AsyncExitStack() as stack:
             observer.traces = gateway.traces
+            observer.runs = gateway.runs
             if gateway.telemetry is not None:
                 observer.spans = gateway.telemetry.spans
             stack.enter_context(reload_on_sighup(gateway.runtimes))

@@ -440,6 +440,12 @@ class ConsoleConfig(_Frozen):
     session_ttl_s: float = Field(default=8 * 3600.0, ge=60, le=7 * 86400)
     # Visits of its pages per browser address and minute (sign-in attempts among them).
     pages_per_minute: int = Field(default=120, ge=1, le=100_000)
+    # Each tenant's newest runs listed on the Runs page (one store write per request
+    # while the console is enabled; 0: none), kept this long after the last one.
+    runs_kept: int = Field(default=10_000, ge=0, le=100_000)
+    runs_ttl_s: float = Field(default=7 * 86400.0, gt=0, le=90 * 86400)
+    # A run's trace id links here (``{trace_id}`` is replaced): a tracing backend's page.
+    trace_url: str | None = Field(default=None, pattern=r"^https?://[^\s]*\{trace_id\}[^\s]*$")
 
 
 class GatewayConfig(_Frozen):

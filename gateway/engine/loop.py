@@ -359,6 +359,7 @@ class Run:
                 spent,
                 offered,
                 searches,
+                started,
             )
         )
 

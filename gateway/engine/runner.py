@@ -58,6 +58,7 @@ class CallRecord:
     policy: Why | None = None  # the policy point's verdict, where a rule made one
     reused_from: str | None = None  # the id of the same call made earlier, whose result it got
     kept: bool = False  # a write answered with what an earlier attempt of the request kept
+    started: float = 0.0  # when it began (``time.perf_counter``)
 
     @property
     def reused(self) -> bool:
@@ -435,6 +436,7 @@ class ToolRunner:
             self._why.get(call_id),
             reused_from,
             kept,
+            time.perf_counter() - duration,
         )
         self.records.append(record)
         if self._trace is not None:

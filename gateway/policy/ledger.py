@@ -44,9 +44,11 @@ class RoundLine:
     spent: RoundSpend | None = None
     offered: tuple[str, ...] | None = None  # the server tools a search chose for it
     searches: tuple[Search, ...] = ()  # the searches its turn made
+    started: float = 0.0  # when the model was asked (``time.perf_counter``)
 
-    def line(self) -> dict[str, object]:
-        """As the trace shows it."""
+    def line(self, origin: float | None = None) -> dict[str, object]:
+        """As the trace shows it; ``origin``: the request's start (``perf_counter``),
+        from which the round's ``at_ms`` is counted."""
         line: dict[str, object] = {
             "iteration": self.iteration,
             "upstream": self.upstream,
@@ -55,6 +57,8 @@ class RoundLine:
             "forced_final": self.forced_final,
             "tool_calls": list(self.tool_calls),
         }
+        if origin is not None:
+            line["at_ms"] = round(max(self.started - origin, 0.0) * 1000, 3)
         if self.choice:
             line["choice"] = self.choice
         if self.spent is not None:

@@ -45,6 +45,7 @@ from gateway.store.kept_writes import KeptWrites
 from gateway.store.registrations import Registrations
 from gateway.store.responses import ResponseStore
 from gateway.store.result_cache import ResultCache
+from gateway.store.runs import RunLog
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
 from gateway.upstream.chat_codec import Declarations
@@ -127,6 +128,7 @@ class Gateway:
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
+        self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
         self.kept_writes = KeptWrites(self.store, self.keys)
         # Users' tokens for their connections, sealed (DESIGN.md §18), where configured.
         self.grants = (

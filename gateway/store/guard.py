@@ -115,6 +115,12 @@ class GuardedStore:
     async def field_delete(self, key: str, name: str) -> None:
         await self._call(self.inner.field_delete(key, name))
 
+    async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
+        await self._call(self.inner.push_capped(key, value, keep, ttl_s))
+
+    async def newest(self, key: str, count: int) -> list[bytes]:
+        return await self._call(self.inner.newest(key, count))
+
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:
         return await self._call(self.inner.spend(windows, spend))
 

@@ -52,6 +52,10 @@ class Keys:
         """The index of a tenant's recorded requests (a hash: request id → when)."""
         return f"{self.prefix}t:{tenant}:recordings"
 
+    def runs(self, tenant: str) -> str:
+        """A tenant's newest runs (a capped list, newest first)."""
+        return f"{self.prefix}t:{tenant}:runs"
+
     def stored_response(self, tenant: str, response_id: str) -> str:
         """A stored response (version 2 and later)."""
         return f"{self.prefix}t:{tenant}:response2:{response_id}"

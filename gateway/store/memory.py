@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from gateway.store.base import Granted, RateDecision, RateMode, Spend, Window, gcra, spend_counters
 
@@ -19,6 +20,7 @@ class MemoryStore:
         self._rates: dict[str, float] = {}  # key → TAT (ms, monotonic)
         self._maps: dict[str, tuple[float, dict[str, bytes]]] = {}  # key → (expires, fields)
         self._counters: dict[str, tuple[float, tuple[int, int]]] = {}  # key → (expires, spent)
+        self._lists: dict[str, tuple[float, deque[bytes]]] = {}  # key → (expires, newest first)
         self._writes = 0
         self._sweep_every = sweep_every
         self._max_bytes = max_bytes
@@ -97,6 +99,24 @@ class MemoryStore:
     async def field_delete(self, key: str, name: str) -> None:
         (await self.fields(key)).pop(name, None)
 
+    async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
+        entry = self._lists.get(key)
+        now = time.monotonic()
+        listed = entry[1] if entry is not None and entry[0] > now else deque()
+        listed.appendleft(value)
+        while len(listed) > keep:
+            listed.pop()
+        self._lists[key] = (now + ttl_s, listed)
+        self._wrote()
+
+    async def newest(self, key: str, count: int) -> list[bytes]:
+        entry = self._lists.get(key)
+        if entry is None or entry[0] <= time.monotonic():
+            self._lists.pop(key, None)
+            return []
+        listed = entry[1]
+        return list(listed) if count >= len(listed) else [listed[i] for i in range(count)]
+
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:
         now = time.monotonic()
         keys = [w.key for w in windows]
@@ -134,6 +154,7 @@ class MemoryStore:
         self._values.clear()
         self._rates.clear()
         self._maps.clear()
+        self._lists.clear()
         self._counters.clear()
         self._bytes = 0
 
@@ -147,6 +168,7 @@ class MemoryStore:
         now_ms = now * 1000
         self._rates = {k: tat for k, tat in self._rates.items() if tat > now_ms}
         self._maps = {k: entry for k, entry in self._maps.items() if entry[0] > now}
+        self._lists = {k: entry for k, entry in self._lists.items() if entry[0] > now}
         self._counters = {k: entry for k, entry in self._counters.items() if entry[0] > now}
 
 

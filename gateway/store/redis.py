@@ -260,6 +260,19 @@ class RedisStore:
         with redis_errors():
             await self._client.hdel(key, name)
 
+    async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
+        with redis_errors():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.lpush(key, value)
+                pipe.ltrim(key, 0, keep - 1)
+                pipe.pexpire(key, _ms(ttl_s))
+                await pipe.execute()
+
+    async def newest(self, key: str, count: int) -> list[bytes]:
+        with redis_errors():
+            found = await self._client.lrange(key, 0, count - 1)
+        return [v.encode() if isinstance(v, str) else v for v in found]
+
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:
         args: list[int] = [
             spend.settle_tokens,

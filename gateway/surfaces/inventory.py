@@ -5,11 +5,13 @@ tools, limits, budget, policy and keys (as digest prefixes) — and ``GET
 (source, effects, trust of the output, approval, price per call, result cache), with
 their schemas. An admin key sees every tenant; an approvals key its own (``tenant``
 may then be left out). Names, descriptions and schemas are the tools' own words,
-hostile as any: JSON carries them, a page must escape them. ``GET
+hostile as any: JSON carries them, a page must escape them. A tenant's row says what
+it has spent today and this month, and what is left of its budget. ``GET
 /v1/toolgate/configuration`` (the admin key's) sums up the configuration in force."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -21,6 +23,7 @@ from gateway.errors import BadRequest, NotFound
 from gateway.policy.tenants import Tenant
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_scope
+from gateway.surfaces.usage import usage_rows
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -59,6 +62,23 @@ def tenant_row(runtime: Runtime, tenant: Tenant) -> dict[str, Any]:
         else "verified",
         "keys": runtime.tenants.key_ids(tenant.id),
     }
+
+
+async def tenant_rows(gateway: Gateway, tenants: Sequence[Tenant]) -> list[dict[str, Any]]:
+    """Each tenant's row with what it has spent in today's and this month's windows,
+    and what is left of its budget there (``spent``)."""
+    runtime = gateway.runtime
+    spent = await usage_rows(gateway, list(tenants))
+    rows = []
+    for tenant in tenants:
+        row = tenant_row(runtime, tenant)
+        row["spent"] = [
+            {k: v for k, v in window.items() if k != "tenant"}
+            for window in spent
+            if window["tenant"] == tenant.id
+        ]
+        rows.append(row)
+    return rows
 
 
 def configuration_summary(runtime: Runtime) -> dict[str, Any]:
@@ -110,7 +130,7 @@ class Inventory:
     async def tenants(self, request: Request, exchange: Exchange) -> Response:
         runtime = self._gateway.runtime
         scope = operator_scope(runtime, request, ROUTES)
-        rows = [tenant_row(runtime, tenant) for tenant in scope.tenants]
+        rows = await tenant_rows(self._gateway, scope.tenants)
         return json_response({"object": "list", "data": rows})
 
     async def configuration(self, request: Request, exchange: Exchange) -> Response:

@@ -16,9 +16,10 @@ from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
 from gateway.ops.logs import FIELDS
-from gateway.ops.metrics import Metrics, status_class
+from gateway.ops.metrics import NONE, Metrics, status_class
 from gateway.ops.spans import Spans
 from gateway.policy.prices import read_usage, usd
+from gateway.store.runs import RunLog, RunRow
 from gateway.store.traces import TraceStore
 from gateway.surfaces.http import Exchange
 from gateway.surfaces.recording import keeps, recording
@@ -36,8 +37,11 @@ def loads_object_or_empty(data: bytes) -> dict[str, Any]:
 TRACE_ID_HEADER = "x-toolgate-trace-id"
 
 
-def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) -> dict[str, Any]:
-    """One tool call in a trace: its arguments redacted, its result cut."""
+def call_entry(
+    registry: ToolRegistry, record: CallRecord, result_chars: int, origin: float | None = None
+) -> dict[str, Any]:
+    """One tool call in a trace: its arguments redacted, its result cut; ``origin``:
+    the request's start (``perf_counter``), from which its ``at_ms`` is counted."""
     result = record.result or ""
     if len(result) > result_chars:
         result = result[:result_chars] + f"…[{len(result) - result_chars} more]"
@@ -48,6 +52,11 @@ def call_entry(registry: ToolRegistry, record: CallRecord, result_chars: int) ->
         "outcome": record.outcome,
         "status": record.status,
         "duration_ms": round(record.duration_s * 1000, 3),
+        **(
+            {"at_ms": round(max(record.started - origin, 0.0) * 1000, 3)}
+            if origin is not None and record.started
+            else {}
+        ),
         "reused": record.reused,
         **({"reused_from": record.reused_from} if record.reused_from is not None else {}),
         "cached": record.cached,
@@ -71,6 +80,7 @@ class Observer:
         self.spans = spans  # set when tracing is on
         self.redactor = redactor or Redactor(())  # recordings are redacted before kept
         self.recordings = recordings or RecordingsConfig()
+        self.runs: RunLog | None = None  # each request's row in its tenant's recent runs
 
     def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
@@ -111,6 +121,9 @@ class Observer:
             self._end_span(exchange, status, usage, cost)
         if report is not None and self.traces is not None:
             await self._keep_trace(self.traces, report, exchange, status, line)
+        runs = self.runs
+        if runs is not None and exchange.tenant != NONE and runs.keeping:
+            await runs.add(_run_row(exchange, line, report))
 
     def _count(
         self,
@@ -253,8 +266,10 @@ class Observer:
         return {
             **line,
             "started_at": exchange.wall_start,
-            "rounds": [line.line() for line in report.rounds],
-            "tool_calls": [call_entry(registry, r, traces.result_chars) for r in report.calls],
+            "rounds": [line.line(exchange.started) for line in report.rounds],
+            "tool_calls": [
+                call_entry(registry, r, traces.result_chars, exchange.started) for r in report.calls
+            ],
             "usage": report.usage,
         }
 
@@ -297,6 +312,28 @@ def _line(
     if exchange.span is not None:  # the log line and the stored trace name its trace
         line["trace_id"] = exchange.span.trace_id
     return line
+
+
+def _run_row(exchange: Exchange, line: dict[str, Any], report: RunReport | None) -> RunRow:
+    """The request's row in the recent runs, from its log line."""
+    tools = tuple(dict.fromkeys(r.name for r in report.calls)) if report is not None else ()
+    return RunRow(
+        request_id=exchange.request_id,
+        at=exchange.wall_start,
+        tenant=exchange.tenant,
+        model=exchange.model,
+        route=exchange.route,
+        status=line["status"],
+        latency_ms=line["latency_ms"],
+        rounds=line.get("iterations", 0),
+        tool_calls=line.get("tool_calls", 0),
+        tools=tools[:32],
+        cost_usd=line.get("cost_usd"),
+        prompt_tokens=line["prompt_tokens"],
+        completion_tokens=line["completion_tokens"],
+        error=line.get("error"),
+        trace_id=line.get("trace_id"),
+    )
 
 
 def _tokens(usage: Any) -> tuple[int, int]:

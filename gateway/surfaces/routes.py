@@ -28,6 +28,7 @@ from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.responses.conversation_routes import Conversations
 from gateway.surfaces.responses.endpoint import Responses
+from gateway.surfaces.runs import Runs
 from gateway.surfaces.skeleton import Skeleton, pass_through_meter
 from gateway.surfaces.usage import UsageReport
 from tool_registry import dumps, loads
@@ -169,6 +170,7 @@ def build_routes(
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
     inventory = Inventory(gateway)
+    runs = Runs(gateway)
     console = Console(gateway)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
@@ -206,6 +208,8 @@ def build_routes(
         Route("/v1/toolgate/tenants", endpoint(inventory.tenants), methods=["GET"]),
         Route("/v1/toolgate/tools", endpoint(inventory.tools), methods=["GET"]),
         Route("/v1/toolgate/configuration", endpoint(inventory.configuration), methods=["GET"]),
+        Route("/v1/toolgate/runs", endpoint(runs.list), methods=["GET"]),
+        Route("/v1/toolgate/runs/{tenant}/{request_id}", endpoint(runs.one), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
         Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),

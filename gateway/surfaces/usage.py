@@ -76,11 +76,22 @@ class UsageReport:
             raise BadRequest("'window' must be 'day' or 'month'.", param="window")
         name: WindowName = "day" if window == "day" else "month"
         tenants = self._tenants(request, exchange, params.get("tenant") or None)
-        store = self._gateway.budgets.store
-        windows = [
-            (tenant, store.windows(tenant.id, {name: window_limits(tenant.budget)[name]})[0])
-            for tenant in tenants
-        ]
-        used = await store.used([w for _, w in windows])
-        rows = [_row(t, w, u) for (t, w), u in zip(windows, used, strict=True)]
+        rows = await usage_rows(self._gateway, tenants, (name,))
         return json_response({"object": "list", "data": rows})
+
+
+async def usage_rows(
+    gateway: Gateway, tenants: list[Tenant], names: tuple[WindowName, ...] = ("day", "month")
+) -> list[dict[str, Any]]:
+    """What each of ``tenants`` has spent in the current ``names`` windows, and what is
+    left of its budget there, tenant by tenant (one read of the shared counters)."""
+    store = gateway.budgets.store
+    windows = [
+        (tenant, window)
+        for tenant in tenants
+        for window in store.windows(
+            tenant.id, {name: window_limits(tenant.budget)[name] for name in names}
+        )
+    ]
+    used = await store.used([w for _, w in windows])
+    return [_row(t, w, u) for (t, w), u in zip(windows, used, strict=True)]

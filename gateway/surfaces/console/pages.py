@@ -8,8 +8,10 @@ import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import orjson
 from starlette.requests import Request
@@ -17,13 +19,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
+from gateway.errors import BadRequest, NotFound
 from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
-from gateway.surfaces.inventory import configuration_summary, tenant_row, tool_row
+from gateway.surfaces.inventory import configuration_summary, tenant_rows, tool_row
 from gateway.surfaces.operator import MAX_REASON, decide_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
+from gateway.surfaces.runs import RunQuery, Timeline, list_runs, run_of, timeline
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -52,6 +56,8 @@ class Console:
             ("/tools", self.tools, "GET"),
             ("/approvals", self.approvals, "GET"),
             ("/approvals/{approval_id}", self.decide, "POST"),
+            ("/runs", self.runs, "GET"),
+            ("/runs/{tenant}/{request_id}", self.run, "GET"),
             ("/configuration", self.configuration, "GET"),
             ("/configuration/reload", self.reload, "POST"),
             ("/static/console.css", self.css, "GET"),
@@ -226,8 +232,7 @@ class Console:
         signed = await self._page_for(request)
         if isinstance(signed, Response):
             return signed
-        runtime = self._gateway.runtime
-        rows = [tenant_row(runtime, tenant) for tenant in signed[1].tenants]
+        rows = await tenant_rows(self._gateway, signed[1].tenants)
         return self._page(request, "tenants.html", {"title": "Tenants", "rows": rows}, 200, signed)
 
     async def tools(self, request: Request) -> Response:
@@ -254,6 +259,54 @@ class Console:
             "q": query,
         }
         return self._page(request, "tools.html", context, 200, signed)
+
+    async def runs(self, request: Request) -> Response:
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        try:
+            query = RunQuery.of(request.query_params)
+            listed = await list_runs(self._gateway, signed[1], query)
+        except (BadRequest, NotFound) as exc:
+            said = {"title": "Runs", "text": exc.message}
+            return self._page(request, "message.html", said, exc.status, signed)
+        context: dict[str, Any] = {
+            "title": "Runs",
+            "q": query,
+            "listed": listed,
+            "tenants": [t.id for t in signed[1].tenants],
+            "keeping": self._gateway.runs.keeping,
+            "when": _when,
+        }
+        return self._page(request, "runs.html", context, 200, signed)
+
+    async def run(self, request: Request) -> Response:
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        tenant, request_id = request.path_params["tenant"], request.path_params["request_id"]
+        try:
+            row, trace = await run_of(self._gateway, signed[1], tenant, request_id)
+        except NotFound as exc:
+            missing = {"title": "Not found", "text": exc.message}
+            return self._page(request, "message.html", missing, 404, signed)
+        drawn = timeline(trace) if trace is not None else None
+        trace_url = self._gateway.runtime.config.console.trace_url
+        trace_id = (row.trace_id if row is not None else None) or (trace or {}).get("trace_id")
+        context: dict[str, Any] = {
+            "title": f"Run {request_id[:64]}",
+            "tenant": tenant,
+            "row": row,
+            "trace": trace,
+            "timeline": drawn,
+            "steps": _steps(drawn) if drawn is not None else [],
+            "trace_id": trace_id if isinstance(trace_id, str) else None,
+            "trace_link": trace_url.replace("{trace_id}", quote(trace_id))
+            if trace_url and isinstance(trace_id, str)
+            else None,
+            "when": _when,
+        }
+        return self._page(request, "run.html", context, 200, signed)
 
     async def approvals(self, request: Request, said: str = "", status: int = 200) -> Response:
         signed = await self._page_for(request)
@@ -323,3 +376,34 @@ def _pretty(arguments: Any) -> str:
         except orjson.JSONDecodeError:
             return arguments
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+LANE_PX = 26  # a timeline lane's height, in the SVG's units (1000 across)
+
+
+def _steps(drawn: Timeline) -> list[dict[str, Any]]:
+    """The timeline's bars as the SVG draws them (1000 units across) and the table
+    lists them, each with what it was given and what it did."""
+    total = drawn.total_ms or 1.0
+    steps = []
+    for bar in drawn.bars:
+        x = 1000 * bar.at_ms / total
+        detail = bar.detail
+        steps.append(
+            {
+                "bar": bar,
+                "x": round(x, 2),
+                "y": 4 + bar.lane * LANE_PX,
+                "width": round(max(1000 * bar.duration_ms / total, 2.0), 2),
+                "arguments": _pretty(detail.get("arguments")) if bar.kind == "call" else "",
+                "policy": detail.get("policy") if bar.kind == "call" else None,
+                "offered": detail.get("tools_offered") if bar.kind == "round" else None,
+                "usage": detail.get("usage") if bar.kind == "round" else None,
+                "budget": detail.get("budget") if bar.kind == "round" else None,
+            }
+        )
+    return steps

@@ -177,3 +177,15 @@ async def test_fields_are_a_map_under_one_key(store: GuardedStore, keys: Keys) -
     await store.field_put(key, "c", b"4", 0.05)  # the map's time to live is the last put's
     await asyncio.sleep(0.1)
     assert await store.fields(key) == {}
+
+
+async def test_a_capped_list_keeps_the_newest_first(store: GuardedStore, keys: Keys) -> None:
+    key = keys.runs("acme")
+    for n in range(7):
+        await store.push_capped(key, f"run-{n}".encode(), 5, 60)
+    assert await store.newest(key, 10) == [f"run-{n}".encode() for n in (6, 5, 4, 3, 2)]
+    assert await store.newest(key, 2) == [b"run-6", b"run-5"]
+    assert await store.newest(keys.runs("beta"), 10) == []
+    await store.push_capped(keys.runs("short"), b"x", 5, 0.05)
+    await asyncio.sleep(0.2)
+    assert await store.newest(keys.runs("short"), 10) == []

@@ -1,0 +1,225 @@
+"""Recent runs for an operator (DESIGN.md §19, JSON first): ``GET /v1/toolgate/runs`` —
+the newest requests of the tenants a key may see, filtered by tenant, model, status,
+tool and cost — and ``GET /v1/toolgate/runs/{tenant}/{request_id}`` — one run with its
+trace and the timeline of its rounds and tool calls. The console's Runs pages stand
+on ``RunQuery`` and ``timeline`` here.
+
+What a trace holds is hostile text (tool names, arguments, results): JSON carries it,
+a page escapes it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import BadRequest, NotFound
+from gateway.store.runs import RunRow
+from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.operator_keys import OperatorScope, operator_scope
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
+
+ROUTES = "The runs routes"
+SHOWN = 200  # rows a listing answers unless it asks for fewer
+MAX_TEXT = 128  # of a filter's text
+STATUSES = ("", "ok", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Which runs to list: every field empty lists them all."""
+
+    tenant: str = ""
+    model: str = ""
+    status: str = ""  # "ok" (below 400), "error" (400 and up), or one status code
+    tool: str = ""
+    min_cost_usd: float | None = None
+    limit: int = SHOWN
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> RunQuery:
+        """From a query string; a value that cannot be one is a 400 naming it."""
+        status = query.get("status", "").strip()
+        if status not in STATUSES and not (status.isdigit() and len(status) == 3):
+            raise BadRequest("status is ok, error or a status code.", param="status")
+        cost = query.get("min_cost", "").strip()
+        min_cost = None
+        if cost:
+            try:
+                min_cost = float(cost)
+            except ValueError:
+                min_cost = math.nan
+            if not math.isfinite(min_cost) or min_cost < 0:
+                raise BadRequest("min_cost is a number of dollars, 0 or more.", param="min_cost")
+        raw = query.get("limit", str(SHOWN))
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            raise BadRequest("limit is a number from 1 to 1000.", param="limit")
+        return cls(
+            tenant=query.get("tenant", "").strip()[:MAX_TEXT],
+            model=query.get("model", "").strip()[:MAX_TEXT],
+            status=status,
+            tool=query.get("tool", "").strip()[:MAX_TEXT],
+            min_cost_usd=min_cost,
+            limit=int(raw),
+        )
+
+    def admits(self, row: RunRow) -> bool:
+        if self.model and row.model != self.model:
+            return False
+        if self.status == "ok" and row.status >= 400:
+            return False
+        if self.status == "error" and row.status < 400:
+            return False
+        if self.status.isdigit() and row.status != int(self.status):
+            return False
+        if self.tool and self.tool not in row.tools:
+            return False
+        return not (self.min_cost_usd is not None and (row.cost_usd or 0.0) < self.min_cost_usd)
+
+    def tenants(self, scope: OperatorScope) -> list[str]:
+        """The tenants to read: the one asked for (if the key may see it), else all."""
+        if not self.tenant:
+            return [tenant.id for tenant in scope.tenants]
+        if scope.tenant(self.tenant) is None:
+            raise NotFound(f"No tenant {self.tenant[:64]!r} this key may see.")
+        return [self.tenant]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    rows: list[RunRow]  # the newest that match, at most the query's limit
+    matched: int  # of those read
+    read: int  # rows read
+
+
+async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> Listed:
+    rows = await gateway.runs.newest(query.tenants(scope))
+    matched = [row for row in rows if query.admits(row)]
+    return Listed(matched[: query.limit], len(matched), len(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One step of a run on its timeline: a round (the model asked) or a tool call."""
+
+    kind: str  # "round" or "call"
+    label: str
+    at_ms: float
+    duration_ms: float
+    lane: int  # 0 for the model's rounds; calls made at once take lanes of their own
+    outcome: str  # a call's outcome, a round's "final" or "tools"
+    detail: Mapping[str, Any]  # its entry in the trace
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    bars: tuple[Bar, ...]
+    total_ms: float
+    lanes: int
+    measured: bool  # when steps began was recorded (else laid end to end)
+
+
+def timeline(trace: Mapping[str, Any]) -> Timeline:
+    """A trace's rounds and tool calls on one time axis. A trace that says when each
+    step began is drawn as it went; an older one, its steps laid end to end (a round,
+    then its calls side by side)."""
+    rounds = [r for r in _listed(trace.get("rounds")) if isinstance(r, Mapping)]
+    calls = [c for c in _listed(trace.get("tool_calls")) if isinstance(c, Mapping)]
+    measured = all("at_ms" in step for step in [*rounds, *calls]) and bool(rounds or calls)
+    steps: list[tuple[str, Mapping[str, Any], float, float]] = []
+    if measured:
+        steps = [("round", r, _ms(r.get("at_ms")), _ms(r.get("duration_ms"))) for r in rounds]
+        steps += [("call", c, _ms(c.get("at_ms")), _ms(c.get("duration_ms"))) for c in calls]
+    else:
+        by_id = {c["id"]: c for c in calls if isinstance(c.get("id"), str)}
+        cursor = 0.0
+        for r in rounds:
+            duration = _ms(r.get("duration_ms"))
+            steps.append(("round", r, cursor, duration))
+            cursor += duration
+            made = [
+                by_id[i] for i in _listed(r.get("tool_calls")) if isinstance(i, str) and i in by_id
+            ]
+            for call in made:
+                steps.append(("call", call, cursor, _ms(call.get("duration_ms"))))
+            cursor += max((_ms(c.get("duration_ms")) for c in made), default=0.0)
+    steps.sort(key=lambda step: (step[2], step[0] != "round"))
+    bars: list[Bar] = []
+    ends: list[float] = []  # when each call lane is free again
+    for kind, entry, at, duration in steps:
+        if kind == "round":
+            lane = 0
+            label = f"round {entry.get('iteration', '?')} · {entry.get('upstream', '')}"
+            outcome = "tools" if _listed(entry.get("tool_calls")) else "final"
+        else:
+            lane = next((i for i, end in enumerate(ends) if end <= at), len(ends))
+            if lane == len(ends):
+                ends.append(0.0)
+            ends[lane] = at + duration
+            lane += 1
+            label, outcome = str(entry.get("name", "?")), str(entry.get("outcome", ""))
+        bars.append(Bar(kind, label, at, duration, lane, outcome, entry))
+    total = max((b.at_ms + b.duration_ms for b in bars), default=0.0)
+    return Timeline(tuple(bars), total, 1 + len(ends), measured)
+
+
+def _listed(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list) else ()
+
+
+def _ms(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return max(float(value), 0.0)
+
+
+async def run_of(
+    gateway: Gateway, scope: OperatorScope, tenant: str, request_id: str
+) -> tuple[RunRow | None, dict[str, Any] | None]:
+    """One run of a tenant the key may see: its row (while listed) and its trace
+    (while kept); a 404 where there is neither."""
+    if scope.tenant(tenant) is None:
+        raise NotFound(f"No tenant {tenant[:64]!r} this key may see.")
+    request_id = request_id[:128]
+    row = await gateway.runs.find(tenant, request_id)
+    trace = await gateway.traces.load(tenant, request_id) if gateway.traces is not None else None
+    if row is None and trace is None:
+        raise NotFound(f"No run {request_id!r} of {tenant[:64]!r} is kept.")
+    return row, trace
+
+
+class Runs:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def list(self, request: Request, exchange: Exchange) -> Response:
+        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        query = RunQuery.of(request.query_params)
+        listed = await list_runs(self._gateway, scope, query)
+        return json_response(
+            {
+                "object": "list",
+                "data": [row.public() for row in listed.rows],
+                "matched": listed.matched,
+                "read": listed.read,
+                "keeping": self._gateway.runs.keeping,
+            }
+        )
+
+    async def one(self, request: Request, exchange: Exchange) -> Response:
+        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        params = request.path_params
+        row, trace = await run_of(self._gateway, scope, params["tenant"], params["request_id"])
+        return json_response(
+            {
+                "object": "toolgate.run_detail",
+                "run": row.public() if row is not None else None,
+                "trace": trace,
+            }
+        )

@@ -1,0 +1,165 @@
+"""Recent runs for an operator (DESIGN.md §19, JSON first), against a real gateway:
+``GET /v1/toolgate/runs`` lists the newest requests of the tenants a key may see and
+filters them; ``GET /v1/toolgate/runs/{tenant}/{id}`` gives one with its trace, whose
+rounds and tool calls say when each began; the console's Runs pages draw the same as a
+table and a timeline, with what a tool answered escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import httpx
+
+from tests.e2e.test_console_e2e import Operator, console_config
+from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY
+from tests.support.recorder import Answer, Recorder
+from tests.support.scripted import OTHER_KEY, TENANT_KEY, Harness, Model, chat, tool_then_answer
+
+HOSTILE_RESULT = b'{"title": "<script>alert(1)</script><img src=x onerror=alert(2)>"}'
+
+
+class Stack:
+    def __init__(self, harness: Harness, console: bool = True) -> None:
+        self.tickets = Recorder(lambda hit: Answer(body=HOSTILE_RESULT))
+        tools_url = harness.serve(self.tickets).url
+        self.model = Model(tool_then_answer("read_ticket"))
+        data = console_config(harness.serve(self.model.recorder).url, enabled=console)
+        for spec in data["tools"]:
+            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+        self.base = harness.gateway(data).url
+        self.harness = harness
+
+    def ask(self, key: str = TENANT_KEY, **extra: Any) -> httpx.Response:
+        return httpx.post(
+            f"{self.base}/v1/chat/completions",
+            json=chat('{"id": "T-1"}', **extra),
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+
+    def runs(self, key: str = ADMIN_KEY, **params: str) -> httpx.Response:
+        return httpx.get(
+            f"{self.base}/v1/toolgate/runs",
+            params=params,
+            headers={"authorization": f"Bearer {key}"},
+            timeout=10,
+        )
+
+
+def test_runs_are_listed_newest_first_and_filtered(harness: Harness) -> None:
+    stack = Stack(harness)
+    first, second = stack.ask(), stack.ask()
+    assert first.status_code == second.status_code == 200
+    wrong = stack.ask(model="no-such-model")
+    assert wrong.status_code == 404
+    other = stack.ask(OTHER_KEY)  # beta: no tools, passed through
+    assert other.status_code == 200
+
+    listed = stack.runs()
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    assert body["keeping"] is True
+    ids = [row["request_id"] for row in body["data"]]
+    expected = [r.headers["x-request-id"] for r in (other, wrong, second, first)]
+    assert ids == expected  # newest first, across tenants
+    run = body["data"][2]
+    assert run["tenant"] == "acme"
+    assert run["model"] == "gpt-test"
+    assert run["status"] == 200
+    assert run["rounds"] == 2
+    assert run["tool_calls"] == 1
+    assert run["tools"] == ["read_ticket"]
+    assert run["route"] == "/v1/chat/completions"
+
+    def ids_of(**params: str) -> list[str]:
+        answer = stack.runs(**params)
+        assert answer.status_code == 200, answer.text
+        return [row["request_id"] for row in answer.json()["data"]]
+
+    assert ids_of(status="error") == [wrong.headers["x-request-id"]]
+    assert ids_of(status="404") == [wrong.headers["x-request-id"]]
+    assert ids_of(tool="read_ticket") == expected[2:]
+    assert ids_of(tenant="beta") == [other.headers["x-request-id"]]
+    assert ids_of(tenant="acme", status="ok") == expected[2:]
+    assert ids_of(min_cost="1000") == []
+    assert ids_of(limit="1") == expected[:1]
+    for bad in ({"status": "sometimes"}, {"min_cost": "nan"}, {"limit": "0"}):
+        answer = stack.runs(**bad)
+        assert answer.status_code == 400
+        assert answer.json()["error"]["param"] == next(iter(bad))
+    assert stack.runs(tenant="nobody").status_code == 404
+
+    # An approver sees its own tenant's runs only; a tenant's key is no operator's.
+    own = stack.runs(APPROVER_KEY)
+    assert [r["tenant"] for r in own.json()["data"]] == ["acme"] * 3
+    assert stack.runs(APPROVER_KEY, tenant="beta").status_code == 404
+    assert stack.runs(TENANT_KEY).status_code == 401
+
+
+def test_a_run_s_trace_says_when_each_round_and_call_began(harness: Harness) -> None:
+    stack = Stack(harness)
+    asked = stack.ask()
+    request_id = asked.headers["x-request-id"]
+    url = f"{stack.base}/v1/toolgate/runs/acme/{request_id}"
+    detail = httpx.get(url, headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=10)
+    assert detail.status_code == 200, detail.text
+    body = detail.json()
+    assert body["run"]["request_id"] == request_id
+    first, last = body["trace"]["rounds"]
+    [call] = body["trace"]["tool_calls"]
+    # The call ran after the first round's answer, and the last round after the call.
+    assert first["at_ms"] >= 0
+    assert call["at_ms"] >= first["at_ms"] + first["duration_ms"] - 0.01
+    assert last["at_ms"] >= call["at_ms"] + call["duration_ms"] - 0.01
+    assert last["at_ms"] + last["duration_ms"] <= asked.elapsed.total_seconds() * 1000 + 1
+    # Another tenant's approver reads it as unknown; an unknown run is a 404.
+    for key, path in (
+        (APPROVER_KEY, f"/v1/toolgate/runs/beta/{request_id}"),
+        (ADMIN_KEY, "/v1/toolgate/runs/acme/no-such-run"),
+    ):
+        missing = httpx.get(
+            f"{stack.base}{path}", headers={"authorization": f"Bearer {key}"}, timeout=10
+        )
+        assert missing.status_code == 404
+
+
+def test_the_console_draws_runs_and_a_timeline_with_hostile_results_escaped(
+    harness: Harness,
+) -> None:
+    stack = Stack(harness)
+    request_id = stack.ask().headers["x-request-id"]
+    stack.ask(model="no-such-model")
+    operator = Operator(harness, stack.base)
+    assert operator.sign_in(ADMIN_KEY).status_code == 303
+    page = operator.client.get("/console/runs")
+    assert page.status_code == 200, page.text
+    assert f"/console/runs/acme/{request_id}" in page.text
+    assert page.text.count('<tr class="run') == 2
+    assert 'class="run failed"' in page.text
+    filtered = operator.client.get("/console/runs", params={"status": "error"})
+    assert filtered.text.count('<tr class="run') == 1
+    assert operator.client.get("/console/runs", params={"limit": "x"}).status_code == 400
+
+    detail = operator.client.get(f"/console/runs/acme/{request_id}")
+    assert detail.status_code == 200, detail.text
+    svg = re.search(r'<svg class="timeline".*?</svg>', detail.text, re.S)
+    assert svg is not None
+    assert svg.group(0).count("<rect") == 3  # two rounds and a call
+    assert "read_ticket" in svg.group(0)
+    assert "<script>" not in detail.text
+    assert "<img" not in detail.text
+    assert html.escape("<script>alert(1)</script>", quote=False) in detail.text
+    assert operator.client.get("/console/runs/acme/nope").status_code == 404
+    approver = Operator(harness, stack.base)
+    assert approver.sign_in(APPROVER_KEY).status_code == 303
+    assert approver.client.get(f"/console/runs/beta/{request_id}").status_code == 404
+
+
+def test_runs_are_not_kept_while_the_console_is_off(harness: Harness) -> None:
+    stack = Stack(harness, console=False)
+    assert stack.ask().status_code == 200
+    body = stack.runs().json()
+    assert body["keeping"] is False
+    assert body["data"] == []

@@ -1,0 +1,55 @@
+"""Recent runs in the store (DESIGN.md §19): kept only while the console is on, newest
+first per tenant and capped, merged across tenants by when they began; a row that is
+damaged or of another shape is skipped, not a failure of the listing."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import ConsoleConfig
+from gateway.store import GuardedStore, Keys
+from gateway.store.runs import RunLog, RunRow
+
+pytestmark = pytest.mark.anyio
+
+
+def row(request_id: str, at: float, tenant: str = "acme", **extra: object) -> RunRow:
+    fields = {"model": "m", "route": "/v1/chat/completions", "status": 200, "latency_ms": 1.0}
+    return RunRow(request_id, at, tenant, **(fields | extra))  # type: ignore[arg-type]
+
+
+async def test_rows_are_kept_capped_and_merged_newest_first(
+    backend: tuple[GuardedStore, Keys],
+) -> None:
+    store, keys = backend
+    console = ConsoleConfig(enabled=True, runs_kept=3)
+    log = RunLog(store, keys, lambda: console)
+    for n, (tenant, at) in enumerate([("acme", 1.0), ("beta", 2.0), ("acme", 3.0)]):
+        await log.add(row(f"r{n}", at, tenant, tools=("a", "b")))
+    for n in range(3, 6):
+        await log.add(row(f"r{n}", 10.0 + n))
+    newest = await log.newest(["acme", "beta"])
+    assert [r.request_id for r in newest] == ["r5", "r4", "r3", "r1"]
+    assert newest[-1].tools == ("a", "b")
+    assert await log.find("beta", "r1") == row("r1", 2.0, "beta", tools=("a", "b"))
+    assert await log.find("acme", "r0") is None  # past the cap
+
+
+async def test_nothing_is_kept_while_the_console_is_off(backend: tuple[GuardedStore, Keys]) -> None:
+    store, keys = backend
+    config = ConsoleConfig(enabled=False)
+    log = RunLog(store, keys, lambda: config)
+    assert log.keeping is False
+    await log.add(row("r1", 1.0))
+    assert await store.newest(keys.runs("acme"), 10) == []
+
+
+async def test_damaged_rows_are_skipped(backend: tuple[GuardedStore, Keys]) -> None:
+    store, keys = backend
+    console = ConsoleConfig(enabled=True)
+    log = RunLog(store, keys, lambda: console)
+    await log.add(row("good-1", 1.0))
+    for junk in (b"{not json", b"[1, 2]", b'{"request_id": "x"}', b'{"surprise": 1}', b"null"):
+        await store.push_capped(keys.runs("acme"), junk, 100, 60)
+    await log.add(row("good-2", 2.0))
+    assert [r.request_id for r in await log.newest(["acme"])] == ["good-2", "good-1"]
