@@ -4,7 +4,9 @@ it is for, and its decision — on any replica.
 A client's approval is answered by the client's next request, which takes the record
 (``take``: read and deleted at once, so an approval is used once). An operator's is
 listed in a per-tenant index, decided once (``decide``: the first decision stands),
-and taken by the run that waits for it.
+and taken by the run that waits for it. Each operator's decision is also kept in the
+tenant's history (``Decided``, newest first, ``HISTORY_KEPT`` of them for
+``HISTORY_TTL_S``): what was decided, by whom and when.
 """
 
 from __future__ import annotations
@@ -83,6 +85,37 @@ class Decision:
 
 
 DecideOutcome = Literal["decided", "missing", "already"]
+HISTORY_KEPT = 1000  # decisions a tenant's history keeps
+HISTORY_TTL_S = 30 * 86400.0  # after its last decision
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One operator decision in the tenant's history."""
+
+    id: str
+    tenant: str
+    tool: str
+    arguments: str
+    why: str  # the rule that asked
+    approve: bool
+    reason: str | None
+    decider: str  # ``operator:admin`` or ``operator:`` and the key digest's first digits
+    asked_at: float
+    decided_at: float
+
+    def public(self) -> dict[str, Any]:
+        return {"object": "toolgate.approval.decided", **asdict(self)}
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Decided | None:
+        found = loads_object(raw)
+        if found is None:
+            return None
+        try:
+            return cls(**found)
+        except TypeError:
+            return None
 
 
 class ApprovalStore:
@@ -136,7 +169,26 @@ class ApprovalStore:
             self._decision_key(tenant, approval_id), dumps(asdict(decision)), ttl
         ):
             return "already"
+        decided = Decided(
+            record.id,
+            tenant,
+            record.tool,
+            record.arguments,
+            record.why,
+            decision.approve,
+            decision.reason,
+            decision.decider,
+            record.created,
+            time.time(),
+        )
+        key = self._keys.decisions(tenant)
+        await self._store.push_capped(key, dumps(asdict(decided)), HISTORY_KEPT, HISTORY_TTL_S)
         return "decided"
+
+    async def history(self, tenant: str, count: int = HISTORY_KEPT) -> list[Decided]:
+        """The tenant's operator decisions, newest first."""
+        found = await self._store.newest(self._keys.decisions(tenant), count)
+        return [decided for raw in found if (decided := Decided.parse(raw)) is not None]
 
     async def decision(self, tenant: str, approval_id: str) -> Decision | None:
         return Decision.parse(await self._store.get(self._decision_key(tenant, approval_id)))

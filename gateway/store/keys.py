@@ -52,6 +52,10 @@ class Keys:
         """The index of a tenant's recorded requests (a hash: request id → when)."""
         return f"{self.prefix}t:{tenant}:recordings"
 
+    def decisions(self, tenant: str) -> str:
+        """A tenant's operator decisions (a capped list, newest first)."""
+        return f"{self.prefix}t:{tenant}:decisions"
+
     def runs(self, tenant: str) -> str:
         """A tenant's newest runs (a capped list, newest first)."""
         return f"{self.prefix}t:{tenant}:runs"

@@ -1,7 +1,8 @@
 """An operator's approvals (DESIGN.md §13): ``GET /v1/toolgate/approvals`` lists the
 calls waiting for one, ``POST /v1/toolgate/approvals/{id}`` decides one
 (``{"approve": true|false, "reason": "..."}``); the run waiting for it, on whichever
-replica, goes on.
+replica, goes on. ``GET /v1/toolgate/approvals/decided`` says what was decided, by
+whom and when.
 
 They answer to a tenant's ``policy.approvals.admin_keys`` (its own approvals) and to
 ``server.admin_key`` (every tenant's), compared in constant time; the tenants' API
@@ -18,7 +19,7 @@ from starlette.responses import Response
 
 from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
-from gateway.store.approval_records import ApprovalRecord, Decision
+from gateway.store.approval_records import HISTORY_KEPT, ApprovalRecord, Decided, Decision
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_scope
 from tool_registry import loads_object
@@ -43,6 +44,15 @@ class OperatorApprovals:
         tenants, _ = self._tenants(request)
         pending = await pending_for(self._gateway, tenants)
         return json_response({"object": "list", "data": [r.public() for r in pending]})
+
+    async def decided(self, request: Request, exchange: Exchange) -> Response:
+        """``GET /v1/toolgate/approvals/decided?limit=``: who decided what and when."""
+        tenants, _ = self._tenants(request)
+        raw = request.query_params.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= HISTORY_KEPT:
+            raise BadRequest(f"limit is a number from 1 to {HISTORY_KEPT}.", param="limit")
+        found = await decided_for(self._gateway, tenants, int(raw))
+        return json_response({"object": "list", "data": [d.public() for d in found]})
 
     async def decide(self, request: Request, exchange: Exchange) -> Response:
         tenants, decider = self._tenants(request)
@@ -83,6 +93,16 @@ async def pending_for(gateway: Gateway, tenants: Sequence[Tenant]) -> list[Appro
     pending = [record for tenant in tenants for record in await store.pending(tenant.id)]
     pending.sort(key=lambda record: record.created)
     return pending
+
+
+async def decided_for(
+    gateway: Gateway, tenants: Sequence[Tenant], count: int = 50
+) -> list[Decided]:
+    """The newest ``count`` operator decisions among ``tenants``, newest first."""
+    store = gateway.approvals
+    found = [d for tenant in tenants for d in await store.history(tenant.id, count)]
+    found.sort(key=lambda d: d.decided_at, reverse=True)
+    return found[:count]
 
 
 async def decide_for(

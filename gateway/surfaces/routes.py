@@ -205,6 +205,7 @@ def build_routes(
         Route("/v1/toolgate/traces/{request_id}", endpoint(handlers.trace), methods=["GET"]),
         Route("/v1/toolgate/recordings", endpoint(handlers.recordings), methods=["GET"]),
         Route("/v1/toolgate/approvals", endpoint(operator.list), methods=["GET"]),
+        Route("/v1/toolgate/approvals/decided", endpoint(operator.decided), methods=["GET"]),
         Route("/v1/toolgate/tenants", endpoint(inventory.tenants), methods=["GET"]),
         Route("/v1/toolgate/tools", endpoint(inventory.tools), methods=["GET"]),
         Route("/v1/toolgate/configuration", endpoint(inventory.configuration), methods=["GET"]),

@@ -8,6 +8,7 @@ of the configuration ends its sessions at once. The browser's view of the same p
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -225,6 +226,28 @@ def test_a_denied_call_is_refused_and_a_second_decision_does_not_stand(harness: 
     assert len(results) == 1
     assert "denied by the operator" in results[0]
     assert "The reason given: not today" in results[0]
+    # What was decided, by whom and when: once, in the history, on the page and as JSON.
+    history = httpx.get(
+        f"{held.base}/v1/toolgate/approvals/decided",
+        headers={"authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=10,
+    )
+    assert history.status_code == 200, history.text
+    [decided] = history.json()["data"]
+    approver = f"operator:{hashlib.sha256(APPROVER_KEY.encode()).hexdigest()[:8]}"
+    assert decided["tool"] == "create_ticket"
+    assert decided["approve"] is False
+    assert decided["reason"] == "not today"
+    assert decided["decider"] == approver
+    assert json.loads(decided["arguments"]) == {"title": "wipe"}
+    assert decided["asked_at"] <= decided["decided_at"] <= time.time()
+    page = operator.client.get("/console/approvals").text
+    assert page.count('<tr class="decision denied">') == 1
+    assert approver in page
+    assert "not today" in page
+    tenant_key = {"authorization": f"Bearer {TENANT_KEY}"}
+    refused = httpx.get(f"{held.base}/v1/toolgate/approvals/decided", headers=tenant_key)
+    assert refused.status_code == 401
 
 
 def test_a_store_that_does_not_answer_is_a_503_page_not_a_500(

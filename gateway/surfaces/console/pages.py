@@ -25,7 +25,7 @@ from gateway.store.approval_records import Decision
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.inventory import configuration_summary, tenant_rows, tool_row
-from gateway.surfaces.operator import MAX_REASON, decide_for, pending_for
+from gateway.surfaces.operator import MAX_REASON, decide_for, decided_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 from gateway.surfaces.runs import RunQuery, Timeline, list_runs, run_of, timeline
 
@@ -319,7 +319,14 @@ class Console:
             row["waiting_s"] = max(0, int(time.time() - record.created))
             row["left_s"] = max(0, int(record.expires - time.time()))
             rows.append(row)
-        context = {"title": "Approvals", "rows": rows, "said": said}
+        decided = await decided_for(self._gateway, signed[1].tenants)
+        context = {
+            "title": "Approvals",
+            "rows": rows,
+            "said": said,
+            "decided": [{**d.public(), "arguments_text": _pretty(d.arguments)} for d in decided],
+            "when": _when,
+        }
         return self._page(request, "approvals.html", context, status, signed)
 
     async def decide(self, request: Request) -> Response:
