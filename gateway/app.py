@@ -28,6 +28,7 @@ from gateway.runtime.loader import load_config
 from gateway.runtime.runtimes import reload_on_sighup
 from gateway.runtime.services import Gateway
 from gateway.runtime.watch import watching
+from gateway.store.activity import flushing
 from gateway.surfaces.head import Admission
 from gateway.surfaces.hot_routes import HotRoutes, hot_endpoints
 from gateway.surfaces.http import error_response, new_request_id
@@ -76,6 +77,8 @@ def create_app(
         async with gateway, mcp.running(), contextlib.AsyncExitStack() as stack:
             observer.traces = gateway.traces
             observer.runs = gateway.runs
+            observer.activity = gateway.activity.activity
+            await stack.enter_async_context(flushing(gateway.activity, gateway.console_on))
             if gateway.telemetry is not None:
                 observer.spans = gateway.telemetry.spans
             stack.enter_context(reload_on_sighup(gateway.runtimes))

@@ -17,8 +17,7 @@ import sys
 from typing import TextIO
 
 from gateway.config import GatewayConfig
-from gateway.policy.budgets import unpriced_models
-from gateway.policy.rules import unmatched_rules
+from gateway.runtime.health import findings
 from gateway.runtime.probe import probe_all, render
 from gateway.runtime.services import Gateway
 
@@ -66,15 +65,9 @@ async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     runtime = gateway.runtime
     otel = gateway.otel
     print(f"tracing: {otel.describe() if otel is not None else 'off'}", file=out)
-    for warning in runtime.warnings:
-        print(f"warning: {warning}", file=out)
-    if not (remote and args.offline):  # every tool is known: a rule that names none is a slip
-        tenant_rules = [(t.id, t.policy) for t in config.tenants or []]
-        for unmatched in unmatched_rules(config.policy, tenant_rules, list(runtime.registry)):
-            print(f"warning: {unmatched}", file=out)
-    prices = {model.name: model.price for model in config.models}
-    for unpriced in unpriced_models(runtime.tenants.all(), prices):
-        print(f"warning: {unpriced}", file=out)
+    # With every tool known, a rule that names none is a slip.
+    for finding in findings(config, runtime, every_tool_known=not (remote and args.offline)):
+        print(f"warning: {finding}", file=out)
     tenants = (
         "no tenants (open mode)" if config.tenants is None else f"{len(config.tenants)} tenants"
     )

@@ -30,12 +30,15 @@ from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.credentials import UserCredentials
 from gateway.runtime.discovery import Discovery
+from gateway.runtime.health import Health
 from gateway.runtime.oauth import OAuthClient
+from gateway.runtime.probe import probe_all
 from gateway.runtime.providers import Providers
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.user_keys import UserKeys
 from gateway.store import Keys, open_store
+from gateway.store.activity import Activity, ActivityStore
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
 from gateway.store.budget_counters import BudgetStore
 from gateway.store.consent import TICKET_TTL_S, Consents
@@ -129,6 +132,8 @@ class Gateway:
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
         self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
+        self.activity = ActivityStore(self.store, self.keys, Activity(self.clock))
+        self.health = Health(lambda: probe_all(self))  # the probe's words, kept a while
         self.kept_writes = KeptWrites(self.store, self.keys)
         # Users' tokens for their connections, sealed (DESIGN.md §18), where configured.
         self.grants = (
@@ -181,6 +186,10 @@ class Gateway:
             self.telemetry = Telemetry(self.otel, metrics, self.redactor, self._span_exporter)
         await self.runtimes.start(tools)
         return self
+
+    def console_on(self) -> bool:
+        """Whether the configuration in force has the console on."""
+        return self.runtime.config.console.enabled
 
     def request_policy(
         self,

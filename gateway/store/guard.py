@@ -115,6 +115,9 @@ class GuardedStore:
     async def field_delete(self, key: str, name: str) -> None:
         await self._call(self.inner.field_delete(key, name))
 
+    async def field_add(self, key: str, increments: dict[str, int], ttl_s: float) -> None:
+        await self._call(self.inner.field_add(key, increments, ttl_s))
+
     async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
         await self._call(self.inner.push_capped(key, value, keep, ttl_s))
 

@@ -52,6 +52,11 @@ class Keys:
         """The index of a tenant's recorded requests (a hash: request id → when)."""
         return f"{self.prefix}t:{tenant}:recordings"
 
+    def activity(self, tenant: str, hour: int) -> str:
+        """A tenant's counts per minute within one hour (a hash: minute and measure →
+        count), ``hour`` counted from the epoch."""
+        return f"{self.prefix}t:{tenant}:activity:{hour}"
+
     def decisions(self, tenant: str) -> str:
         """A tenant's operator decisions (a capped list, newest first)."""
         return f"{self.prefix}t:{tenant}:decisions"

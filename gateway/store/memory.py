@@ -99,6 +99,13 @@ class MemoryStore:
     async def field_delete(self, key: str, name: str) -> None:
         (await self.fields(key)).pop(name, None)
 
+    async def field_add(self, key: str, increments: dict[str, int], ttl_s: float) -> None:
+        fields = await self.fields(key)
+        for name, amount in increments.items():
+            fields[name] = str(int(fields.get(name, b"0")) + amount).encode()
+        self._maps[key] = (time.monotonic() + ttl_s, fields)
+        self._wrote()
+
     async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
         entry = self._lists.get(key)
         now = time.monotonic()

@@ -260,6 +260,14 @@ class RedisStore:
         with redis_errors():
             await self._client.hdel(key, name)
 
+    async def field_add(self, key: str, increments: dict[str, int], ttl_s: float) -> None:
+        with redis_errors():
+            async with self._client.pipeline(transaction=True) as pipe:
+                for name, amount in increments.items():
+                    pipe.hincrby(key, name, amount)
+                pipe.pexpire(key, _ms(ttl_s))
+                await pipe.execute()
+
     async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
         with redis_errors():
             async with self._client.pipeline(transaction=True) as pipe:

@@ -10,6 +10,7 @@ configuration and answers 422 with the reason.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -86,20 +87,31 @@ class Admin:
         if ids and not isinstance(tenant, str):
             raise BadRequest("Recordings by request id need their 'tenant'.", param="tenant")
         recordings: list[tuple[str, Any]] = [(f"recordings[{i}]", r) for i, r in enumerate(given)]
-        for request_id in ids:
-            found = None
-            if gateway.traces is not None and isinstance(request_id, str):
-                found = await gateway.traces.load(str(tenant), request_id)
-            recordings.append((str(request_id), found.get("recording") if found else None))
         live = asked.get("live_read_tools") is True
-        replayer = Replayer(gateway.runtime, gateway.upstream_wire, gateway.tool_transport)
-        reports, failures = await replay_all(
-            replayer, recordings, asked["model"], tenant, live, gateway.runtime.config
-        )
         return json_response(
-            {
-                "object": "toolgate.replays",
-                "summary": summary(reports, failures),
-                "reports": reports,
-            }
+            await replays(gateway, asked["model"], tenant, ids, recordings, live=live)
         )
+
+
+async def replays(
+    gateway: Gateway,
+    model: str,
+    tenant: Any,
+    request_ids: list[Any],
+    recordings: Sequence[tuple[str, Any]] = (),
+    live: bool = False,
+) -> dict[str, Any]:
+    """Recordings replayed against ``model`` — given whole, or by the request ids of
+    ``tenant``'s kept traces — with their reports and summary (the JSON route's and the
+    console's)."""
+    named = list(recordings)
+    for request_id in request_ids:
+        found = None
+        if gateway.traces is not None and isinstance(request_id, str):
+            found = await gateway.traces.load(str(tenant), request_id)
+        named.append((str(request_id), found.get("recording") if found else None))
+    replayer = Replayer(gateway.runtime, gateway.upstream_wire, gateway.tool_transport)
+    reports, failures = await replay_all(
+        replayer, named, model, tenant, live, gateway.runtime.config
+    )
+    return {"object": "toolgate.replays", "summary": summary(reports, failures), "reports": reports}

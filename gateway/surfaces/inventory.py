@@ -21,6 +21,7 @@ from starlette.responses import Response
 from gateway.config import AssertedUsersConfig
 from gateway.errors import BadRequest, NotFound
 from gateway.policy.tenants import Tenant
+from gateway.runtime.health import findings
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_scope
 from gateway.surfaces.usage import usage_rows
@@ -84,7 +85,8 @@ async def tenant_rows(gateway: Gateway, tenants: Sequence[Tenant]) -> list[dict[
 def configuration_summary(runtime: Runtime) -> dict[str, Any]:
     """The configuration in force, as an operator reads it: its upstreams (name and
     host, never a path, key or header), models, tools by source, tenants, and what was
-    left out or is suspect (the warnings of its last load)."""
+    left out or is suspect (the warnings of its last load, and what ``toolgate check``
+    finds in it)."""
     config = runtime.config
     sources: dict[str, int] = {}
     for tool in runtime.registry:
@@ -100,6 +102,7 @@ def configuration_summary(runtime: Runtime) -> dict[str, Any]:
         "tenants": len(runtime.tenants.all()),
         "console": config.console.enabled,
         "warnings": list(runtime.warnings),
+        "findings": findings(config, runtime),
     }
 
 

@@ -19,6 +19,7 @@ from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import NONE, Metrics, status_class
 from gateway.ops.spans import Spans
 from gateway.policy.prices import read_usage, usd
+from gateway.store.activity import Activity
 from gateway.store.runs import RunLog, RunRow
 from gateway.store.traces import TraceStore
 from gateway.surfaces.http import Exchange
@@ -81,6 +82,7 @@ class Observer:
         self.redactor = redactor or Redactor(())  # recordings are redacted before kept
         self.recordings = recordings or RecordingsConfig()
         self.runs: RunLog | None = None  # each request's row in its tenant's recent runs
+        self.activity: Activity | None = None  # each tenant's counts per minute
 
     def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
@@ -121,9 +123,13 @@ class Observer:
             self._end_span(exchange, status, usage, cost)
         if report is not None and self.traces is not None:
             await self._keep_trace(self.traces, report, exchange, status, line)
-        runs = self.runs
-        if runs is not None and exchange.tenant != NONE and runs.keeping:
-            await runs.add(_run_row(exchange, line, report))
+        if exchange.tenant != NONE:
+            if self.activity is not None:
+                calls = report.tool_calls if report is not None else 0
+                self.activity.count(exchange.tenant, status, calls, cost)
+            runs = self.runs
+            if runs is not None and runs.keeping:
+                await runs.add(_run_row(exchange, line, report))
 
     def _count(
         self,

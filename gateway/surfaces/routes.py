@@ -26,6 +26,7 @@ from gateway.surfaces.inventory import Inventory
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
+from gateway.surfaces.overview import Overview
 from gateway.surfaces.responses.conversation_routes import Conversations
 from gateway.surfaces.responses.endpoint import Responses
 from gateway.surfaces.runs import Runs
@@ -171,6 +172,7 @@ def build_routes(
     operator = OperatorApprovals(gateway)
     inventory = Inventory(gateway)
     runs = Runs(gateway)
+    overview = Overview(gateway)
     console = Console(gateway)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
@@ -210,6 +212,8 @@ def build_routes(
         Route("/v1/toolgate/tools", endpoint(inventory.tools), methods=["GET"]),
         Route("/v1/toolgate/configuration", endpoint(inventory.configuration), methods=["GET"]),
         Route("/v1/toolgate/runs", endpoint(runs.list), methods=["GET"]),
+        Route("/v1/toolgate/overview", endpoint(overview.get), methods=["GET"]),
+        Route("/v1/toolgate/health", endpoint(overview.health), methods=["GET"]),
         Route("/v1/toolgate/runs/{tenant}/{request_id}", endpoint(runs.one), methods=["GET"]),
         Route("/v1/toolgate/usage", endpoint(usage.get), methods=["GET"]),
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),

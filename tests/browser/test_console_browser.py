@@ -12,15 +12,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from tests.e2e.test_console_e2e import HeldCalls, console_config
 from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY, HOSTILE
 from tests.support.oidc import Browser
+from tests.support.recorder import Answer, Recorder
 from tests.support.scripted import (
+    TENANT_KEY,
     Harness,
     Model,
+    asks,
+    call,
+    chat,
+    says,
     tool,
 )
 
@@ -48,7 +55,7 @@ def _sign_in(page: Any, base: str, key: str) -> None:
     assert page.url.endswith("/console/sign-in")
     page.fill("#key", key)
     page.click("button[type=submit]")
-    page.wait_for_url("**/console/tenants")
+    page.wait_for_url("**/console/overview")
 
 
 def test_an_operator_signs_in_and_reads_tenants_and_tools(harness: Harness, tmp_path: Path) -> None:
@@ -72,6 +79,8 @@ def test_an_operator_signs_in_and_reads_tenants_and_tools(harness: Harness, tmp_
     page.click("button[type=submit]")
     assert page.locator("[role=alert]").inner_text() == "That key is not an operator's key."
     _sign_in(page, base, ADMIN_KEY)
+    page.click("header >> text=Tenants")
+    page.wait_for_url("**/console/tenants")
     assert page.locator("h2").all_inner_texts() == ["acme", "beta"]
     _shots(page, folder, "tenants")
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -100,6 +109,8 @@ def test_an_approver_sees_its_tenant_only(harness: Harness) -> None:
     harness.on_close(browser.close)
     page = browser.page("approver")
     _sign_in(page, base, APPROVER_KEY)
+    page.click("header >> text=Tenants")
+    page.wait_for_url("**/console/tenants")
     assert page.locator("h2").all_inner_texts() == ["acme"]
     page.goto(f"{base}/console/tools?tenant=beta")
     assert page.locator("h1").inner_text() == "Not found"
@@ -148,7 +159,8 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     harness.on_close(browser.close)
     page = browser.page("approver")
     _sign_in(page, base, APPROVER_KEY)
-    page.click("text=Approvals")
+    page.click("header >> text=Approvals")
+    page.wait_for_url("**/console/approvals")
     assert page.locator(".empty").count() == 1
     run = held.start({"title": "refund <b>42</b>"})
     for _ in range(100):
@@ -172,3 +184,96 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     sent = [parse_qs(urlsplit(hit.raw_path).query) for hit in held.tickets.hits]
     assert sent == [{"title": ["refund <b>42</b>"]}]
     assert page.locator(".empty").count() == 1  # the queue is empty again
+    decided = page.locator("tr.decision")
+    assert decided.count() == 1
+    assert "approved" in decided.inner_text()
+    assert "checked with the customer" in decided.inner_text()
+
+
+def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A real tool round spends the tenant's day: the overview counts it, the tenant
+    shows its budget spent, the run's timeline shows its rounds and call, and the
+    recording replayed against another model is reported side by side."""
+    folder = Path(os.environ.get("TOOLGATE_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    tickets = Recorder(lambda hit: Answer(body=b'{"title": "<b>printer</b> jammed"}'))
+    tools_url = harness.serve(tickets).url
+
+    def reader(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][-1]["role"] == "tool":
+            return says("The printer is jammed.")
+        ticket = "T-2" if body["model"] == "other-upstream" else "T-1"
+        return asks(call("read_ticket", f'{{"id": "{ticket}"}}'))
+
+    model = Model(reader)
+    data = console_config(harness.serve(model.recorder).url)
+    for spec in data["tools"]:
+        spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+    upstream = data["models"][0]["upstream"]
+    data["models"].append(
+        {"name": "gpt-other", "upstream": upstream, "upstream_model": "other-upstream"}
+    )
+    data["policy"]["tools"][0]["cost_usd"] = 0.25  # read_ticket is priced
+    acme = data["tenants"][0]
+    acme |= {"models": ["*"], "record": "all", "budget": {"cost_usd_per_day": 0.25}}
+    base = harness.gateway(data).url
+    asked = httpx.post(
+        f"{base}/v1/chat/completions",
+        json=chat("What does T-1 say?"),
+        headers={"authorization": f"Bearer {TENANT_KEY}"},
+        timeout=30,
+    )
+    assert asked.status_code == 200, asked.text
+    request_id = asked.headers["x-request-id"]
+    browser = Browser()
+    harness.on_close(browser.close)
+    page = browser.page("operator")
+    _sign_in(page, base, ADMIN_KEY)
+
+    acme_charts = page.locator("#overview-1 .total").all_inner_texts()
+    assert acme_charts == ["1", "0", "1", "$0.2500"]
+    assert page.locator("tr.probe.ok").count() == 2
+    _shots(page, folder, "overview")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.click("header >> text=Tenants")
+    page.wait_for_url("**/console/tenants")
+    spent = page.locator("#tenant-1 .spent-out")
+    assert spent.count() == 1
+    assert "$0.0000 of $0.2500 left" in spent.inner_text()
+    assert "spent" in spent.inner_text()
+
+    page.click("header >> text=Runs")
+    page.wait_for_url("**/console/runs")
+    assert page.locator("tr.run").count() == 1
+    _shots(page, folder, "runs")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.click(f"a[href$='/runs/acme/{request_id}']")
+    page.wait_for_url(f"**/console/runs/acme/{request_id}")
+    assert page.locator("svg.timeline rect").count() == 3
+    assert page.locator("svg.timeline .call text").text_content() == "read_ticket"
+    page.click("text=Arguments and result")
+    assert "<b>printer</b> jammed" in page.locator("pre.result").inner_text()  # as text
+    assert page.locator("td b").count() == 0
+    _shots(page, folder, "run")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.click("header >> text=Replay")
+    page.wait_for_url("**/console/replay")
+    page.check("#run-1")
+    page.select_option("#model", "gpt-other")
+    page.click("text=Replay >> nth=-1")
+    page.wait_for_selector("section.report")
+    assert "0 of 1 agree" in page.locator(".summary").inner_text()
+    assert page.locator("section.report.differ li.call.different").count() == 1
+    answers = page.locator("section.report pre.answer").all_inner_texts()
+    assert answers == ["The printer is jammed.", "The printer is jammed."]
+    _shots(page, folder, "replay")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.click("header >> text=Configuration")
+    page.wait_for_url("**/console/configuration")
+    assert page.locator("tr.probe.ok").count() == 2
+    _shots(page, folder, "configuration")

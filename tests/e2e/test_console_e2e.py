@@ -91,7 +91,7 @@ def test_signing_in_takes_an_operators_key_and_sets_a_strict_cookie(harness: Har
         assert "toolgate_console=" not in refused.headers.get("set-cookie", "")
     answer = operator.sign_in(ADMIN_KEY)
     assert answer.status_code == 303
-    assert answer.headers["location"] == "/console/tenants"
+    assert answer.headers["location"] == "/console/overview"
     cookie = next(
         c for c in answer.headers.get_list("set-cookie") if c.startswith("toolgate_console=")
     )

@@ -22,11 +22,13 @@ from starlette.templating import Jinja2Templates
 from gateway.errors import BadRequest, NotFound
 from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
+from gateway.surfaces.admin import replays
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.inventory import configuration_summary, tenant_rows, tool_row
 from gateway.surfaces.operator import MAX_REASON, decide_for, decided_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
+from gateway.surfaces.overview import health_of, overview
 from gateway.surfaces.runs import RunQuery, Timeline, list_runs, run_of, timeline
 
 if TYPE_CHECKING:
@@ -52,14 +54,18 @@ class Console:
             ("/sign-in", self.sign_in_page, "GET"),
             ("/sign-in", self.sign_in, "POST"),
             ("/sign-out", self.sign_out, "POST"),
+            ("/overview", self.overview, "GET"),
             ("/tenants", self.tenants, "GET"),
             ("/tools", self.tools, "GET"),
             ("/approvals", self.approvals, "GET"),
             ("/approvals/{approval_id}", self.decide, "POST"),
             ("/runs", self.runs, "GET"),
             ("/runs/{tenant}/{request_id}", self.run, "GET"),
+            ("/replay", self.replay_page, "GET"),
+            ("/replay", self.replay, "POST"),
             ("/configuration", self.configuration, "GET"),
             ("/configuration/reload", self.reload, "POST"),
+            ("/configuration/check", self.check, "POST"),
             ("/static/console.css", self.css, "GET"),
         ]
         return [Route(PATH + path, self._answered(page), methods=[m]) for path, page, m in pages]
@@ -167,7 +173,7 @@ class Console:
         return Response(self._css, media_type="text/css", headers=HEADERS)
 
     async def home(self, request: Request) -> Response:
-        return await self._refused(request) or self._to("/tenants")
+        return await self._refused(request) or self._to("/overview")
 
     async def sign_in_page(self, request: Request, status: int = 200, said: str = "") -> Response:
         refused = await self._refused(request)
@@ -202,7 +208,7 @@ class Console:
             return await self.sign_in_page(request, 401, "That key is not an operator's key.")
         config = self._gateway.runtime.config.console
         token, _ = await self._sessions().open(digest, config.session_ttl_s)
-        response = self._to("/tenants")
+        response = self._to("/overview")
         response.set_cookie(
             SESSION_COOKIE,
             token,
@@ -227,6 +233,23 @@ class Console:
     def _forbidden(self, request: Request) -> Response:
         context = {"title": "Refused", "text": "This form did not come from the console."}
         return self._page(request, "message.html", context, 403)
+
+    async def overview(self, request: Request) -> Response:
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        data = await overview(self._gateway, signed[1].tenants)
+        health = None
+        if signed[1].admin:
+            health = health_of(self._gateway, await self._gateway.health.checked())
+        context = {
+            "title": "Overview",
+            "data": data,
+            "charts": [_charts(row, data["since"]) for row in data["tenants"]],
+            "health": health,
+            "when": _when,
+        }
+        return self._page(request, "overview.html", context, 200, signed)
 
     async def tenants(self, request: Request) -> Response:
         signed = await self._page_for(request)
@@ -350,7 +373,67 @@ class Console:
         )
         return await self.approvals(request, said, 409 if outcome == "already" else 404)
 
-    async def configuration(self, request: Request, said: str = "", status: int = 200) -> Response:
+    async def replay_page(
+        self,
+        request: Request,
+        result: dict[str, Any] | None = None,
+        said: str = "",
+        status: int = 200,
+    ) -> Response:
+        """Pick a tenant's kept recordings and a model to replay them against (the
+        admin key's, as ``POST /v1/toolgate/replays`` is); a replay's reports side by
+        side."""
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        if not signed[1].admin:
+            missing = {"title": "Not found", "text": "Replays are the admin key's."}
+            return self._page(request, "message.html", missing, 404, signed)
+        scope, gateway = signed[1], self._gateway
+        asked = request.query_params.get("tenant") or (scope.tenants[0].id if scope.tenants else "")
+        tenant = scope.tenant(asked)
+        kept: list[dict[str, Any]] = []
+        if tenant is not None and gateway.traces is not None:
+            kept = await gateway.traces.recordings(tenant.id, REPLAYS_LISTED)
+            kept.reverse()  # newest first
+        context: dict[str, Any] = {
+            "title": "Replay",
+            "tenant": tenant.id if tenant is not None else "",
+            "tenants": [t.id for t in scope.tenants],
+            "models": [m.name for m in gateway.runtime.config.models],
+            "kept": [_kept_row(r) for r in kept],
+            "result": result,
+            "said": said,
+            "when": _when,
+        }
+        return self._page(request, "replay.html", context, status, signed)
+
+    async def replay(self, request: Request) -> Response:
+        posted = await self._post_for(request)
+        if isinstance(posted, Response):
+            return posted
+        fields, signed = posted
+        if not signed[1].admin:
+            return self._forbidden(request)
+        ids = [v for k, v in fields.items() if k.startswith("run-")][:MAX_REPLAYED]
+        model, tenant = fields.get("model", ""), fields.get("tenant", "")
+        if scope_tenant := signed[1].tenant(tenant):
+            tenant = scope_tenant.id
+        else:
+            return await self.replay_page(request, None, "No such tenant.", 404)
+        models = {m.name for m in self._gateway.runtime.config.models}
+        if model not in models or not ids:
+            said = "Pick at least one recording and a model."
+            return await self.replay_page(request, None, said, 400)
+        result = await replays(self._gateway, model, tenant, ids)
+        for report in result["reports"]:
+            for call in report["calls"]:
+                call["arguments_text"] = _pretty(call["arguments"])
+        return await self.replay_page(request, result)
+
+    async def configuration(
+        self, request: Request, said: str = "", status: int = 200, again: bool = False
+    ) -> Response:
         signed = await self._page_for(request)
         if isinstance(signed, Response):
             return signed
@@ -358,8 +441,25 @@ class Console:
             missing = {"title": "Not found", "text": "This page is the admin key's."}
             return self._page(request, "message.html", missing, 404, signed)
         summary = configuration_summary(self._gateway.runtime)
-        context = {"title": "Configuration", "summary": summary, "said": said}
+        checked = await self._gateway.health.checked(again)
+        context = {
+            "title": "Configuration",
+            "summary": summary,
+            "said": said,
+            "health": health_of(self._gateway, checked),
+            "when": _when,
+        }
         return self._page(request, "configuration.html", context, status, signed)
+
+    async def check(self, request: Request) -> Response:
+        """Probe every model server, tool origin and source now, as ``toolgate check
+        --probe`` does, and show what each said."""
+        posted = await self._post_for(request)
+        if isinstance(posted, Response):
+            return posted
+        if not posted[1][1].admin:
+            return self._forbidden(request)
+        return await self.configuration(request, "Probed just now.", again=True)
 
     async def reload(self, request: Request) -> Response:
         posted = await self._post_for(request)
@@ -414,3 +514,61 @@ def _steps(drawn: Timeline) -> list[dict[str, Any]]:
             }
         )
     return steps
+
+
+CHARTS = (
+    ("requests", "Requests"),
+    ("errors", "Errors"),
+    ("tool_calls", "Tool calls"),
+    ("cost_usd", "Spend"),
+)
+
+
+def _charts(row: dict[str, Any], since: float) -> dict[str, Any]:
+    """A tenant's row of the overview as small bar charts (120 by 32 units, a bar a
+    minute), each bar titled with its minute and value."""
+    charts = []
+    for name, label in CHARTS:
+        values = row[name]
+        top = max(values, default=0) or 1
+        bars = []
+        for i, value in enumerate(values):
+            if not value:
+                continue
+            height = max(31 * value / top, 1.0)
+            shown = f"${value:.6f}" if name == "cost_usd" else str(value)
+            minute = datetime.fromtimestamp(since + 60 * i, UTC).strftime("%H:%M")
+            bars.append(
+                {
+                    "x": round(i * 2, 2),
+                    "y": round(31 - height, 2),
+                    "h": round(height, 2),
+                    "title": f"{minute} UTC: {shown}",
+                }
+            )
+        total = row["totals"][name]
+        shown_total = f"${total:.4f}" if name == "cost_usd" else str(int(total))
+        charts.append({"name": name, "label": label, "bars": bars, "total": shown_total})
+    return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": charts}
+
+
+REPLAYS_LISTED = 50  # recordings the replay page offers
+MAX_REPLAYED = 20  # recordings one replay from the page runs
+
+
+def _kept_row(recording: dict[str, Any]) -> dict[str, Any]:
+    """A kept recording as the replay page lists it."""
+    request = recording.get("request")
+    messages = request.get("messages") if isinstance(request, dict) else None
+    asked = ""
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        asked = content[:200] if isinstance(content, str) else ""
+    calls = recording.get("rounds")
+    return {
+        "request_id": recording.get("request_id", ""),
+        "model": recording.get("model", ""),
+        "asked": asked,
+        "rounds": len(calls) if isinstance(calls, list) else 0,
+    }

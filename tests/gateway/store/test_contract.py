@@ -189,3 +189,15 @@ async def test_a_capped_list_keeps_the_newest_first(store: GuardedStore, keys: K
     await store.push_capped(keys.runs("short"), b"x", 5, 0.05)
     await asyncio.sleep(0.2)
     assert await store.newest(keys.runs("short"), 10) == []
+
+
+async def test_fields_add_up(store: GuardedStore, keys: Keys) -> None:
+    key = keys.activity("acme", 1)
+    await store.field_add(key, {"3:requests": 2, "3:errors": 1}, 60)
+    await store.field_add(key, {"3:requests": 5, "4:requests": 1}, 60)
+    found = await store.fields(key)
+    assert {k: int(v) for k, v in found.items()} == {
+        "3:requests": 7,
+        "3:errors": 1,
+        "4:requests": 1,
+    }

@@ -1,0 +1,58 @@
+"""What an operator is told of the gateway's health (DESIGN.md §19): the probe's words
+for each model server, tool origin and remote source (``probe.py``), kept for
+``KEPT_S`` so that pages do not probe on every view, one probe at a time; and what
+``toolgate check`` finds in the configuration in force (``findings``), the same words
+the command prints."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from gateway.config import GatewayConfig
+from gateway.policy.budgets import unpriced_models
+from gateway.policy.rules import unmatched_rules
+from gateway.runtime.probe import Probe
+from gateway.runtime.snapshot import Runtime
+
+KEPT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    probes: tuple[Probe, ...]
+    at: float  # when (wall clock)
+
+
+class Health:
+    def __init__(
+        self, probe: Callable[[], Awaitable[list[Probe]]], clock: Callable[[], float] = time.time
+    ) -> None:
+        self._probe = probe
+        self._clock = clock
+        self._last: Checked | None = None
+        self._lock = asyncio.Lock()
+
+    async def checked(self, again: bool = False) -> Checked:
+        """The last probe if it is fresh (and ``again`` is not asked), else a new one."""
+        async with self._lock:
+            last = self._last
+            if last is not None and not again and self._clock() - last.at < KEPT_S:
+                return last
+            self._last = Checked(tuple(await self._probe()), self._clock())
+            return self._last
+
+
+def findings(config: GatewayConfig, runtime: Runtime, every_tool_known: bool = True) -> list[str]:
+    """What ``toolgate check`` warns of in a configuration: its load's warnings, rules
+    that name no tool (only where ``every_tool_known``: remote sources read), and
+    tenants whose models have no price while they have a budget."""
+    found = list(runtime.warnings)
+    if every_tool_known:
+        tenant_rules = [(t.id, t.policy) for t in config.tenants or []]
+        found += unmatched_rules(config.policy, tenant_rules, list(runtime.registry))
+    prices = {model.name: model.price for model in config.models}
+    found += unpriced_models(runtime.tenants.all(), prices)
+    return found
