@@ -7,7 +7,6 @@ to ``TOOLGATE_SCREENSHOTS`` (else the test's temporary folder): not committed, l
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -163,11 +162,8 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     page.wait_for_url("**/console/approvals")
     assert page.locator(".empty").count() == 1
     run = held.start({"title": "refund <b>42</b>"})
-    for _ in range(100):
-        page.goto(f"{base}/console/approvals")
-        if page.locator("section.approval").count():
-            break
-        time.sleep(0.1)
+    # Live: the held call shows up on the page as it is, without reloading it.
+    page.wait_for_selector("section.approval", timeout=15_000)
     assert page.locator(".approval .tool").inner_text() == "create_ticket"
     assert '"title": "refund <b>42</b>"' in page.locator(".arguments").inner_text()
     assert held.tickets.hits == []  # held: nothing sent yet
@@ -230,6 +226,9 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     browser = Browser()
     harness.on_close(browser.close)
     page = browser.page("operator")
+    errors: list[str] = []  # what the browser refused (a CSP violation) or failed at
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     _sign_in(page, base, ADMIN_KEY)
 
     acme_charts = page.locator("#overview-1 .total").all_inner_texts()
@@ -277,3 +276,16 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     page.wait_for_url("**/console/configuration")
     assert page.locator("tr.probe.ok").count() == 2
     _shots(page, folder, "configuration")
+    # The overview keeps itself up to date: a request made now is counted there.
+    page.goto(f"{base}/console/overview")
+    assert page.evaluate("typeof htmx") == "object"  # the pinned script loaded and ran
+    httpx.post(
+        f"{base}/v1/chat/completions",
+        json=chat("What does T-1 say?"),
+        headers={"authorization": f"Bearer {TENANT_KEY}"},
+        timeout=30,
+    )
+    from playwright.sync_api import expect
+
+    expect(page.locator("#overview-1 .total").first).to_have_text("2", timeout=30_000)
+    assert errors == []

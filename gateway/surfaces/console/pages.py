@@ -40,6 +40,8 @@ SESSION_COOKIE = "toolgate_console"
 SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, before a session
 PATH = "/console"
 MAX_KEY_CHARS = 512
+# The vendored htmx's SHA-384 (static/VENDORED.md): its <script> tag's integrity.
+HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
 
 
 class Console:
@@ -47,6 +49,7 @@ class Console:
         self._gateway = gateway
         self._templates = Jinja2Templates(directory=HERE / "templates")
         self._css = (HERE / "static" / "console.css").read_bytes()
+        self._script = (HERE / "static" / "htmx.min.js").read_bytes()
 
     def routes(self) -> list[BaseRoute]:
         pages: list[tuple[str, Page, str]] = [
@@ -67,6 +70,7 @@ class Console:
             ("/configuration/reload", self.reload, "POST"),
             ("/configuration/check", self.check, "POST"),
             ("/static/console.css", self.css, "GET"),
+            ("/static/htmx.min.js", self.script, "GET"),
         ]
         return [Route(PATH + path, self._answered(page), methods=[m]) for path, page, m in pages]
 
@@ -153,7 +157,13 @@ class Console:
         status: int = 200,
         signed: tuple[Session, OperatorScope] | None = None,
     ) -> HTMLResponse:
-        context = {"request": request, "path": PATH, "signed": signed, **context}
+        context = {
+            "request": request,
+            "path": PATH,
+            "signed": signed,
+            "htmx_integrity": HTMX_INTEGRITY,
+            **context,
+        }
         if signed is not None:
             context["csrf"] = signed[0].csrf
             context["who"] = signed[1].who
@@ -171,6 +181,13 @@ class Console:
         if refused is not None:
             return refused
         return Response(self._css, media_type="text/css", headers=HEADERS)
+
+    async def script(self, request: Request) -> Response:
+        """The vendored htmx (``static/VENDORED.md``): pages name it with its hash."""
+        refused = await self._refused(request)
+        if refused is not None:
+            return refused
+        return Response(self._script, media_type="text/javascript", headers=HEADERS)
 
     async def home(self, request: Request) -> Response:
         return await self._refused(request) or self._to("/overview")
