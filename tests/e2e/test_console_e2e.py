@@ -104,7 +104,8 @@ def test_signing_in_takes_an_operators_key_and_sets_a_strict_cookie(harness: Har
     csp = page.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp
     assert "default-src 'none'" in csp
-    assert "script-src" not in csp  # no script runs on a console page
+    assert "script-src 'self';" in csp  # the console's own pinned script only
+    assert "unsafe" not in csp  # nothing inline, no eval
     assert page.headers["x-frame-options"] == "DENY"
     for secret in (*SECRETS, ADMIN_KEY, APPROVER_KEY):
         assert secret not in page.text
