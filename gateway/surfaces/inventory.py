@@ -1,12 +1,12 @@
 """What an operator sees of the configuration as it runs (DESIGN.md §19: JSON first, the
 console's pages stand on these): ``GET /v1/toolgate/tenants`` — each tenant's models,
-tools, limits, budget, policy and keys (as digest prefixes) — and ``GET
-/v1/toolgate/tools?tenant=ID`` — the tenant's tools as the policy point sees them
-(source, effects, trust of the output, approval, price per call, result cache), with
-their schemas. An admin key sees every tenant; an approvals key its own (``tenant``
-may then be left out). Names, descriptions and schemas are the tools' own words,
-hostile as any: JSON carries them, a page must escape them. A tenant's row says what
-it has spent today and this month, and what is left of its budget. ``GET
+tools, limits, budget (what it has spent today and this month, and what is left),
+policy and keys (as digest prefixes) — and ``GET /v1/toolgate/tools?tenant=ID&q=`` —
+the tenant's tools as the policy point sees them (source, effects, trust of the output,
+approval, price per call, result cache), with their schemas, found by ``q`` as tool
+search finds them. An admin key sees every tenant; an approvals key its own
+(``tenant`` may then be left out). Names, descriptions and schemas are the tools' own
+words, hostile as any: JSON carries them, a page must escape them. ``GET
 /v1/toolgate/configuration`` (the admin key's) sums up the configuration in force."""
 
 from __future__ import annotations
@@ -126,6 +126,30 @@ def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | No
     }
 
 
+MAX_QUERY = 200  # characters of a find box's query read
+
+
+def find_tools(runtime: Runtime, tenant: Tenant, query: str) -> tuple[list[str], str]:
+    """The tenant's tools that match ``query``, best first, and how they were found:
+    ``ranked`` as tool search ranks them (bm25 over names, descriptions and parameters,
+    where the snapshot has tool search's index), else ``matched`` (the query's text in
+    a name or description, in the tenant's order). An empty query finds every tool."""
+    query = query[:MAX_QUERY].strip()
+    if not query:
+        return list(tenant.tools), "all"
+    catalogs = runtime.catalogs
+    if catalogs is not None:
+        allowed = frozenset(tenant.tools)
+        return catalogs.index.search(query, len(allowed), allowed), "ranked"
+    lowered = query.lower()
+    found = []
+    for name in tenant.tools:
+        tool = runtime.registry.get(name)
+        if tool is not None and lowered in f"{tool.name} {tool.description}".lower():
+            found.append(name)
+    return found, "matched"
+
+
 class Inventory:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
@@ -157,5 +181,6 @@ class Inventory:
             if found is None:  # another tenant's and an unknown one read the same
                 raise NotFound(f"No tenant {asked[:64]!r} this key may see.")
             tenant = found
-        rows = [row for name in tenant.tools if (row := tool_row(tenant, runtime, name))]
-        return json_response({"object": "list", "tenant": tenant.id, "data": rows})
+        names, how = find_tools(runtime, tenant, request.query_params.get("q", ""))
+        rows = [row for name in names if (row := tool_row(tenant, runtime, name))]
+        return json_response({"object": "list", "tenant": tenant.id, "found": how, "data": rows})

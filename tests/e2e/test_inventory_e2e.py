@@ -141,3 +141,35 @@ def test_the_configuration_summary_is_the_admins_and_names_no_secret(harness: Ha
         assert secret not in answer.text
     assert _get(base, "/v1/toolgate/configuration", APPROVER_KEY).status_code == 404
     assert _get(base, "/v1/toolgate/configuration", TENANT_KEY).status_code == 401
+
+
+def test_the_find_box_ranks_as_tool_search_where_a_tenant_searches(harness: Harness) -> None:
+    upstream = harness.serve(Model().recorder).url
+    data = _config(upstream)
+    data["tools"] += [
+        tool("close_ticket", "http://tools.test/close", {"id": {"type": "string"}})
+        | {"description": "Close a support ticket once it is solved."},
+        tool("weather_now", "http://tools.test/weather", {"city": {"type": "string"}})
+        | {"description": "Current weather for a city."},
+    ]
+    data["tenants"][0]["tools"] = ["*"]
+    plain = harness.gateway(data).url
+    data["tenants"][0]["tool_search"] = {"mode": "on"}
+    searching = harness.gateway(data).url
+
+    def found(base: str, q: str) -> tuple[str, list[str]]:
+        answer = _get(base, f"/v1/toolgate/tools?tenant=acme&q={q}", ADMIN_KEY)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        return body["found"], [row["name"] for row in body["data"]]
+
+    how, names = found(searching, "close the solved ticket")
+    assert how == "ranked"
+    assert names[0] == "close_ticket"  # best first; a tool with no word of it is not found
+    assert "weather_now" not in names
+    assert found(searching, "weather in Paris") == ("ranked", ["weather_now"])
+    assert found(plain, "ticket") == (
+        "matched",
+        ["read_ticket", "create_ticket", "close_ticket"],
+    )
+    assert found(plain, "")[0] == "all"

@@ -25,7 +25,13 @@ from gateway.store.approval_records import Decision
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
-from gateway.surfaces.inventory import configuration_summary, tenant_rows, tool_row
+from gateway.surfaces.inventory import (
+    MAX_QUERY,
+    configuration_summary,
+    find_tools,
+    tenant_rows,
+    tool_row,
+)
 from gateway.surfaces.operator import MAX_REASON, decide_for, decided_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 from gateway.surfaces.overview import health_of, overview
@@ -285,10 +291,9 @@ class Console:
         if tenant is None:
             missing = {"title": "Not found", "text": "No such tenant that this key may see."}
             return self._page(request, "message.html", missing, 404, signed)
-        query = request.query_params.get("q", "")[:200].strip().lower()
-        rows = [row for name in tenant.tools if (row := tool_row(tenant, runtime, name))]
-        if query:
-            rows = [row for row in rows if query in f"{row['name']} {row['description']}".lower()]
+        query = request.query_params.get("q", "")[:MAX_QUERY].strip()
+        names, how = find_tools(runtime, tenant, query)
+        rows = [row for name in names if (row := tool_row(tenant, runtime, name))]
         for row in rows:
             row["schema"] = orjson.dumps(row["parameters"], option=orjson.OPT_INDENT_2).decode()
         context: dict[str, Any] = {
@@ -297,6 +302,7 @@ class Console:
             "tenants": [t.id for t in scope.tenants],
             "rows": rows,
             "q": query,
+            "found": how,
         }
         return self._page(request, "tools.html", context, 200, signed)
 
