@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .console import lines as console_lines
 from .load import CLIENT_TIMEOUT_S
 from .search_rows import search_lines
 
@@ -66,6 +67,8 @@ def markdown(report: dict[str, Any]) -> str:
     if "tool_search" in report:
         lines += ["", "Tool search (l):", ""]
         lines += [f"- {line}" for line in search_lines(report["tool_search"])]
+    if "console" in report:
+        lines += ["", "The console (m):", "", *console_lines(report["console"])]
     lines += ["", "| target | measured | bound | |", "|---|---:|---:|---|"]
     for t in report["targets"]:
         lines.append(

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from . import console
 from .load import Load, measure
 from .procs import Processes, cpu_seconds, free_port, memory_kib
 from .report import machine, markdown
@@ -448,6 +449,7 @@ def main() -> None:
     started = time.time()
     scenarios = run(args.full)
     search = tool_search()
+    pages = console.measure()
     report = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "mode": "full" if args.full else "quick",
@@ -455,7 +457,8 @@ def main() -> None:
         "machine": machine(),
         "scenarios": scenarios,
         "tool_search": search,
-        "targets": targets(scenarios) + search_targets(search),
+        "console": pages,
+        "targets": targets(scenarios) + search_targets(search) + console.targets(pages),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")

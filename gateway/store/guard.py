@@ -121,8 +121,8 @@ class GuardedStore:
     async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
         await self._call(self.inner.push_capped(key, value, keep, ttl_s))
 
-    async def newest(self, key: str, count: int) -> list[bytes]:
-        return await self._call(self.inner.newest(key, count))
+    async def newest(self, key: str, count: int, skip: int = 0) -> list[bytes]:
+        return await self._call(self.inner.newest(key, count, skip))
 
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:
         return await self._call(self.inner.spend(windows, spend))

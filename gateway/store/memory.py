@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 
@@ -116,13 +117,12 @@ class MemoryStore:
         self._lists[key] = (now + ttl_s, listed)
         self._wrote()
 
-    async def newest(self, key: str, count: int) -> list[bytes]:
+    async def newest(self, key: str, count: int, skip: int = 0) -> list[bytes]:
         entry = self._lists.get(key)
         if entry is None or entry[0] <= time.monotonic():
             self._lists.pop(key, None)
             return []
-        listed = entry[1]
-        return list(listed) if count >= len(listed) else [listed[i] for i in range(count)]
+        return list(itertools.islice(entry[1], skip, skip + max(count, 0)))
 
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:
         now = time.monotonic()

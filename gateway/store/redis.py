@@ -276,9 +276,11 @@ class RedisStore:
                 pipe.pexpire(key, _ms(ttl_s))
                 await pipe.execute()
 
-    async def newest(self, key: str, count: int) -> list[bytes]:
+    async def newest(self, key: str, count: int, skip: int = 0) -> list[bytes]:
+        if count <= 0:
+            return []
         with redis_errors():
-            found = await self._client.lrange(key, 0, count - 1)
+            found = await self._client.lrange(key, skip, skip + count - 1)
         return [v.encode() if isinstance(v, str) else v for v in found]
 
     async def spend(self, windows: list[Window], spend: Spend) -> Granted:

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import BadRequest, NotFound
-from gateway.store.runs import RunRow
+from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import OperatorScope, operator_scope
 
@@ -91,17 +91,9 @@ class RunQuery:
         return [self.tenant]
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    rows: list[RunRow]  # the newest that match, at most the query's limit
-    matched: int  # of those read
-    read: int  # rows read
-
-
-async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> Listed:
-    rows = await gateway.runs.newest(query.tenants(scope))
-    matched = [row for row in rows if query.admits(row)]
-    return Listed(matched[: query.limit], len(matched), len(rows))
+async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> Scanned:
+    """The newest runs the query admits among the tenants the key may see."""
+    return await gateway.runs.scan(query.tenants(scope), query.admits, query.limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +200,7 @@ class Runs:
                 "data": [row.public() for row in listed.rows],
                 "matched": listed.matched,
                 "read": listed.read,
+                "complete": listed.complete,
                 "keeping": self._gateway.runs.keeping,
             }
         )

@@ -185,6 +185,9 @@ async def test_a_capped_list_keeps_the_newest_first(store: GuardedStore, keys: K
         await store.push_capped(key, f"run-{n}".encode(), 5, 60)
     assert await store.newest(key, 10) == [f"run-{n}".encode() for n in (6, 5, 4, 3, 2)]
     assert await store.newest(key, 2) == [b"run-6", b"run-5"]
+    assert await store.newest(key, 2, skip=3) == [b"run-3", b"run-2"]
+    assert await store.newest(key, 10, skip=4) == [b"run-2"]
+    assert await store.newest(key, 10, skip=9) == []
     assert await store.newest(keys.runs("beta"), 10) == []
     await store.push_capped(keys.runs("short"), b"x", 5, 0.05)
     await asyncio.sleep(0.2)

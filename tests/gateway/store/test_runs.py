@@ -49,7 +49,34 @@ async def test_damaged_rows_are_skipped(backend: tuple[GuardedStore, Keys]) -> N
     console = ConsoleConfig(enabled=True)
     log = RunLog(store, keys, lambda: console)
     await log.add(row("good-1", 1.0))
-    for junk in (b"{not json", b"[1, 2]", b'{"request_id": "x"}', b'{"surprise": 1}', b"null"):
+    junk_rows = (
+        b"{not json",
+        b"[1, 2]",
+        b'{"request_id": "x"}',
+        b"null",
+        b'[2, "another version"]',
+        b'[1, 5, 1.0, "acme", "m", "/r", 200, 1.0, 0, 0, [], null, 0, 0, null, null]',
+    )
+    for junk in junk_rows:
         await store.push_capped(keys.runs("acme"), junk, 100, 60)
     await log.add(row("good-2", 2.0))
     assert [r.request_id for r in await log.newest(["acme"])] == ["good-2", "good-1"]
+
+
+async def test_a_scan_reads_a_page_then_chunks_until_it_has_enough(
+    backend: tuple[GuardedStore, Keys], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, keys = backend
+    console = ConsoleConfig(enabled=True)
+    log = RunLog(store, keys, lambda: console)
+    monkeypatch.setattr("gateway.store.runs.CHUNK", 7)
+    for n in range(30):
+        await log.add(row(f"r{n}", float(n), status=500 if n % 10 == 0 else 200))
+    everything = await log.scan(["acme"], lambda r: True, 5)
+    assert [r.request_id for r in everything.rows] == ["r29", "r28", "r27", "r26", "r25"]
+    assert (everything.read, everything.complete) == (5, False)  # one page read
+    failed = await log.scan(["acme"], lambda r: r.status == 500, 5)
+    assert [r.request_id for r in failed.rows] == ["r20", "r10", "r0"]
+    assert (failed.matched, failed.read, failed.complete) == (3, 30, True)
+    assert await log.find("acme", "r3") == row("r3", 3.0)
+    assert await log.find("acme", "r30") is None
