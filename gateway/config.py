@@ -80,6 +80,9 @@ class ServerConfig(_Frozen):
     # links are made under it (DESIGN.md §18).
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
+    # Requests each operator key (admin or approvals) may make of the operator routes
+    # (/v1/toolgate/approvals, tenants, tools, runs, overview, health, ...) a minute.
+    operator_requests_per_minute: int = Field(default=600, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _a_largest_body_fits(self) -> ServerConfig:

@@ -23,7 +23,7 @@ from gateway.errors import BadRequest, NotFound
 from gateway.policy.tenants import Tenant
 from gateway.runtime.health import findings
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import operator_scope
+from gateway.surfaces.operator_keys import operator_admitted
 from gateway.surfaces.usage import usage_rows
 
 if TYPE_CHECKING:
@@ -155,22 +155,21 @@ class Inventory:
         self._gateway = gateway
 
     async def tenants(self, request: Request, exchange: Exchange) -> Response:
-        runtime = self._gateway.runtime
-        scope = operator_scope(runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         rows = await tenant_rows(self._gateway, scope.tenants)
         return json_response({"object": "list", "data": rows})
 
     async def configuration(self, request: Request, exchange: Exchange) -> Response:
         """``GET /v1/toolgate/configuration``: the admin key's only (every tenant's)."""
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         runtime = self._gateway.runtime
-        scope = operator_scope(runtime, request, ROUTES)
         if not scope.admin:
             raise NotFound("The configuration is the admin key's to read.")
         return json_response(configuration_summary(runtime))
 
     async def tools(self, request: Request, exchange: Exchange) -> Response:
-        runtime = self._gateway.runtime
-        scope = operator_scope(runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
+        runtime = self._gateway.runtime  # the snapshot the scope was judged by, or newer
         asked = request.query_params.get("tenant")
         if asked is None:
             if len(scope.tenants) != 1:

@@ -21,7 +21,7 @@ from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approval_records import HISTORY_KEPT, ApprovalRecord, Decided, Decision
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import operator_scope
+from gateway.surfaces.operator_keys import operator_admitted
 from tool_registry import loads_object
 
 if TYPE_CHECKING:
@@ -35,19 +35,19 @@ class OperatorApprovals:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
-    def _tenants(self, request: Request) -> tuple[tuple[Tenant, ...], str]:
+    async def _tenants(self, request: Request) -> tuple[tuple[Tenant, ...], str]:
         """The tenants the bearer key may decide for, and who it is (for the trace)."""
-        scope = operator_scope(self._gateway.runtime, request, "The approval routes")
+        scope = await operator_admitted(self._gateway, request, "The approval routes")
         return scope.tenants, scope.who
 
     async def list(self, request: Request, exchange: Exchange) -> Response:
-        tenants, _ = self._tenants(request)
+        tenants, _ = await self._tenants(request)
         pending = await pending_for(self._gateway, tenants)
         return json_response({"object": "list", "data": [r.public() for r in pending]})
 
     async def decided(self, request: Request, exchange: Exchange) -> Response:
         """``GET /v1/toolgate/approvals/decided?limit=``: who decided what and when."""
-        tenants, _ = self._tenants(request)
+        tenants, _ = await self._tenants(request)
         raw = request.query_params.get("limit", "50")
         if not raw.isdigit() or not 1 <= int(raw) <= HISTORY_KEPT:
             raise BadRequest(f"limit is a number from 1 to {HISTORY_KEPT}.", param="limit")
@@ -55,7 +55,7 @@ class OperatorApprovals:
         return json_response({"object": "list", "data": [d.public() for d in found]})
 
     async def decide(self, request: Request, exchange: Exchange) -> Response:
-        tenants, decider = self._tenants(request)
+        tenants, decider = await self._tenants(request)
         approval_id = request.path_params["approval_id"]
         body = b""
         async for chunk in request.stream():

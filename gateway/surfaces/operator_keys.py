@@ -1,18 +1,24 @@
 """Who an operator's key speaks for (DESIGN.md §13, §19), decided in one place for every
 operator route: ``server.admin_key`` for every tenant, a tenant's
 ``policy.approvals.admin_keys`` for that tenant only. Keys are compared as digests in
-constant time; the tenants' own API keys are not operators' keys."""
+constant time; the tenants' own API keys are not operators' keys. Each key's requests
+of the operator routes are rate limited (``server.operator_requests_per_minute``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
-from gateway.errors import AuthError
+from gateway.errors import AuthError, RateLimited
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.surfaces.http import bearer_digest, is_key
+
+if TYPE_CHECKING:
+    from gateway.runtime.services import Gateway
 
 
 @dataclass(frozen=True)
@@ -54,3 +60,18 @@ def scope_of(runtime: Runtime, presented: bytes) -> OperatorScope | None:
     if not allowed:
         return None
     return OperatorScope(allowed, f"operator:{presented.hex()[:8]}", admin=False)
+
+
+async def operator_admitted(gateway: Gateway, request: Request, routes: str) -> OperatorScope:
+    """``operator_scope``, and one request taken from the key's budget of the operator
+    routes: past it, a 429 with ``retry-after``."""
+    runtime = gateway.runtime
+    scope = operator_scope(runtime, request, routes)
+    per_minute = runtime.config.server.operator_requests_per_minute
+    wait = await gateway.limiter.admit_browser(scope.who, per_minute, "operator")
+    if wait is not None:
+        raise RateLimited(
+            f"{routes} take {per_minute} requests a minute from one key: try again shortly.",
+            headers={"retry-after": str(max(1, math.ceil(wait)))},
+        )
+    return scope

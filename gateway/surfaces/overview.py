@@ -21,7 +21,7 @@ from gateway.runtime.health import Checked
 from gateway.store.activity import Minute
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator import pending_for
-from gateway.surfaces.operator_keys import operator_scope
+from gateway.surfaces.operator_keys import operator_admitted
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -82,11 +82,11 @@ class Overview:
         self._gateway = gateway
 
     async def get(self, request: Request, exchange: Exchange) -> Response:
-        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         return json_response(await overview(self._gateway, scope.tenants))
 
     async def health(self, request: Request, exchange: Exchange) -> Response:
-        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         if not scope.admin:
             raise NotFound("The gateway's health is the admin key's to read.")
         again = request.query_params.get("fresh") == "true"

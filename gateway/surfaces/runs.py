@@ -20,7 +20,7 @@ from starlette.responses import Response
 from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import OperatorScope, operator_scope
+from gateway.surfaces.operator_keys import OperatorScope, operator_admitted
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -191,7 +191,7 @@ class Runs:
         self._gateway = gateway
 
     async def list(self, request: Request, exchange: Exchange) -> Response:
-        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         query = RunQuery.of(request.query_params)
         listed = await list_runs(self._gateway, scope, query)
         return json_response(
@@ -206,7 +206,7 @@ class Runs:
         )
 
     async def one(self, request: Request, exchange: Exchange) -> Response:
-        scope = operator_scope(self._gateway.runtime, request, ROUTES)
+        scope = await operator_admitted(self._gateway, request, ROUTES)
         params = request.path_params
         row, trace = await run_of(self._gateway, scope, params["tenant"], params["request_id"])
         return json_response(

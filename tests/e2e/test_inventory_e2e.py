@@ -173,3 +173,18 @@ def test_the_find_box_ranks_as_tool_search_where_a_tenant_searches(harness: Harn
         ["read_ticket", "create_ticket", "close_ticket"],
     )
     assert found(plain, "")[0] == "all"
+
+
+def test_each_operator_key_is_rate_limited_on_the_operator_routes(harness: Harness) -> None:
+    upstream = harness.serve(Model().recorder).url
+    data = _config(upstream)
+    data["server"]["operator_requests_per_minute"] = 3
+    base = harness.gateway(data).url
+    paths = ["/v1/toolgate/tenants", "/v1/toolgate/runs", "/v1/toolgate/approvals"]
+    assert [_get(base, p, ADMIN_KEY).status_code for p in paths] == [200, 200, 200]
+    refused = _get(base, "/v1/toolgate/overview", ADMIN_KEY)
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert _get(base, "/v1/toolgate/tenants", APPROVER_KEY).status_code == 200  # its own
+    assert _get(base, "/v1/toolgate/tenants", None).status_code == 401  # no key: no budget
