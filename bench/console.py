@@ -29,7 +29,7 @@ from gateway.store.keys import Keys
 from gateway.store.runs import RunRow
 from tool_registry import dumps
 
-from .procs import Processes, free_port
+from .procs import Processes, free_port, redis_server
 
 ADMIN = "sk-bench-console-admin"
 TARGET_MS = 100.0
@@ -173,21 +173,7 @@ def measure(runs: int = 10_000, requests: int = 50) -> dict[str, Any]:
     procs = Processes(work)
     try:
         port, gateway = free_port(), free_port()
-        procs.start(
-            "redis",
-            [
-                "redis-server",
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            port,
-        )
+        procs.start("redis", redis_server(port), port)
         newest = fill(redis.Redis(port=port), runs)
         config = work / "console.yaml"
         config.write_text(CONFIG.format(admin=ADMIN, redis=port, runs=runs))

@@ -67,6 +67,21 @@ class Processes:
                 process.kill()
 
 
+def redis_server(port: int) -> list[str]:
+    """A redis-server of the bench's own on ``port``: loopback only, nothing on disk."""
+    return [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """Resident set size now and at its peak, from /proc."""
     values = {}

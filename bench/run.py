@@ -22,7 +22,7 @@ from typing import Any
 
 from . import console
 from .load import Load, measure
-from .procs import Processes, cpu_seconds, free_port, memory_kib
+from .procs import Processes, cpu_seconds, free_port, memory_kib, redis_server
 from .report import machine, markdown
 from .search_rows import search_targets, tool_search
 from .targets import targets
@@ -199,8 +199,7 @@ class Bench:
         p = self.ports
         if shutil.which("redis-server") is None:
             return False
-        redis = ["redis-server", "--port", str(p["redis"]), "--bind", "127.0.0.1"]
-        self.procs.start("redis", [*redis, "--save", "", "--appendonly", "no"], p["redis"])
+        self.procs.start("redis", redis_server(p["redis"]), p["redis"])
         shared = self.work / "shared.yaml"
         store = f"store: {{url: 'redis://127.0.0.1:{p['redis']}/0', timeout_s: 0.5}}\n"
         shared.write_text(config.read_text() + store)

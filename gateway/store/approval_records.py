@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
 
 Approver = Literal["client", "operator"]
+_Record = TypeVar("_Record")
+
+
+def _parsed(cls: type[_Record], raw: bytes | None) -> _Record | None:
+    """A stored record of ``cls``, or None where there is none or it is not one
+    (written by another version)."""
+    found = loads_object(raw) if raw is not None else None
+    if found is None:
+        return None
+    try:
+        return cls(**found)
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +69,7 @@ class ApprovalRecord:
 
     @classmethod
     def parse(cls, raw: bytes | None) -> ApprovalRecord | None:
-        found = loads_object(raw) if raw is not None else None
-        if found is None:
-            return None
-        try:
-            return cls(**found)
-        except TypeError:  # written by another version
-            return None
+        return _parsed(cls, raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +82,7 @@ class Decision:
 
     @classmethod
     def parse(cls, raw: bytes | None) -> Decision | None:
-        found = loads_object(raw) if raw is not None else None
-        if found is None:
-            return None
-        try:
-            return cls(**found)
-        except TypeError:
-            return None
+        return _parsed(cls, raw)
 
 
 DecideOutcome = Literal["decided", "missing", "already"]
@@ -109,13 +110,7 @@ class Decided:
 
     @classmethod
     def parse(cls, raw: bytes) -> Decided | None:
-        found = loads_object(raw)
-        if found is None:
-            return None
-        try:
-            return cls(**found)
-        except TypeError:
-            return None
+        return _parsed(cls, raw)
 
 
 class ApprovalStore:

@@ -168,6 +168,7 @@ class Console:
             "path": PATH,
             "signed": signed,
             "htmx_integrity": HTMX_INTEGRITY,
+            "when": _when,  # a wall-clock time as the pages show it
             **context,
         }
         if signed is not None:
@@ -270,7 +271,6 @@ class Console:
             "data": data,
             "charts": [_charts(row, data["since"]) for row in data["tenants"]],
             "health": health,
-            "when": _when,
         }
         return self._page(request, "overview.html", context, 200, signed)
 
@@ -322,7 +322,6 @@ class Console:
             "listed": listed,
             "tenants": [t.id for t in signed[1].tenants],
             "keeping": self._gateway.runs.keeping,
-            "when": _when,
         }
         return self._page(request, "runs.html", context, 200, signed)
 
@@ -350,7 +349,6 @@ class Console:
             "trace_link": trace_url.replace("{trace_id}", quote(trace_id))
             if trace_url and isinstance(trace_id, str)
             else None,
-            "when": _when,
         }
         return self._page(request, "run.html", context, 200, signed)
 
@@ -371,7 +369,6 @@ class Console:
             "rows": rows,
             "said": said,
             "decided": [{**d.public(), "arguments_text": _pretty(d.arguments)} for d in decided],
-            "when": _when,
         }
         return self._page(request, "approvals.html", context, status, signed)
 
@@ -427,7 +424,6 @@ class Console:
             "kept": [_kept_row(r) for r in kept],
             "result": result,
             "said": said,
-            "when": _when,
         }
         return self._page(request, "replay.html", context, status, signed)
 
@@ -470,7 +466,6 @@ class Console:
             "summary": summary,
             "said": said,
             "health": health_of(self._gateway, checked),
-            "when": _when,
         }
         return self._page(request, "configuration.html", context, status, signed)
 
