@@ -8,7 +8,6 @@ import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -25,6 +24,7 @@ from gateway.store.approval_records import Decision
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
+from gateway.surfaces.console.shapes import charts, kept_row, pretty, steps, when
 from gateway.surfaces.inventory import (
     MAX_QUERY,
     configuration_summary,
@@ -35,7 +35,7 @@ from gateway.surfaces.inventory import (
 from gateway.surfaces.operator import MAX_REASON, decide_for, decided_for, pending_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 from gateway.surfaces.overview import health_of, overview
-from gateway.surfaces.runs import RunQuery, Timeline, list_runs, run_of, timeline
+from gateway.surfaces.runs import RunQuery, list_runs, run_of, timeline
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -47,6 +47,8 @@ SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, be
 PATH = "/console"
 MAX_KEY_CHARS = 512
 # The vendored htmx's SHA-384 (static/VENDORED.md): its <script> tag's integrity.
+REPLAYS_LISTED = 50  # recordings the replay page offers
+MAX_REPLAYED = 20  # recordings one replay from the page runs
 HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
 
 
@@ -168,7 +170,7 @@ class Console:
             "path": PATH,
             "signed": signed,
             "htmx_integrity": HTMX_INTEGRITY,
-            "when": _when,  # a wall-clock time as the pages show it
+            "when": when,  # a wall-clock time as the pages show it
             **context,
         }
         if signed is not None:
@@ -269,7 +271,7 @@ class Console:
         context = {
             "title": "Overview",
             "data": data,
-            "charts": [_charts(row, data["since"]) for row in data["tenants"]],
+            "charts": [charts(row, data["since"]) for row in data["tenants"]],
             "health": health,
         }
         return self._page(request, "overview.html", context, 200, signed)
@@ -344,7 +346,7 @@ class Console:
             "row": row,
             "trace": trace,
             "timeline": drawn,
-            "steps": _steps(drawn) if drawn is not None else [],
+            "steps": steps(drawn) if drawn is not None else [],
             "trace_id": trace_id if isinstance(trace_id, str) else None,
             "trace_link": trace_url.replace("{trace_id}", quote(trace_id))
             if trace_url and isinstance(trace_id, str)
@@ -359,7 +361,7 @@ class Console:
         rows = []
         for record in await pending_for(self._gateway, signed[1].tenants):
             row = record.public()
-            row["arguments_text"] = _pretty(record.arguments)
+            row["arguments_text"] = pretty(record.arguments)
             row["waiting_s"] = max(0, int(time.time() - record.created))
             row["left_s"] = max(0, int(record.expires - time.time()))
             rows.append(row)
@@ -368,7 +370,7 @@ class Console:
             "title": "Approvals",
             "rows": rows,
             "said": said,
-            "decided": [{**d.public(), "arguments_text": _pretty(d.arguments)} for d in decided],
+            "decided": [{**d.public(), "arguments_text": pretty(d.arguments)} for d in decided],
         }
         return self._page(request, "approvals.html", context, status, signed)
 
@@ -421,7 +423,7 @@ class Console:
             "tenant": tenant.id if tenant is not None else "",
             "tenants": [t.id for t in scope.tenants],
             "models": [m.name for m in gateway.runtime.config.models],
-            "kept": [_kept_row(r) for r in kept],
+            "kept": [kept_row(r) for r in kept],
             "result": result,
             "said": said,
         }
@@ -447,7 +449,7 @@ class Console:
         result = await replays(self._gateway, model, tenant, ids)
         for report in result["reports"]:
             for call in report["calls"]:
-                call["arguments_text"] = _pretty(call["arguments"])
+                call["arguments_text"] = pretty(call["arguments"])
         return await self.replay_page(request, result)
 
     async def configuration(
@@ -490,103 +492,3 @@ class Console:
             said = f"Not reloaded; the running configuration stays. {result.message}"
             return await self.configuration(request, said, 422)
         return await self.configuration(request, f"Reloaded: {result.tools} tools.")
-
-
-def _pretty(arguments: Any) -> str:
-    """A call's arguments to read: the JSON the model wrote, indented where it parses."""
-    value = arguments
-    if isinstance(arguments, str):
-        try:
-            value = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            return arguments
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
-
-
-def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-LANE_PX = 26  # a timeline lane's height, in the SVG's units (1000 across)
-
-
-def _steps(drawn: Timeline) -> list[dict[str, Any]]:
-    """The timeline's bars as the SVG draws them (1000 units across) and the table
-    lists them, each with what it was given and what it did."""
-    total = drawn.total_ms or 1.0
-    steps = []
-    for bar in drawn.bars:
-        x = 1000 * bar.at_ms / total
-        detail = bar.detail
-        steps.append(
-            {
-                "bar": bar,
-                "x": round(x, 2),
-                "y": 4 + bar.lane * LANE_PX,
-                "width": round(max(1000 * bar.duration_ms / total, 2.0), 2),
-                "arguments": _pretty(detail.get("arguments")) if bar.kind == "call" else "",
-                "policy": detail.get("policy") if bar.kind == "call" else None,
-                "offered": detail.get("tools_offered") if bar.kind == "round" else None,
-                "usage": detail.get("usage") if bar.kind == "round" else None,
-                "budget": detail.get("budget") if bar.kind == "round" else None,
-            }
-        )
-    return steps
-
-
-CHARTS = (
-    ("requests", "Requests"),
-    ("errors", "Errors"),
-    ("tool_calls", "Tool calls"),
-    ("cost_usd", "Spend"),
-)
-
-
-def _charts(row: dict[str, Any], since: float) -> dict[str, Any]:
-    """A tenant's row of the overview as small bar charts (120 by 32 units, a bar a
-    minute), each bar titled with its minute and value."""
-    charts = []
-    for name, label in CHARTS:
-        values = row[name]
-        top = max(values, default=0) or 1
-        bars = []
-        for i, value in enumerate(values):
-            if not value:
-                continue
-            height = max(31 * value / top, 1.0)
-            shown = f"${value:.6f}" if name == "cost_usd" else str(value)
-            minute = datetime.fromtimestamp(since + 60 * i, UTC).strftime("%H:%M")
-            bars.append(
-                {
-                    "x": round(i * 2, 2),
-                    "y": round(31 - height, 2),
-                    "h": round(height, 2),
-                    "title": f"{minute} UTC: {shown}",
-                }
-            )
-        total = row["totals"][name]
-        shown_total = f"${total:.4f}" if name == "cost_usd" else str(int(total))
-        charts.append({"name": name, "label": label, "bars": bars, "total": shown_total})
-    return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": charts}
-
-
-REPLAYS_LISTED = 50  # recordings the replay page offers
-MAX_REPLAYED = 20  # recordings one replay from the page runs
-
-
-def _kept_row(recording: dict[str, Any]) -> dict[str, Any]:
-    """A kept recording as the replay page lists it."""
-    request = recording.get("request")
-    messages = request.get("messages") if isinstance(request, dict) else None
-    asked = ""
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        content = last.get("content") if isinstance(last, dict) else None
-        asked = content[:200] if isinstance(content, str) else ""
-    calls = recording.get("rounds")
-    return {
-        "request_id": recording.get("request_id", ""),
-        "model": recording.get("model", ""),
-        "asked": asked,
-        "rounds": len(calls) if isinstance(calls, list) else 0,
-    }

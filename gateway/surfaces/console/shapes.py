@@ -1,0 +1,109 @@
+"""What the console's pages show, shaped for their templates (DESIGN.md §19): JSON
+values indented to read, times as a person reads them, a run's timeline as SVG
+coordinates, the overview's counts as small bar charts, a kept recording as a row.
+Pure: no request, no store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from gateway.surfaces.runs import Timeline
+
+
+def pretty(arguments: Any) -> str:
+    """A call's arguments to read: the JSON the model wrote, indented where it parses."""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
+def when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+LANE_PX = 26  # a timeline lane's height, in the SVG's units (1000 across)
+
+
+def steps(drawn: Timeline) -> list[dict[str, Any]]:
+    """The timeline's bars as the SVG draws them (1000 units across) and the table
+    lists them, each with what it was given and what it did."""
+    total = drawn.total_ms or 1.0
+    made = []
+    for bar in drawn.bars:
+        x = 1000 * bar.at_ms / total
+        detail = bar.detail
+        made.append(
+            {
+                "bar": bar,
+                "x": round(x, 2),
+                "y": 4 + bar.lane * LANE_PX,
+                "width": round(max(1000 * bar.duration_ms / total, 2.0), 2),
+                "arguments": pretty(detail.get("arguments")) if bar.kind == "call" else "",
+                "policy": detail.get("policy") if bar.kind == "call" else None,
+                "offered": detail.get("tools_offered") if bar.kind == "round" else None,
+                "usage": detail.get("usage") if bar.kind == "round" else None,
+                "budget": detail.get("budget") if bar.kind == "round" else None,
+            }
+        )
+    return made
+
+
+CHARTS = (
+    ("requests", "Requests"),
+    ("errors", "Errors"),
+    ("tool_calls", "Tool calls"),
+    ("cost_usd", "Spend"),
+)
+
+
+def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
+    """A tenant's row of the overview as small bar charts (120 by 32 units, a bar a
+    minute), each bar titled with its minute and value."""
+    made = []
+    for name, label in CHARTS:
+        values = row[name]
+        top = max(values, default=0) or 1
+        bars = []
+        for i, value in enumerate(values):
+            if not value:
+                continue
+            height = max(31 * value / top, 1.0)
+            shown = f"${value:.6f}" if name == "cost_usd" else str(value)
+            minute = datetime.fromtimestamp(since + 60 * i, UTC).strftime("%H:%M")
+            bars.append(
+                {
+                    "x": round(i * 2, 2),
+                    "y": round(31 - height, 2),
+                    "h": round(height, 2),
+                    "title": f"{minute} UTC: {shown}",
+                }
+            )
+        total = row["totals"][name]
+        shown_total = f"${total:.4f}" if name == "cost_usd" else str(int(total))
+        made.append({"name": name, "label": label, "bars": bars, "total": shown_total})
+    return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": made}
+
+
+def kept_row(recording: dict[str, Any]) -> dict[str, Any]:
+    """A kept recording as the replay page lists it."""
+    request = recording.get("request")
+    messages = request.get("messages") if isinstance(request, dict) else None
+    asked = ""
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        asked = content[:200] if isinstance(content, str) else ""
+    calls = recording.get("rounds")
+    return {
+        "request_id": recording.get("request_id", ""),
+        "model": recording.get("model", ""),
+        "asked": asked,
+        "rounds": len(calls) if isinstance(calls, list) else 0,
+    }
