@@ -129,6 +129,36 @@ def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | No
 MAX_QUERY = 200  # characters of a find box's query read
 
 
+def source_rows(gateway: Gateway, tenant: Tenant) -> list[dict[str, Any]]:
+    """Where the tenant's tools come from: each source with how many of them it gives,
+    and, for one read at run time (an OpenAPI URL, an MCP server), its state and what
+    went wrong last (the probe's words)."""
+    runtime = gateway.runtime
+    counts: dict[str, int] = {}
+    for name in tenant.tools:
+        tool = runtime.registry.get(name)
+        if tool is not None:
+            counts[tool.label] = counts.get(tool.label, 0) + 1
+    rows: list[dict[str, Any]] = [
+        {"source": label, "tools": n, "state": "loaded", "last_error": None}
+        for label, n in sorted(counts.items())
+    ]
+    sources = gateway.runtimes.sources
+    allowed = frozenset(tenant.tools)
+    for remote in sources.all() if sources is not None else []:
+        given = sum(1 for tool in remote.tools if tool.name in allowed)
+        if given or remote.state != "ready":
+            rows.append(
+                {
+                    "source": remote.label,
+                    "tools": given,
+                    "state": remote.state,
+                    "last_error": remote.last_error,
+                }
+            )
+    return rows
+
+
 def find_tools(runtime: Runtime, tenant: Tenant, query: str) -> tuple[list[str], str]:
     """The tenant's tools that match ``query``, best first, and how they were found:
     ``ranked`` as tool search ranks them (bm25 over names, descriptions and parameters,
@@ -182,4 +212,12 @@ class Inventory:
             tenant = found
         names, how = find_tools(runtime, tenant, request.query_params.get("q", ""))
         rows = [row for name in names if (row := tool_row(tenant, runtime, name))]
-        return json_response({"object": "list", "tenant": tenant.id, "found": how, "data": rows})
+        return json_response(
+            {
+                "object": "list",
+                "tenant": tenant.id,
+                "found": how,
+                "data": rows,
+                "sources": source_rows(self._gateway, tenant),
+            }
+        )

@@ -6,6 +6,7 @@ to ``TOOLGATE_SCREENSHOTS`` (else the test's temporary folder): not committed, l
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,10 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     recording replayed against another model is reported side by side."""
     folder = Path(os.environ.get("TOOLGATE_SCREENSHOTS", tmp_path))
     folder.mkdir(parents=True, exist_ok=True)
-    tickets = Recorder(lambda hit: Answer(body=b'{"title": "<b>printer</b> jammed"}'))
+    hostile = '<script>alert(1)</script><a href="javascript:alert(2)">open</a>' * 16_000
+    answer = json.dumps({"title": "<b>printer</b> jammed", "notes": hostile}).encode()
+    assert len(answer) > 1_000_000  # a megabyte of a tool's hostile words
+    tickets = Recorder(lambda hit: Answer(body=answer))
     tools_url = harness.serve(tickets).url
 
     def reader(body: dict[str, Any]) -> dict[str, Any]:
@@ -229,6 +233,7 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     errors: list[str] = []  # what the browser refused (a CSP violation) or failed at
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
     _sign_in(page, base, ADMIN_KEY)
 
     acme_charts = page.locator("#overview-1 .total").all_inner_texts()
@@ -254,8 +259,10 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     assert page.locator("svg.timeline rect").count() == 3
     assert page.locator("svg.timeline .call text").text_content() == "read_ticket"
     page.click("text=Arguments and result")
-    assert "<b>printer</b> jammed" in page.locator("pre.result").inner_text()  # as text
-    assert page.locator("td b").count() == 0
+    result = page.locator("pre.result").inner_text()
+    assert "<b>printer</b> jammed" in result  # as text
+    assert "<script>alert(1)</script>" in result
+    assert page.locator("td b, td a, td script, pre a").count() == 0
     _shots(page, folder, "run")
     page.set_viewport_size({"width": 1280, "height": 900})
 

@@ -20,6 +20,7 @@ from tests.support.scripted import (
     config,
     tool,
 )
+from tests.support.servers import free_port
 
 ADMIN_KEY = "sk-admin-inventory-CANARY-0006"
 APPROVER_KEY = "sk-approver-acme-CANARY-0007"
@@ -188,3 +189,19 @@ def test_each_operator_key_is_rate_limited_on_the_operator_routes(harness: Harne
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
     assert _get(base, "/v1/toolgate/tenants", APPROVER_KEY).status_code == 200  # its own
     assert _get(base, "/v1/toolgate/tenants", None).status_code == 401  # no key: no budget
+
+
+def test_a_tenants_tools_say_where_they_come_from_and_a_source_that_is_down(
+    harness: Harness,
+) -> None:
+    upstream = harness.serve(Model().recorder).url
+    data = _config(upstream)
+    data["mcp"] = [{"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 1}]
+    base = harness.gateway(data).url
+    answer = _get(base, "/v1/toolgate/tools?tenant=acme", APPROVER_KEY)
+    assert answer.status_code == 200, answer.text
+    sources = {row["source"]: row for row in answer.json()["sources"]}
+    assert sources["http"] == {"source": "http", "tools": 2, "state": "loaded", "last_error": None}
+    gone = sources["mcp gone"]
+    assert gone["tools"] == 0
+    assert gone["state"] in ("down", "connecting")

@@ -29,6 +29,7 @@ from gateway.surfaces.inventory import (
     MAX_QUERY,
     configuration_summary,
     find_tools,
+    source_rows,
     tenant_rows,
     tool_row,
 )
@@ -305,6 +306,7 @@ class Console:
             "rows": rows,
             "q": query,
             "found": how,
+            "sources": source_rows(self._gateway, tenant),
         }
         return self._page(request, "tools.html", context, 200, signed)
 
