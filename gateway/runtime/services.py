@@ -30,9 +30,7 @@ from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
 from gateway.runtime.credentials import UserCredentials
 from gateway.runtime.discovery import Discovery
-from gateway.runtime.health import Health
 from gateway.runtime.oauth import OAuthClient
-from gateway.runtime.probe import probe_all
 from gateway.runtime.providers import Providers
 from gateway.runtime.runtimes import Runtimes
 from gateway.runtime.snapshot import Runtime
@@ -133,7 +131,6 @@ class Gateway:
         self.approvals = ApprovalStore(self.store, self.keys)
         self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
         self.activity = ActivityStore(self.store, self.keys, Activity(self.clock))
-        self.health = Health(lambda: probe_all(self))  # the probe's words, kept a while
         self.kept_writes = KeptWrites(self.store, self.keys)
         # Users' tokens for their connections, sealed (DESIGN.md §18), where configured.
         self.grants = (

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from gateway.errors import NotFound
 from gateway.policy.prices import usd
 from gateway.policy.tenants import Tenant
-from gateway.runtime.health import Checked
+from gateway.runtime.health import Checked, Health
 from gateway.store.activity import Minute
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator import pending_for
@@ -78,8 +78,9 @@ def health_of(gateway: Gateway, checked: Checked) -> dict[str, Any]:
 
 
 class Overview:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, health: Health) -> None:
         self._gateway = gateway
+        self._health = health  # the probe's words, kept a while (shared with the console)
 
     async def get(self, request: Request, exchange: Exchange) -> Response:
         scope = await operator_admitted(self._gateway, request, ROUTES)
@@ -90,5 +91,5 @@ class Overview:
         if not scope.admin:
             raise NotFound("The gateway's health is the admin key's to read.")
         again = request.query_params.get("fresh") == "true"
-        checked = await self._gateway.health.checked(again)
+        checked = await self._health.checked(again)
         return json_response(health_of(self._gateway, checked))

@@ -12,7 +12,9 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.errors import AuthError, BadRequest, NotFound
 from gateway.ops.offload import offload
+from gateway.runtime.health import Health
 from gateway.runtime.oauth import CALLBACK_PATH
+from gateway.runtime.probe import probe_all
 from gateway.store import StoreUnavailable
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
@@ -172,8 +174,9 @@ def build_routes(
     operator = OperatorApprovals(gateway)
     inventory = Inventory(gateway)
     runs = Runs(gateway)
-    overview = Overview(gateway)
-    console = Console(gateway)
+    health = Health(partial(probe_all, gateway))  # the probe's words, kept a while
+    overview = Overview(gateway, health)
+    console = Console(gateway, health)
     usage = UsageReport(gateway)
     connections = Connections(gateway, admit)
     connect = Connect(gateway, admit)
