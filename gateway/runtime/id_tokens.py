@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, get_args
 
 import jwt
@@ -36,13 +37,30 @@ ASYMMETRIC = frozenset(get_args(UserTokenAlgorithm))
 SHARED = frozenset({"HS256", "HS384", "HS512"})
 
 
-def signed_with(token: object) -> str:
-    """The algorithm an answer's ID token names, if it is one an ID token may be
-    signed with here; refused otherwise (checked before any key is fetched)."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_ID_TOKEN_CHARS:
+@dataclass(frozen=True, slots=True)
+class IdToken:
+    """An answer's ID token, its header read (not yet believed)."""
+
+    text: str
+    header: Mapping[str, Any]
+
+    @property
+    def algorithm(self) -> str:
+        return str(self.header.get("alg"))
+
+    @property
+    def shared(self) -> bool:
+        """Signed with a shared secret: checked with the client's, no keys fetched."""
+        return self.algorithm in SHARED
+
+
+def id_token_of(value: object) -> IdToken:
+    """An answer's ``id_token``, if it is a JWT signed with an algorithm an ID token may
+    be signed with here; refused otherwise (before any key is fetched)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_TOKEN_CHARS:
         raise ProviderRefused("the ID token is not a JWT of a usable size")
     try:
-        header = jwt.get_unverified_header(token)
+        header = jwt.get_unverified_header(value)
     except jwt.InvalidTokenError as exc:
         raise ProviderRefused("the ID token is not a JWT") from exc
     algorithm = header.get("alg")
@@ -50,29 +68,29 @@ def signed_with(token: object) -> str:
         raise ProviderRefused("the ID token is unsigned (alg none)")
     if algorithm not in ASYMMETRIC | SHARED:
         raise ProviderRefused("the ID token is signed with an algorithm not accepted")
-    return str(algorithm)
+    return IdToken(value, header)
 
 
 def check_id_token(
-    token: str, client: ProviderClient, keys: Mapping[str, jwt.PyJWK] | None
+    token: IdToken, client: ProviderClient, keys: Mapping[str, jwt.PyJWK] | None
 ) -> None:
     """Refuses (``ProviderRefused``) an ID token that does not hold for ``client``;
     ``keys``: the provider's published keys, where it has them."""
-    algorithm = signed_with(token)
+    algorithm, text = token.algorithm, token.text
     try:
-        if algorithm in SHARED:
+        if token.shared:
             if client.client_secret is None:
                 raise JwtRefused("it is signed with a shared secret, and there is none")
             secret = base64.urlsafe_b64encode(client.client_secret.encode()).decode()
             key = jwt.PyJWK({"kty": "oct", "k": secret.rstrip("=")}, algorithm)
-            signed_claims(token, key, algorithm, client.issuer, client.client_id, LEEWAY_S)
+            signed_claims(text, key, algorithm, client.issuer, client.client_id, LEEWAY_S)
         elif keys is not None:
-            found = key_for(jwt.get_unverified_header(token), keys)
+            found = key_for(token.header, keys)
             if found is None:
                 raise JwtRefused("it names a key its provider does not publish")
-            signed_claims(token, found, algorithm, client.issuer, client.client_id, LEEWAY_S)
+            signed_claims(text, found, algorithm, client.issuer, client.client_id, LEEWAY_S)
         else:
-            _claims_unsigned(token, client)
+            _claims_unsigned(text, client)
     except JwtRefused as exc:
         raise ProviderRefused(f"the ID token was refused: {exc}") from exc
 

@@ -27,7 +27,7 @@ import httpx
 
 from gateway.config import TokenExchangeConnection
 from gateway.runtime.discovery import Discovery, DiscoveryFailed, DiscoveryUnreached
-from gateway.runtime.id_tokens import SHARED, check_id_token, signed_with
+from gateway.runtime.id_tokens import check_id_token, id_token_of
 from gateway.runtime.outbound import Unreached, fetch
 from gateway.runtime.providers import ProviderClient, ProviderRefused, ProviderUnreachable
 from gateway.runtime.user_keys import keys_of
@@ -171,18 +171,18 @@ class OAuthClient:
             await self._hold_id_token(client, found["id_token"])
         return found
 
-    async def _hold_id_token(self, client: ProviderClient, token: object) -> None:
+    async def _hold_id_token(self, client: ProviderClient, value: object) -> None:
         """Refuses the answer if the ID token in it does not hold (``id_tokens.py``);
         the provider's keys are fetched only for a token signed as they sign."""
+        token = id_token_of(value)
         keys = None
-        if signed_with(token) not in SHARED and client.jwks_uri:
+        if not token.shared and client.jwks_uri:
             try:
                 keys = keys_of(await self._discovery.document(client.jwks_uri))
             except DiscoveryUnreached as exc:
                 raise ProviderUnreachable(f"the provider's keys ({exc})") from exc
             except (DiscoveryFailed, ValueError) as exc:
                 raise ProviderRefused(f"the provider's keys: {exc}") from exc
-        assert isinstance(token, str)  # signed_with refuses anything else
         check_id_token(token, client, keys)
 
     async def revoke(self, client: ProviderClient, grant: Grant) -> bool:
