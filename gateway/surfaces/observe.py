@@ -36,6 +36,9 @@ def loads_object_or_empty(data: bytes) -> dict[str, Any]:
 
 
 TRACE_ID_HEADER = "x-toolgate-trace-id"
+# Observed routes whose requests are not runs: a client's model listing (some poll it)
+# would push the runs an operator looks for out of the tenant's list.
+NOT_RUNS = frozenset({"/v1/models", "/v1/models/{model}"})
 
 
 def call_entry(
@@ -128,7 +131,7 @@ class Observer:
                 calls = report.tool_calls if report is not None else 0
                 self.activity.count(exchange.tenant, status, calls, cost)
             runs = self.runs
-            if runs is not None and runs.keeping:
+            if runs is not None and exchange.route not in NOT_RUNS and runs.keeping:
                 await runs.add(_run_row(exchange, line, report))
 
     def _count(

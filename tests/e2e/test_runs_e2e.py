@@ -56,6 +56,10 @@ def test_runs_are_listed_newest_first_and_filtered(harness: Harness) -> None:
     assert wrong.status_code == 404
     other = stack.ask(OTHER_KEY)  # beta: no tools, passed through
     assert other.status_code == 200
+    models = httpx.get(  # a model listing is not a run
+        f"{stack.base}/v1/models", headers={"authorization": f"Bearer {TENANT_KEY}"}
+    )
+    assert models.status_code == 200
 
     listed = stack.runs()
     assert listed.status_code == 200, listed.text
