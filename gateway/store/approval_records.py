@@ -11,13 +11,17 @@ tenant's history (``Decided``, newest first, ``HISTORY_KEPT`` of them for
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeVar
 
+from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
+
+logger = logging.getLogger("gateway.approvals")
 
 Approver = Literal["client", "operator"]
 _Record = TypeVar("_Record")
@@ -177,7 +181,10 @@ class ApprovalStore:
             time.time(),
         )
         key = self._keys.decisions(tenant)
-        await self._store.push_capped(key, dumps(asdict(decided)), HISTORY_KEPT, HISTORY_TTL_S)
+        try:
+            await self._store.push_capped(key, dumps(asdict(decided)), HISTORY_KEPT, HISTORY_TTL_S)
+        except StoreUnavailable:  # the decision stands: only its line in the history is lost
+            logger.warning("decision on %s not kept in the history: store unavailable", record.id)
         return "decided"
 
     async def history(self, tenant: str, count: int = HISTORY_KEPT) -> list[Decided]:
