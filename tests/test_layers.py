@@ -24,7 +24,13 @@ LAYERS = (
     "ops",
     "base",
 )
-BASE = {"gateway.values", "gateway.errors", "gateway.config", "gateway.users_config"}
+BASE = {
+    "gateway.values",
+    "gateway.errors",
+    "gateway.config",
+    "gateway.users_config",
+    "gateway.digits",
+}
 APP = {"gateway", "gateway.app"}
 # Surfaces that stand beside each other, not on each other.
 SIBLINGS = (("gateway.surfaces.chat", "gateway.surfaces.responses"),)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gateway.config import IdempotencyConfig
+from gateway.digits import whole
 from gateway.errors import BadRequest
 from gateway.store.kept_writes import WriteScope
 
@@ -46,7 +47,8 @@ def write_scope(
             )
         return WriteScope(f"{tenant}\0{owner}\0key\0{key}", raw, True, True, config.ttl_s)
     count = headers.get(RETRY_HEADER)
-    if count is None or not count.isdigit() or len(count) > 6:
+    retries = whole(count, max_digits=6)
+    if retries is None:
         return None
-    retry = int(count) >= 1
+    retry = retries >= 1
     return WriteScope(f"{tenant}\0{owner}\0sdk", raw, False, retry, config.sdk_retry_ttl_s)

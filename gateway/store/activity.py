@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
+from gateway.digits import whole
 from gateway.store import GuardedStore, Keys, StoreUnavailable
 
 logger = logging.getLogger("gateway.activity")
@@ -108,9 +109,10 @@ class ActivityStore:
                     await self._store.fields(self._keys.activity(tenant, hour))
                 ).items():
                     minute_text, _, measure = name.partition(":")
-                    if not minute_text.isdigit() or measure not in MEASURES:
+                    of_hour = whole(minute_text, max_digits=2)
+                    if of_hour is None or measure not in MEASURES:
                         continue
-                    minute = hour * 60 + int(minute_text)
+                    minute = hour * 60 + of_hour
                     if first <= minute <= last:
                         counts = sums.setdefault(minute, [0, 0, 0, 0])
                         counts[MEASURES.index(measure)] += _int(raw)

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from gateway.config import Record, ServerConfig
+from gateway.digits import whole
 from gateway.engine.recorded import LoopStart
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
@@ -182,7 +183,8 @@ async def read_body(
     From then on, the client leaving cancels the request (``DisconnectWatch``)."""
     limit = server.max_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    size = whole(declared)
+    if size is not None and size > limit:
         raise _too_large(limit)
     watch = exchange.disconnect
     watch.expect_body(server.body_timeout_s)

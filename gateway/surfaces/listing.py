@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.datastructures import QueryParams
 
+from gateway.digits import whole
 from gateway.errors import BadRequest
 
 DEFAULT_LIMIT = 20
@@ -17,9 +18,10 @@ MAX_LIMIT = 100
 def _limit(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    limit = whole(raw)
+    if limit is None or not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_LIMIT}.", param="limit")
-    return int(raw)
+    return limit
 
 
 def page(items: list[dict[str, Any]], query: QueryParams) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.digits import whole
 from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approval_records import HISTORY_KEPT, ApprovalRecord, Decided, Decision
@@ -48,10 +49,10 @@ class OperatorApprovals:
     async def decided(self, request: Request, exchange: Exchange) -> Response:
         """``GET /v1/toolgate/approvals/decided?limit=``: who decided what and when."""
         tenants, _ = await self._tenants(request)
-        raw = request.query_params.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= HISTORY_KEPT:
+        limit = whole(request.query_params.get("limit", "50"))
+        if limit is None or not 1 <= limit <= HISTORY_KEPT:
             raise BadRequest(f"limit is a number from 1 to {HISTORY_KEPT}.", param="limit")
-        found = await decided_for(self._gateway, tenants, int(raw))
+        found = await decided_for(self._gateway, tenants, limit)
         return json_response({"object": "list", "data": [d.public() for d in found]})
 
     async def decide(self, request: Request, exchange: Exchange) -> Response:

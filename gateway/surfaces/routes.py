@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.digits import whole
 from gateway.errors import AuthError, BadRequest, NotFound
 from gateway.ops.offload import offload
 from gateway.runtime.health import Health
@@ -121,13 +122,13 @@ class Handlers:
         """The tenant's kept recordings as JSON Lines, oldest first (``?limit=``, the
         newest 1000 by default): what ``toolgate replay --from`` reads."""
         _, tenant = self._admit.tenant(request, exchange)
-        raw = request.query_params.get("limit", str(RECORDINGS_LISTED))
-        if not raw.isdigit() or not 1 <= int(raw) <= RECORDINGS_MAX_LISTED:
+        limit = whole(request.query_params.get("limit", str(RECORDINGS_LISTED)))
+        if limit is None or not 1 <= limit <= RECORDINGS_MAX_LISTED:
             raise BadRequest(
                 f"limit must be a whole number from 1 to {RECORDINGS_MAX_LISTED}.", param="limit"
             )
         traces = self._gateway.traces
-        found = await traces.recordings(tenant.id, int(raw)) if traces is not None else []
+        found = await traces.recordings(tenant.id, limit) if traces is not None else []
         body = b"".join(dumps(recording) + b"\n" for recording in found)
         return Response(body, media_type="application/x-ndjson")
 

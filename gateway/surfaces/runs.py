@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.digits import whole
 from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
@@ -46,7 +47,7 @@ class RunQuery:
     def of(cls, query: Mapping[str, str]) -> RunQuery:
         """From a query string; a value that cannot be one is a 400 naming it."""
         status = query.get("status", "").strip()
-        if status not in STATUSES and not (status.isdigit() and len(status) == 3):
+        if status not in STATUSES and not (len(status) == 3 and whole(status) is not None):
             raise BadRequest("status is ok, error or a status code.", param="status")
         cost = query.get("min_cost", "").strip()
         min_cost = None
@@ -57,8 +58,8 @@ class RunQuery:
                 min_cost = math.nan
             if not math.isfinite(min_cost) or min_cost < 0:
                 raise BadRequest("min_cost is a number of dollars, 0 or more.", param="min_cost")
-        raw = query.get("limit", str(SHOWN))
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        limit = whole(query.get("limit", str(SHOWN)))
+        if limit is None or not 1 <= limit <= 1000:
             raise BadRequest("limit is a number from 1 to 1000.", param="limit")
         return cls(
             tenant=query.get("tenant", "").strip()[:MAX_TEXT],
@@ -66,7 +67,7 @@ class RunQuery:
             status=status,
             tool=query.get("tool", "").strip()[:MAX_TEXT],
             min_cost_usd=min_cost,
-            limit=int(raw),
+            limit=limit,
         )
 
     def admits(self, row: RunRow) -> bool:
@@ -76,7 +77,8 @@ class RunQuery:
             return False
         if self.status == "error" and row.status < 400:
             return False
-        if self.status.isdigit() and row.status != int(self.status):
+        code = whole(self.status)
+        if code is not None and row.status != code:
             return False
         if self.tool and self.tool not in row.tools:
             return False

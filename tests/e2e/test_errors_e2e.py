@@ -161,3 +161,20 @@ def test_unknown_routes_are_404_in_the_envelope(stack: StackFactory) -> None:
     assert response.status_code == 404
     assert_valid_error(response.json())
     assert httpx.get(f"{s.gateway.url}/healthz").json() == {"status": "ok"}
+
+
+def test_a_number_in_another_script_is_no_number_and_no_500(stack: StackFactory) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` fails: a header or a query string
+    that says "²" (latin-1 byte 0xB2 on the wire) is not taken for a number."""
+    s = stack()
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    auth = (b"authorization", f"Bearer {ACME_KEY}".encode())
+    retried = httpx.post(
+        f"{s.base_url}/chat/completions",
+        json=body,
+        headers=[auth, (b"x-stainless-retry-count", b"\xb2")],
+    )
+    assert retried.status_code == 200, retried.text  # not a retry: a request as any
+    listed = httpx.get(f"{s.base_url}/toolgate/recordings", params={"limit": "²"}, headers=[auth])
+    assert listed.status_code == 400, listed.text
+    assert_valid_error(listed.json())
