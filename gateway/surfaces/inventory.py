@@ -69,17 +69,10 @@ async def tenant_rows(gateway: Gateway, tenants: Sequence[Tenant]) -> list[dict[
     """Each tenant's row with what it has spent in today's and this month's windows,
     and what is left of its budget there (``spent``)."""
     runtime = gateway.runtime
-    spent = await usage_rows(gateway, list(tenants))
-    rows = []
-    for tenant in tenants:
-        row = tenant_row(runtime, tenant)
-        row["spent"] = [
-            {k: v for k, v in window.items() if k != "tenant"}
-            for window in spent
-            if window["tenant"] == tenant.id
-        ]
-        rows.append(row)
-    return rows
+    spent: dict[str, list[dict[str, Any]]] = {tenant.id: [] for tenant in tenants}
+    for window in await usage_rows(gateway, list(tenants)):
+        spent[window.pop("tenant")].append(window)
+    return [tenant_row(runtime, tenant) | {"spent": spent[tenant.id]} for tenant in tenants]
 
 
 def configuration_summary(runtime: Runtime) -> dict[str, Any]:
@@ -127,34 +120,34 @@ def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | No
 
 
 MAX_QUERY = 200  # characters of a find box's query read
+MATCHED_CHARS = 16 * 1024  # of a description a query is matched in (as tool search reads)
 
 
-def source_rows(gateway: Gateway, tenant: Tenant) -> list[dict[str, Any]]:
-    """Where the tenant's tools come from: each source with how many of them it gives,
-    and, for one read at run time (an OpenAPI URL, an MCP server), its state and what
-    went wrong last (the probe's words)."""
+def source_rows(gateway: Gateway, tenant: Tenant, admin: bool) -> list[dict[str, Any]]:
+    """Where the tenant's tools come from: each source with how many of them it gives;
+    one read at run time (an OpenAPI URL, an MCP server) with its state too, and, for
+    the admin key only, what went wrong last (it may name the server) and the sources
+    that give no tool now (down: no tenant's, or any tenant's)."""
     runtime = gateway.runtime
+    allowed = frozenset(tenant.tools)
+    sources = gateway.runtimes.sources
+    remotes = sources.all() if sources is not None else []
+    remote_names = {tool.name for remote in remotes for tool in remote.tools}
     counts: dict[str, int] = {}
     for name in tenant.tools:
         tool = runtime.registry.get(name)
-        if tool is not None:
+        if tool is not None and name not in remote_names:
             counts[tool.label] = counts.get(tool.label, 0) + 1
     rows: list[dict[str, Any]] = [
         {"source": label, "tools": n, "state": "loaded", "last_error": None}
         for label, n in sorted(counts.items())
     ]
-    sources = gateway.runtimes.sources
-    allowed = frozenset(tenant.tools)
-    for remote in sources.all() if sources is not None else []:
+    for remote in remotes:
         given = sum(1 for tool in remote.tools if tool.name in allowed)
-        if given or remote.state != "ready":
+        if given or (admin and remote.state != "ready"):
+            error = remote.last_error if admin else None
             rows.append(
-                {
-                    "source": remote.label,
-                    "tools": given,
-                    "state": remote.state,
-                    "last_error": remote.last_error,
-                }
+                {"source": remote.label, "tools": given, "state": remote.state, "last_error": error}
             )
     return rows
 
@@ -175,7 +168,10 @@ def find_tools(runtime: Runtime, tenant: Tenant, query: str) -> tuple[list[str],
     found = []
     for name in tenant.tools:
         tool = runtime.registry.get(name)
-        if tool is not None and lowered in f"{tool.name} {tool.description}".lower():
+        if (
+            tool is not None
+            and lowered in f"{tool.name} {tool.description[:MATCHED_CHARS]}".lower()
+        ):
             found.append(name)
     return found, "matched"
 
@@ -218,6 +214,6 @@ class Inventory:
                 "tenant": tenant.id,
                 "found": how,
                 "data": rows,
-                "sources": source_rows(self._gateway, tenant),
+                "sources": source_rows(self._gateway, tenant, scope.admin),
             }
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.mcp_servers import tools_server
 from tests.support.scripted import (
     OTHER_KEY,
     SECRETS,
@@ -196,12 +197,27 @@ def test_a_tenants_tools_say_where_they_come_from_and_a_source_that_is_down(
 ) -> None:
     upstream = harness.serve(Model().recorder).url
     data = _config(upstream)
-    data["mcp"] = [{"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 1}]
+    live = harness.serve(tools_server().streamable_http_app()).url
+    data["mcp"] = [
+        {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 1},
+        {"name": "demo", "url": f"{live}/mcp", "prefix": "demo_"},
+    ]
+    data["tenants"][0]["tools"] = ["read_ticket", "create_ticket", "demo_*"]
     base = harness.gateway(data).url
-    answer = _get(base, "/v1/toolgate/tools?tenant=acme", APPROVER_KEY)
+    answer = _get(base, "/v1/toolgate/tools?tenant=acme", ADMIN_KEY)
     assert answer.status_code == 200, answer.text
     sources = {row["source"]: row for row in answer.json()["sources"]}
     assert sources["http"] == {"source": "http", "tools": 2, "state": "loaded", "last_error": None}
     gone = sources["mcp gone"]
     assert gone["tools"] == 0
     assert gone["state"] in ("down", "connecting")
+    demo = sources["mcp demo"]  # a remote source's tools are listed once, with its state
+    assert (demo["state"], demo["tools"] > 0) == ("ready", True)
+    assert not any(name.startswith("mcp:") for name in sources)
+    # An approver sees where its tenant's tools come from, not the configuration's
+    # other sources nor what a server answered.
+    own = _get(base, "/v1/toolgate/tools?tenant=acme", APPROVER_KEY).json()["sources"]
+    assert [(row["source"], row["last_error"]) for row in own] == [
+        ("http", None),
+        ("mcp demo", None),
+    ]

@@ -308,7 +308,7 @@ class Console:
             "rows": rows,
             "q": query,
             "found": how,
-            "sources": source_rows(self._gateway, tenant),
+            "sources": source_rows(self._gateway, tenant, scope.admin),
         }
         return self._page(request, "tools.html", context, 200, signed)
 
