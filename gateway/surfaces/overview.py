@@ -7,7 +7,6 @@ gateway has seen fail since (``?fresh=true`` probes again now)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from gateway.errors import NotFound
 from gateway.policy.prices import usd
 from gateway.policy.tenants import Tenant
 from gateway.runtime.health import Checked, Health
-from gateway.store.activity import Minute
+from gateway.store.activity import MINUTES, Minute
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator import pending_for
 from gateway.surfaces.operator_keys import operator_admitted
@@ -41,7 +40,7 @@ def series(minutes: list[Minute]) -> dict[str, list[float]]:
 
 
 async def overview(gateway: Gateway, tenants: tuple[Tenant, ...]) -> dict[str, Any]:
-    now = time.time()
+    now = gateway.clock()  # the clock the counts were made by
     ids = [tenant.id for tenant in tenants]
     hour = await gateway.activity.last_hour(ids, now)
     waiting: dict[str, int] = dict.fromkeys(ids, 0)
@@ -59,11 +58,11 @@ async def overview(gateway: Gateway, tenants: tuple[Tenant, ...]) -> dict[str, A
                 "pending_approvals": waiting[tenant_id],
             }
         )
-    first = hour[ids[0]][0].at if ids else int(now // 60) - 59
+    first = int(now // 60) - MINUTES + 1
     return {
         "object": "toolgate.overview",
         "since": first * 60,
-        "minutes": 60,
+        "minutes": MINUTES,
         "tenants": rows,
     }
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent
 Page = Callable[[Request], Awaitable[Response]]
+Signed = tuple[Session, OperatorScope]  # a page's signed-in operator
 SESSION_COOKIE = "toolgate_console"
 SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, before a session
 PATH = "/console"
@@ -124,14 +125,14 @@ class Console:
         gateway = self._gateway
         return ConsoleSessions(gateway.store, gateway.keys)
 
-    async def _signed_in(self, request: Request) -> tuple[Session, OperatorScope] | None:
+    async def _signed_in(self, request: Request) -> Signed | None:
         session = await self._sessions().find(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
         scope = scope_of(self._gateway.runtime, session.key_digest)
         return None if scope is None else (session, scope)
 
-    async def _page_for(self, request: Request) -> tuple[Session, OperatorScope] | Response:
+    async def _page_for(self, request: Request) -> Signed | Response:
         """A page's signed-in operator, or what to answer instead (404 while off, 429
         past the budget, the sign-in page without a session)."""
         refused = await self._refused(request)
@@ -140,9 +141,7 @@ class Console:
         signed = await self._signed_in(request)
         return self._to("/sign-in") if signed is None else signed
 
-    async def _post_for(
-        self, request: Request
-    ) -> tuple[dict[str, str], tuple[Session, OperatorScope]] | Response:
+    async def _post_for(self, request: Request) -> tuple[dict[str, str], Signed] | Response:
         """A post's form and signed-in operator, or what to answer instead: a post from
         another site, without a session or without its CSRF token is refused (403)."""
         refused = await self._refused(request)
@@ -166,7 +165,7 @@ class Console:
         template: str,
         context: dict[str, Any],
         status: int = 200,
-        signed: tuple[Session, OperatorScope] | None = None,
+        signed: Signed | None = None,
     ) -> HTMLResponse:
         context = {
             "request": request,
@@ -358,10 +357,15 @@ class Console:
         }
         return self._page(request, "run.html", context, 200, signed)
 
-    async def approvals(self, request: Request, said: str = "", status: int = 200) -> Response:
+    async def approvals(self, request: Request) -> Response:
         signed = await self._page_for(request)
         if isinstance(signed, Response):
             return signed
+        return await self._approvals(request, signed)
+
+    async def _approvals(
+        self, request: Request, signed: Signed, said: str = "", status: int = 200
+    ) -> Response:
         rows = []
         for record in await pending_for(self._gateway, signed[1].tenants):
             row = record.public()
@@ -385,7 +389,7 @@ class Console:
         fields, signed = posted
         approve = fields.get("approve")
         if approve not in ("yes", "no"):
-            return await self.approvals(request, "Say approve or deny.", 400)
+            return await self._approvals(request, signed, "Say approve or deny.", 400)
         reason = fields.get("reason", "").strip()[:MAX_REASON] or None
         decision = Decision(approve == "yes", reason, signed[1].who)
         approval_id = request.path_params["approval_id"][:128]
@@ -397,15 +401,9 @@ class Console:
             if outcome == "already"
             else "That approval no longer waits (decided, expired, or not this key's)."
         )
-        return await self.approvals(request, said, 409 if outcome == "already" else 404)
+        return await self._approvals(request, signed, said, 409 if outcome == "already" else 404)
 
-    async def replay_page(
-        self,
-        request: Request,
-        result: dict[str, Any] | None = None,
-        said: str = "",
-        status: int = 200,
-    ) -> Response:
+    async def replay_page(self, request: Request) -> Response:
         """Pick a tenant's kept recordings and a model to replay them against (the
         admin key's, as ``POST /v1/toolgate/replays`` is); a replay's reports side by
         side."""
@@ -415,6 +413,16 @@ class Console:
         if not signed[1].admin:
             missing = {"title": "Not found", "text": "Replays are the admin key's."}
             return self._page(request, "message.html", missing, 404, signed)
+        return await self._replay_page(request, signed)
+
+    async def _replay_page(
+        self,
+        request: Request,
+        signed: Signed,
+        result: dict[str, Any] | None = None,
+        said: str = "",
+        status: int = 200,
+    ) -> Response:
         scope, gateway = signed[1], self._gateway
         asked = request.query_params.get("tenant") or (scope.tenants[0].id if scope.tenants else "")
         tenant = scope.tenant(asked)
@@ -445,26 +453,34 @@ class Console:
         if scope_tenant := signed[1].tenant(tenant):
             tenant = scope_tenant.id
         else:
-            return await self.replay_page(request, None, "No such tenant.", 404)
+            return await self._replay_page(request, signed, None, "No such tenant.", 404)
         models = {m.name for m in self._gateway.runtime.config.models}
         if model not in models or not ids:
             said = "Pick at least one recording and a model."
-            return await self.replay_page(request, None, said, 400)
+            return await self._replay_page(request, signed, None, said, 400)
         result = await replays(self._gateway, model, tenant, ids)
         for report in result["reports"]:
             for call in report["calls"]:
                 call["arguments_text"] = pretty(call["arguments"])
-        return await self.replay_page(request, result)
+        return await self._replay_page(request, signed, result)
 
-    async def configuration(
-        self, request: Request, said: str = "", status: int = 200, again: bool = False
-    ) -> Response:
+    async def configuration(self, request: Request) -> Response:
         signed = await self._page_for(request)
         if isinstance(signed, Response):
             return signed
         if not signed[1].admin:
             missing = {"title": "Not found", "text": "This page is the admin key's."}
             return self._page(request, "message.html", missing, 404, signed)
+        return await self._configuration(request, signed)
+
+    async def _configuration(
+        self,
+        request: Request,
+        signed: Signed,
+        said: str = "",
+        status: int = 200,
+        again: bool = False,
+    ) -> Response:
         summary = configuration_summary(self._gateway.runtime)
         checked = await self._health.checked(again)
         context = {
@@ -481,18 +497,20 @@ class Console:
         posted = await self._post_for(request)
         if isinstance(posted, Response):
             return posted
-        if not posted[1][1].admin:
+        signed = posted[1]
+        if not signed[1].admin:
             return self._forbidden(request)
-        return await self.configuration(request, "Probed just now.", again=True)
+        return await self._configuration(request, signed, "Probed just now.", again=True)
 
     async def reload(self, request: Request) -> Response:
         posted = await self._post_for(request)
         if isinstance(posted, Response):
             return posted
-        if not posted[1][1].admin:
+        signed = posted[1]
+        if not signed[1].admin:
             return self._forbidden(request)
         result = await self._gateway.runtimes.reload()
         if not result.ok:
             said = f"Not reloaded; the running configuration stays. {result.message}"
-            return await self.configuration(request, said, 422)
-        return await self.configuration(request, f"Reloaded: {result.tools} tools.")
+            return await self._configuration(request, signed, said, 422)
+        return await self._configuration(request, signed, f"Reloaded: {result.tools} tools.")

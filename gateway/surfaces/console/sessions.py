@@ -1,7 +1,7 @@
 """Console sessions, kept in the gateway's store so any replica serves them.
 
-A session holds the SHA-256 digest of the key that opened it (never the key), who that
-is, its CSRF token and when it ends. What the key may see is worked out again on every
+A session holds the SHA-256 digest of the key that opened it (never the key), its
+CSRF token and when it ends. What the key may see is worked out again on every
 page from the configuration in force (``operator_keys.scope_of``): a key taken out of
 the configuration ends its sessions at once. The cookie carries a random token; the
 store knows it only by its digest.

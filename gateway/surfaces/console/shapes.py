@@ -12,16 +12,27 @@ import orjson
 
 from gateway.surfaces.runs import Timeline
 
+SHOWN_CHARS = 64 * 1024  # of a call's arguments a page shows
+
 
 def pretty(arguments: Any) -> str:
-    """A call's arguments to read: the JSON the model wrote, indented where it parses."""
+    """A call's arguments to read: the JSON the model wrote, indented where it parses,
+    cut past ``SHOWN_CHARS`` (a model may write megabytes: shown cut, not parsed)."""
     value = arguments
     if isinstance(arguments, str):
+        if len(arguments) > SHOWN_CHARS:
+            return _cut(arguments)
         try:
             value = orjson.loads(arguments)
         except orjson.JSONDecodeError:
             return arguments
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    return _cut(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+def _cut(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}…[{len(text) - SHOWN_CHARS} more characters]"
 
 
 def when(at: float) -> str:
