@@ -158,6 +158,12 @@ def test_recordings_are_replayed_against_another_model_side_by_side(harness: Har
     assert "different" in reported.text
     assert HOSTILE not in reported.text  # the models' answers, escaped
     assert "&lt;script&gt;" in reported.text
+    # More checked than one replay runs: the first 20, and the page says so.
+    many = {f"run-{n}": f"req_gone_{n}" for n in range(30)}
+    capped = operator.post("/console/replay", fields | many)
+    assert capped.status_code == 200, capped.text
+    assert "The first 20 of the 30 checked were replayed." in capped.text
+    assert capped.text.count("no kept recording") == 20
     nothing = operator.post("/console/replay", {"csrf": token, "tenant": "acme", "model": "x"})
     assert nothing.status_code == 400
     approver = Operator(harness, stack.base)

@@ -25,6 +25,7 @@ HEADERS = {
     "cross-origin-opener-policy": "same-origin",
 }
 MAX_FORM_BYTES = 8 * 1024
+MAX_FORM_FIELDS = 64  # the replay form's recordings (50 offered) and its own three
 
 
 def same_origin(request: Request) -> bool:
@@ -52,7 +53,9 @@ async def form(request: Request) -> dict[str, str] | None:
         if len(body) > MAX_FORM_BYTES:
             return None
     try:
-        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=16)
+        fields = parse_qs(
+            body.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
+        )
     except (UnicodeDecodeError, ValueError):
         return None
     return {name: values[0] for name, values in fields.items()}

@@ -448,7 +448,8 @@ class Console:
         fields, signed = posted
         if not signed[1].admin:
             return self._forbidden(request)
-        ids = [v for k, v in fields.items() if k.startswith("run-")][:MAX_REPLAYED]
+        checked = [v for k, v in fields.items() if k.startswith("run-")]
+        ids = checked[:MAX_REPLAYED]
         model, tenant = fields.get("model", ""), fields.get("tenant", "")
         if scope_tenant := signed[1].tenant(tenant):
             tenant = scope_tenant.id
@@ -462,7 +463,12 @@ class Console:
         for report in result["reports"]:
             for call in report["calls"]:
                 call["arguments_text"] = pretty(call["arguments"])
-        return await self._replay_page(request, signed, result)
+        said = (
+            f"The first {MAX_REPLAYED} of the {len(checked)} checked were replayed."
+            if len(checked) > MAX_REPLAYED
+            else ""
+        )
+        return await self._replay_page(request, signed, result, said)
 
     async def configuration(self, request: Request) -> Response:
         signed = await self._page_for(request)
