@@ -57,7 +57,7 @@ class RunRow(NamedTuple):
         """A stored row, or None where it is not one (another version's, damaged)."""
         if type(values) is not list or len(values) != _STORED or values[0] != VERSION:
             return None
-        request_id, status, tools = values[1], values[6], values[_TOOLS]
+        request_id, status, tools = values[1], values[_STATUS], values[_TOOLS]
         if type(request_id) is not str or type(status) is not int or type(tools) is not list:
             return None
         values[_TOOLS] = tuple(t for t in tools if type(t) is str)
@@ -65,6 +65,7 @@ class RunRow(NamedTuple):
 
 
 _STORED = len(RunRow._fields) + 1  # with its version first
+_STATUS = RunRow._fields.index("status") + 1
 _TOOLS = RunRow._fields.index("tools") + 1
 
 
@@ -111,7 +112,7 @@ class RunLog:
         named = list(tenants)
         if not named:
             return Scanned([], 0, 0, True)
-        cap = max(limit, MAX_READ // len(named))
+        cap = max(1, MAX_READ // len(named))  # each tenant's share of MAX_READ
         found: list[RunRow] = []
         matched = read = 0
         complete = True
@@ -138,10 +139,6 @@ class RunLog:
         if len(named) > 1:
             found.sort(key=lambda row: row.at, reverse=True)
         return Scanned(found[:limit], matched, read, complete)
-
-    async def newest(self, tenants: Iterable[str], limit: int = MAX_READ) -> list[RunRow]:
-        """The newest runs of ``tenants``, newest first."""
-        return (await self.scan(tenants, lambda row: True, limit)).rows
 
     async def find(self, tenant: str, request_id: str) -> RunRow | None:
         """One of the tenant's kept runs, by its request id (looked for in the stored

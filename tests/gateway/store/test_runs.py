@@ -28,7 +28,7 @@ async def test_rows_are_kept_capped_and_merged_newest_first(
         await log.add(row(f"r{n}", at, tenant, tools=("a", "b")))
     for n in range(3, 6):
         await log.add(row(f"r{n}", 10.0 + n))
-    newest = await log.newest(["acme", "beta"])
+    newest = (await log.scan(["acme", "beta"], lambda r: True, 100)).rows
     assert [r.request_id for r in newest] == ["r5", "r4", "r3", "r1"]
     assert newest[-1].tools == ("a", "b")
     assert await log.find("beta", "r1") == row("r1", 2.0, "beta", tools=("a", "b"))
@@ -60,7 +60,8 @@ async def test_damaged_rows_are_skipped(backend: tuple[GuardedStore, Keys]) -> N
     for junk in junk_rows:
         await store.push_capped(keys.runs("acme"), junk, 100, 60)
     await log.add(row("good-2", 2.0))
-    assert [r.request_id for r in await log.newest(["acme"])] == ["good-2", "good-1"]
+    listed = await log.scan(["acme"], lambda r: True, 100)
+    assert [r.request_id for r in listed.rows] == ["good-2", "good-1"]
 
 
 async def test_a_scan_reads_a_page_then_chunks_until_it_has_enough(
@@ -80,3 +81,20 @@ async def test_a_scan_reads_a_page_then_chunks_until_it_has_enough(
     assert (failed.matched, failed.read, failed.complete) == (3, 30, True)
     assert await log.find("acme", "r3") == row("r3", 3.0)
     assert await log.find("acme", "r30") is None
+
+
+async def test_many_tenants_share_what_one_listing_reads(
+    backend: tuple[GuardedStore, Keys], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, keys = backend
+    console = ConsoleConfig(enabled=True)
+    log = RunLog(store, keys, lambda: console)
+    monkeypatch.setattr("gateway.store.runs.MAX_READ", 12)
+    tenants = ["t1", "t2", "t3", "t4"]
+    for n in range(5):
+        for tenant in tenants:
+            await log.add(row(f"{tenant}-{n}", float(n), tenant))
+    listed = await log.scan(tenants, lambda r: True, 10)
+    assert listed.read == 12  # 3 each: not 10 each past the bound
+    assert listed.complete is False
+    assert {r.request_id for r in listed.rows[:4]} == {f"{t}-4" for t in tenants}
