@@ -325,7 +325,9 @@ def _line(
 
 def _run_row(exchange: Exchange, line: dict[str, Any], report: RunReport | None) -> RunRow:
     """The request's row in the recent runs, from its log line."""
-    tools = tuple(dict.fromkeys(r.name for r in report.calls)) if report is not None else ()
+    # The model names the tools (one it may not call, at any length): a tool's name is
+    # at most 64 characters, and a row keeps at most 32 of them.
+    tools = tuple(dict.fromkeys(r.name[:64] for r in report.calls)) if report is not None else ()
     return RunRow(
         request_id=exchange.request_id,
         at=exchange.wall_start,

@@ -15,7 +15,17 @@ import httpx
 from tests.e2e.test_console_e2e import Operator, console_config
 from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY
 from tests.support.recorder import Answer, Recorder
-from tests.support.scripted import OTHER_KEY, TENANT_KEY, Harness, Model, chat, tool_then_answer
+from tests.support.scripted import (
+    OTHER_KEY,
+    TENANT_KEY,
+    Harness,
+    Model,
+    asks,
+    call,
+    chat,
+    says,
+    tool_then_answer,
+)
 
 HOSTILE_RESULT = b'{"title": "<script>alert(1)</script><img src=x onerror=alert(2)>"}'
 
@@ -167,3 +177,12 @@ def test_runs_are_not_kept_while_the_console_is_off(harness: Harness) -> None:
     body = stack.runs().json()
     assert body["keeping"] is False
     assert body["data"] == []
+
+
+def test_a_tool_name_the_model_made_up_is_kept_short(harness: Harness) -> None:
+    stack = Stack(harness)
+    made_up = "x" * 100_000
+    stack.model.script = [asks(call(made_up, "{}")), says("done")]
+    assert stack.ask().status_code == 200
+    [run] = stack.runs().json()["data"]
+    assert run["tools"] == ["x" * 64]
