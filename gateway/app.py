@@ -78,6 +78,7 @@ def create_app(
             observer.traces = gateway.traces
             observer.runs = gateway.runs
             observer.activity = gateway.activity.activity
+            observer.console_on = gateway.console_on
             await stack.enter_async_context(flushing(gateway.activity, gateway.console_on))
             if gateway.telemetry is not None:
                 observer.spans = gateway.telemetry.spans

@@ -1,8 +1,8 @@
 """What each tenant did, minute by minute, over the last hour (DESIGN.md §19): requests,
 errors, tool calls and spend — the console's Overview draws them, without Prometheus.
 
-A replica counts in its own memory as requests end (a dict update, no store call on a
-request's path) and adds what it counted to the store every few seconds
+While the console is on, a replica counts in its own memory as requests end (a dict
+update, no store call on a request's path) and adds what it counted to the store every few seconds
 (``flush``), into one hash per tenant and hour, so the Overview of any replica sums
 every replica's. What a replica has not yet added is read beside the store's
 (``last_hour``), so its own requests show at once.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -86,6 +87,7 @@ class Observer:
         self.recordings = recordings or RecordingsConfig()
         self.runs: RunLog | None = None  # each request's row in its tenant's recent runs
         self.activity: Activity | None = None  # each tenant's counts per minute
+        self.console_on: Callable[[], bool] = _off  # the configuration in force says
 
     def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
@@ -126,7 +128,7 @@ class Observer:
             self._end_span(exchange, status, usage, cost)
         if report is not None and self.traces is not None:
             await self._keep_trace(self.traces, report, exchange, status, line)
-        if exchange.tenant != NONE:
+        if exchange.tenant != NONE and self.console_on():  # what the console shows
             if self.activity is not None:
                 calls = report.tool_calls if report is not None else 0
                 self.activity.count(exchange.tenant, status, calls, cost)
@@ -321,6 +323,10 @@ def _line(
     if exchange.span is not None:  # the log line and the stored trace name its trace
         line["trace_id"] = exchange.span.trace_id
     return line
+
+
+def _off() -> bool:
+    return False
 
 
 def _run_row(exchange: Exchange, line: dict[str, Any], report: RunReport | None) -> RunRow:
