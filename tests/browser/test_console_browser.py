@@ -50,6 +50,19 @@ def _shots(page: Any, folder: Path, name: str) -> None:
         page.screenshot(path=str(folder / f"console-{name}-{width}.png"), full_page=False)
 
 
+def _browser_page(harness: Harness, who: str) -> Any:
+    """A page of a headless Chromium of the test's own, closed with the test."""
+    browser = Browser()
+    harness.on_close(browser.close)
+    return browser.page(who)
+
+
+def _nav(page: Any, name: str) -> None:
+    """Click a page's name in the console's header and wait for it."""
+    page.click(f"header >> text={name}")
+    page.wait_for_url(f"**/console/{name.lower()}")
+
+
 def _sign_in(page: Any, base: str, key: str) -> None:
     page.goto(f"{base}/console")
     assert page.url.endswith("/console/sign-in")
@@ -62,9 +75,7 @@ def test_an_operator_signs_in_and_reads_tenants_and_tools(harness: Harness, tmp_
     folder = Path(os.environ.get("TOOLGATE_SCREENSHOTS", tmp_path))
     folder.mkdir(parents=True, exist_ok=True)
     base = _console(harness)
-    browser = Browser()
-    harness.on_close(browser.close)
-    page = browser.page("operator")
+    page = _browser_page(harness, "operator")
     dialogs: list[str] = []
 
     def on_dialog(dialog: Any) -> None:
@@ -79,8 +90,7 @@ def test_an_operator_signs_in_and_reads_tenants_and_tools(harness: Harness, tmp_
     page.click("button[type=submit]")
     assert page.locator("[role=alert]").inner_text() == "That key is not an operator's key."
     _sign_in(page, base, ADMIN_KEY)
-    page.click("header >> text=Tenants")
-    page.wait_for_url("**/console/tenants")
+    _nav(page, "Tenants")
     assert page.locator("h2").all_inner_texts() == ["acme", "beta"]
     _shots(page, folder, "tenants")
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -105,12 +115,9 @@ def test_an_operator_signs_in_and_reads_tenants_and_tools(harness: Harness, tmp_
 
 def test_an_approver_sees_its_tenant_only(harness: Harness) -> None:
     base = _console(harness)
-    browser = Browser()
-    harness.on_close(browser.close)
-    page = browser.page("approver")
+    page = _browser_page(harness, "approver")
     _sign_in(page, base, APPROVER_KEY)
-    page.click("header >> text=Tenants")
-    page.wait_for_url("**/console/tenants")
+    _nav(page, "Tenants")
     assert page.locator("h2").all_inner_texts() == ["acme"]
     page.goto(f"{base}/console/tools?tenant=beta")
     assert page.locator("h1").inner_text() == "Not found"
@@ -134,9 +141,7 @@ def test_a_form_posted_from_another_site_is_refused(harness: Harness) -> None:
     other = harness.serve(Starlette(routes=[Route("/", evil)])).url.replace(
         "127.0.0.1", "localhost"
     )
-    browser = Browser()
-    harness.on_close(browser.close)
-    page = browser.page("operator")
+    page = _browser_page(harness, "operator")
     _sign_in(page, base, ADMIN_KEY)
     refused: list[int] = []
     page.on(
@@ -155,12 +160,9 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
 ) -> None:
     held = HeldCalls(harness)
     base = held.base
-    browser = Browser()
-    harness.on_close(browser.close)
-    page = browser.page("approver")
+    page = _browser_page(harness, "approver")
     _sign_in(page, base, APPROVER_KEY)
-    page.click("header >> text=Approvals")
-    page.wait_for_url("**/console/approvals")
+    _nav(page, "Approvals")
     assert page.locator(".empty").count() == 1
     run = held.start({"title": "refund <b>42</b>"})
     # Live: the held call shows up on the page as it is, without reloading it.
@@ -227,9 +229,7 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     )
     assert asked.status_code == 200, asked.text
     request_id = asked.headers["x-request-id"]
-    browser = Browser()
-    harness.on_close(browser.close)
-    page = browser.page("operator")
+    page = _browser_page(harness, "operator")
     errors: list[str] = []  # what the browser refused (a CSP violation) or failed at
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -247,15 +247,13 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     _shots(page, folder, "overview")
     page.set_viewport_size({"width": 1280, "height": 900})
 
-    page.click("header >> text=Tenants")
-    page.wait_for_url("**/console/tenants")
+    _nav(page, "Tenants")
     spent = page.locator("#tenant-1 .spent-out")
     assert spent.count() == 1
     assert "$0.0000 of $0.2500 left" in spent.inner_text()
     assert "spent" in spent.inner_text()
 
-    page.click("header >> text=Runs")
-    page.wait_for_url("**/console/runs")
+    _nav(page, "Runs")
     assert page.locator("tr.run").count() == 1
     _shots(page, folder, "runs")
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -271,8 +269,7 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     _shots(page, folder, "run")
     page.set_viewport_size({"width": 1280, "height": 900})
 
-    page.click("header >> text=Replay")
-    page.wait_for_url("**/console/replay")
+    _nav(page, "Replay")
     page.check("#run-1")
     page.select_option("#model", "gpt-other")
     page.click("text=Replay >> nth=-1")
@@ -284,8 +281,7 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     _shots(page, folder, "replay")
     page.set_viewport_size({"width": 1280, "height": 900})
 
-    page.click("header >> text=Configuration")
-    page.wait_for_url("**/console/configuration")
+    _nav(page, "Configuration")
     assert page.locator("tr.probe.ok").count() == 2
     _shots(page, folder, "configuration")
     # The overview keeps itself up to date: a request made now is counted there.
