@@ -210,9 +210,7 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
         return asks(call("read_ticket", f'{{"id": "{ticket}"}}'))
 
     model = Model(reader)
-    data = console_config(harness.serve(model.recorder).url)
-    for spec in data["tools"]:
-        spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+    data = console_config(harness.serve(model.recorder).url, tools_url=tools_url)
     upstream = data["models"][0]["upstream"]
     data["models"].append(
         {"name": "gpt-other", "upstream": upstream, "upstream_model": "other-upstream"}

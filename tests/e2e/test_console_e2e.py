@@ -36,9 +36,16 @@ from tests.support.scripted import (
 )
 
 
-def console_config(upstream: str, enabled: bool = True) -> dict[str, Any]:
+def console_config(
+    upstream: str, enabled: bool = True, tools_url: str | None = None
+) -> dict[str, Any]:
+    """The inventory's configuration with the console on (or off); its tools answered at
+    ``tools_url`` (a recording server) where one is given."""
     data = inventory_config(upstream)
     data["console"] = {"enabled": enabled}
+    if tools_url is not None:
+        for spec in data["tools"]:
+            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
     return data
 
 
@@ -175,9 +182,7 @@ class HeldCalls:
         self.tickets = Recorder()
         tools_url = harness.serve(self.tickets).url
         self.model = Model(tool_then_answer("create_ticket"))
-        data = console_config(harness.serve(self.model.recorder).url)
-        for spec in data["tools"]:
-            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+        data = console_config(harness.serve(self.model.recorder).url, tools_url=tools_url)
         self.base = harness.gateway(data).url
         self.answers: list[httpx.Response] = []
 

@@ -42,9 +42,7 @@ class Stack:
         self.tickets = Recorder(lambda hit: Answer(body=b'{"title": "printer"}'))
         tools_url = harness.serve(self.tickets).url
         self.model = Model(reader)
-        data = console_config(harness.serve(self.model.recorder).url)
-        for spec in data["tools"]:
-            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+        data = console_config(harness.serve(self.model.recorder).url, tools_url=tools_url)
         data["models"].append(
             {
                 "name": "gpt-other",

@@ -35,9 +35,9 @@ class Stack:
         self.tickets = Recorder(lambda hit: Answer(body=HOSTILE_RESULT))
         tools_url = harness.serve(self.tickets).url
         self.model = Model(tool_then_answer("read_ticket"))
-        data = console_config(harness.serve(self.model.recorder).url, enabled=console)
-        for spec in data["tools"]:
-            spec["http"]["url"] = spec["http"]["url"].replace("http://tools.test", tools_url)
+        data = console_config(
+            harness.serve(self.model.recorder).url, enabled=console, tools_url=tools_url
+        )
         self.base = harness.gateway(data).url
         self.harness = harness
 
