@@ -18,13 +18,16 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from gateway.cli.protocol import EnvelopeHttpToolsProtocol
+
 T = TypeVar("T")
 
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 
 
 class ServerThread:
-    """Serves an ASGI app on ``127.0.0.1`` on a free port (or ``port``) until stopped."""
+    """Serves an ASGI app on ``127.0.0.1`` on a free port (or ``port``) until stopped,
+    with the HTTP protocol ``toolgate serve`` runs."""
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -32,7 +35,13 @@ class ServerThread:
         self._socket.bind((host, port))
         self.host = host
         self.port: int = self._socket.getsockname()[1]
-        config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+            http=EnvelopeHttpToolsProtocol,
+        )
         self._server = uvicorn.Server(config)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
