@@ -22,7 +22,7 @@ from gateway.upstream.client import (
     upstream_errors,
 )
 from gateway.upstream.numbers import believed_usage
-from gateway.upstream.sse import encode
+from gateway.upstream.sse import encode, error_event
 from gateway.upstream.wire import Answer
 from gateway.values import UsageCounts
 from tool_registry import dumps, loads_object
@@ -32,7 +32,7 @@ Meter = Callable[[UsageCounts | None], Awaitable[None]]  # called with the usage
 
 def _broken(error: UpstreamError) -> bytes:
     """The error event that ends a forwarded stream the upstream broke off."""
-    return b"\n\n" + encode(error.envelope())
+    return b"\n\n" + error_event(error.envelope())
 
 
 async def _stream(upstream: UpstreamConfig, response: Answer) -> AsyncIterator[bytes]:

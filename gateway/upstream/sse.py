@@ -16,6 +16,14 @@ def encode(payload: Any) -> bytes:
     return b"data: " + dumps(payload) + b"\n\n"
 
 
+def error_event(envelope: Any) -> bytes:
+    """The event that ends a chat-completions stream with an error: ``envelope`` as its
+    ``data`` (the OpenAI SDKs raise on a chunk that holds ``error``), named ``error``
+    (clients that read only named errors, such as LangChain4j, raise on that, where an
+    unnamed chunk they cannot read would end the stream as if it had finished)."""
+    return b"event: error\ndata: " + dumps(envelope) + b"\n\n"
+
+
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one SSE line from an upstream, at most
 
 

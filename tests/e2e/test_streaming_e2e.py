@@ -172,12 +172,39 @@ def test_a_limit_after_the_stream_started_is_an_error_event(stack: StackFactory)
             pass
 
 
-def test_an_upstream_dying_mid_stream(stack: StackFactory) -> None:
+def _last_event(s: Stack, body: dict[str, Any]) -> str:
+    """The last event of a streamed answer as it came on the wire (its field lines)."""
+    with httpx.stream(
+        "POST",
+        f"{s.base_url}/chat/completions",
+        json={"model": MODEL, "messages": USER, "stream": True, **body},
+        headers={"authorization": f"Bearer {ACME_KEY}"},
+        timeout=30,
+    ) as response:
+        text = response.read().decode()
+    return text.strip().split("\n\n")[-1]
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tool-loop", "pass-through"])
+def test_an_upstream_dying_mid_stream(stack: StackFactory, tools: bool) -> None:
+    """The error ends the stream as a chunk holding ``error`` (the OpenAI SDKs raise on
+    it) in an event named ``error`` (clients that read only named errors, LangChain4j's
+    streaming chat among them, raise on that, where they would end as if finished)."""
     s = stack(lambda body: Die("alpha beta gamma delta", words=2))
-    events = wire(s, {})
+    narrowed = {} if tools else {"toolgate": {"tools": []}}
+    events = wire(s, narrowed)
     assert content_of(events) == "alpha beta "
     assert_valid_error(events[-1])
     assert events[-1]["error"]["type"] == "upstream_error"
+    event, data = _last_event(s, narrowed).split("\n")
+    assert event == "event: error"
+    assert json.loads(data.removeprefix("data: "))["error"]["type"] == "upstream_error"
+    stream = s.client().chat.completions.create(
+        model=MODEL, messages=USER, stream=True, extra_body=narrowed
+    )
+    with pytest.raises(openai.APIError):
+        for _ in stream:
+            pass
 
 
 def test_an_upstream_dying_before_any_content_is_a_502(stack: StackFactory) -> None:

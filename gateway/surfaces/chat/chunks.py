@@ -10,7 +10,7 @@ from typing import Any
 from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
 from gateway.upstream.dialect import call_dict
-from gateway.upstream.sse import encode
+from gateway.upstream.sse import encode, error_event
 from gateway.values import ChoiceDelta, ToolCall, UsageCounts
 
 
@@ -95,4 +95,4 @@ class ChunkWriter:
 
     @staticmethod
     def error(exc: GatewayError) -> bytes:
-        return encode(exc.envelope())
+        return error_event(exc.envelope())
