@@ -249,6 +249,9 @@ class CompletionRequest:
     tools: tuple[ToolDefinition, ...] | None = None
 
 
+CONNECT_PATH = "/v1/toolgate/connect"  # a connect link's path, under server.public_url
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectLink:
     """A connection the user has not made (or whose grant is gone): where they make it

@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from gateway.ops.redaction import forget_links_text
 from tool_registry import FIELDS, Redactor, dumps_text
 
 __all__ = ["FIELDS", "JsonFormatter", "configure_logging"]
@@ -32,7 +33,7 @@ class JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return self._redactor.text(dumps_text(line))
+        return forget_links_text(self._redactor.text(dumps_text(line)))
 
 
 def configure_logging(level: str, redactor: Redactor | None = None) -> None:

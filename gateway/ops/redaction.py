@@ -8,6 +8,11 @@ answers, errors, event streams, pass-through bytes, traces — so no path (an up
 quoting its key in an error, a tool echoing its headers) can carry one out. Tool
 results are redacted before the model reads them (the executor), and log lines before
 they are written (``JsonFormatter``).
+
+``forget_links`` keeps connect links out of everything kept (docs/security.md, "A
+connect link is its user's"): a link's ticket is a credential of the user it was made
+for, so what the store keeps (traces, recordings, stored responses, conversations,
+saved turns, kept writes), log lines and spans say that a link was given, never which.
 """
 
 from __future__ import annotations
@@ -15,10 +20,37 @@ from __future__ import annotations
 import base64
 from urllib.parse import urlsplit
 
+import re2
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import GatewayConfig
+from gateway.values import CONNECT_PATH
 from tool_registry import PUBLIC_HEADERS, HttpSpec, Redactor
+
+LINK_GIVEN = "[connect link given]"
+# A link with its ticket (``secrets.token_urlsafe``; "callback" is too short to be one),
+# with the scheme and host before it where they are written. RE2: linear in the text.
+_LINK_PATTERN = rf"(?:https?://[^\s\"'<>\\]*)?{CONNECT_PATH}/[A-Za-z0-9_-]{{16,}}"
+_LINK_TEXT = re2.compile(_LINK_PATTERN)
+_LINK_BYTES = re2.compile(_LINK_PATTERN.encode())
+_LINK_MARK = CONNECT_PATH.encode() + b"/"
+
+
+def forget_links(data: bytes) -> bytes:
+    """``data`` with every connect link replaced by ``[connect link given]``; the very
+    object when it holds none (one substring search, nearly always)."""
+    if _LINK_MARK not in data:
+        return data
+    forgotten: bytes = _LINK_BYTES.sub(LINK_GIVEN.encode(), data)
+    return forgotten
+
+
+def forget_links_text(text: str) -> str:
+    """``forget_links`` of a text."""
+    if CONNECT_PATH + "/" not in text:
+        return text
+    forgotten: str = _LINK_TEXT.sub(LINK_GIVEN, text)
+    return forgotten
 
 
 def _password(url: str) -> list[str]:

@@ -27,6 +27,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from gateway.errors import GatewayError
+from gateway.ops.redaction import forget_links_text
 from gateway.values import AssistantMessage, Completion, ToolCall
 from tool_registry import Redactor, dumps_text
 
@@ -178,11 +179,12 @@ class Spans:
         return found
 
     def content(self, value: Any) -> str:
-        """Content as a span may carry it: JSON text, configured secrets redacted, cut.
+        """Content as a span may carry it: JSON text, configured secrets redacted (and
+        connect links, ``forget_links``), cut.
         Each text in it is cut before it is encoded, so a huge one costs little more
         than a scan for secrets."""
         text = value if isinstance(value, str) else dumps_text(self._cut(value))
-        return self._redactor.cut(text, self._chars)
+        return self._redactor.cut(forget_links_text(text), self._chars)
 
     def messages(self, items: Iterable[Any]) -> str:
         """Messages as a span may carry them: only as many as ``content_chars`` holds
@@ -199,7 +201,7 @@ class Spans:
     def _cut(self, value: Any) -> Any:
         """``value`` with every text in it redacted and cut to ``content_chars``."""
         if isinstance(value, str):
-            return self._redactor.cut(value, self._chars)
+            return self._redactor.cut(forget_links_text(value), self._chars)
         if isinstance(value, dict):
             return {key: self._cut(item) for key, item in value.items()}
         if isinstance(value, list | tuple):

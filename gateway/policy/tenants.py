@@ -132,10 +132,14 @@ class TenantDirectory:
 
     def by_id(self, tenant_id: str) -> Tenant:
         """A tenant by its id (404 for none)."""
-        for tenant in self.all():
-            if tenant.id == tenant_id:
-                return tenant
-        raise NotFound(f"No tenant {tenant_id!r} is configured.")
+        found = self.find(tenant_id)
+        if found is None:
+            raise NotFound(f"No tenant {tenant_id!r} is configured.")
+        return found
+
+    def find(self, tenant_id: str) -> Tenant | None:
+        """A tenant by its id, if one is configured."""
+        return next((tenant for tenant in self.all() if tenant.id == tenant_id), None)
 
     def key_ids(self, tenant_id: str) -> list[str]:
         """How an operator tells a tenant's keys apart: each key's SHA-256 digest, its

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from gateway.config import McpConnection, OAuth2Connection, TokenExchangeConnection
-from gateway.runtime.oauth import CONNECT_PATH, OAuthClient, callback_url
+from gateway.runtime.oauth import OAuthClient, callback_url
 from gateway.runtime.providers import (
     ConsentConnection,
     ProviderRefused,
@@ -26,7 +26,7 @@ from gateway.runtime.providers import (
 )
 from gateway.store.consent import Consent, Consents
 from gateway.store.grants import Grant, GrantStore
-from gateway.values import ConnectLink, CredentialRefused
+from gateway.values import CONNECT_PATH, ConnectLink, CredentialRefused
 
 logger = logging.getLogger("gateway.connect")
 

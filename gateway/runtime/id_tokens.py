@@ -73,9 +73,9 @@ def id_token_of(value: object) -> IdToken:
 
 def check_id_token(
     token: IdToken, client: ProviderClient, keys: Mapping[str, jwt.PyJWK] | None
-) -> None:
-    """Refuses (``ProviderRefused``) an ID token that does not hold for ``client``;
-    ``keys``: the provider's published keys, where it has them."""
+) -> dict[str, Any]:
+    """The claims of an ID token that holds for ``client``; ``ProviderRefused`` for one
+    that does not. ``keys``: the provider's published keys, where it has them."""
     algorithm, text = token.algorithm, token.text
     try:
         if token.shared:
@@ -83,14 +83,13 @@ def check_id_token(
                 raise JwtRefused("it is signed with a shared secret, and there is none")
             secret = base64.urlsafe_b64encode(client.client_secret.encode()).decode()
             key = jwt.PyJWK({"kty": "oct", "k": secret.rstrip("=")}, algorithm)
-            signed_claims(text, key, algorithm, client.issuer, client.client_id, LEEWAY_S)
-        elif keys is not None:
+            return signed_claims(text, key, algorithm, client.issuer, client.client_id, LEEWAY_S)
+        if keys is not None:
             found = key_for(token.header, keys)
             if found is None:
                 raise JwtRefused("it names a key its provider does not publish")
-            signed_claims(text, found, algorithm, client.issuer, client.client_id, LEEWAY_S)
-        else:
-            _claims_unsigned(text, client)
+            return signed_claims(text, found, algorithm, client.issuer, client.client_id, LEEWAY_S)
+        return _claims_unsigned(text, client)
     except JwtRefused as exc:
         raise ProviderRefused(f"the ID token was refused: {exc}") from exc
 

@@ -32,9 +32,9 @@ from gateway.runtime.outbound import Unreached, fetch
 from gateway.runtime.providers import ProviderClient, ProviderRefused, ProviderUnreachable
 from gateway.runtime.user_keys import keys_of
 from gateway.store.grants import Grant
+from gateway.values import CONNECT_PATH
 from tool_registry import GuardedTransport, loads_object
 
-CONNECT_PATH = "/v1/toolgate/connect"  # a link's, under server.public_url
 CALLBACK_PATH = f"{CONNECT_PATH}/callback"  # the providers' redirect URI, under it too
 TOKEN_TYPE = "urn:ietf:params:oauth:token-type:"  # RFC 8693 §3
 MAX_ANSWER_BYTES = 64 * 1024  # a token endpoint's answer, at most
@@ -115,23 +115,45 @@ class OAuthClient:
         self._clock = clock
 
     async def exchange(
-        self, client: ProviderClient, code: str, verifier: str, redirect_uri: str
+        self,
+        client: ProviderClient,
+        code: str,
+        verifier: str,
+        redirect_uri: str,
+        subject: tuple[str, str] | None = None,
     ) -> Grant:
-        """The grant a code is worth (the authorization code grant, with PKCE)."""
+        """The grant a code is worth (the authorization code grant, with PKCE).
+        ``subject``: a claim and the value the answer's ID token must hold for it, where
+        the provider also names the users (who signed in there must be the user the
+        link was made for); an answer without one, or with another, is refused."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
             "redirect_uri": redirect_uri,
             "code_verifier": verifier,
         }
-        return self._grant(client, await self._token(client, form), None)
+        found, claims = await self._token(client, form)
+        if subject is not None:
+            claim, expected = subject
+            if claims is None:
+                raise ProviderRefused(
+                    "the provider also names this tenant's users, and its answer holds no "
+                    "ID token to tell who signed in (the connection must ask for 'openid')"
+                )
+            if claims.get(claim) != expected:
+                raise ProviderRefused(
+                    "the account that signed in at the provider is not the user the link "
+                    "was made for"
+                )
+        return self._grant(client, found, None)
 
     async def refresh(self, client: ProviderClient, grant: Grant) -> Grant:
         """A refreshed grant (the old refresh token kept if the provider sends none)."""
         if grant.refresh_token is None:
             raise ProviderRefused("the grant has no refresh token")
         form = {"grant_type": "refresh_token", "refresh_token": grant.refresh_token}
-        return self._grant(client, await self._token(client, form), grant)
+        found, _ = await self._token(client, form)
+        return self._grant(client, found, grant)
 
     async def exchange_token(
         self, connection: TokenExchangeConnection, subject_token: str
@@ -149,10 +171,15 @@ class OAuthClient:
         if connection.scopes:
             form["scope"] = " ".join(connection.scopes)
         client = exchange_client(connection)
-        grant = self._grant(client, await self._token(client, form), None)
+        found, _ = await self._token(client, form)
+        grant = self._grant(client, found, None)
         return replace(grant, refresh_token=None)  # exchanged again, never refreshed
 
-    async def _token(self, client: ProviderClient, form: dict[str, str]) -> dict[str, Any]:
+    async def _token(
+        self, client: ProviderClient, form: dict[str, str]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The token endpoint's answer, and the claims of the ID token in it (None: it
+        has none), once that token holds."""
         if client.resource is not None:
             form = {**form, "resource": client.resource}
         request = _authenticated(client, client.token_url, form)
@@ -167,13 +194,14 @@ class OAuthClient:
             error = found.get("error")
             said = error if isinstance(error, str) and error.isascii() and len(error) < 64 else "?"
             raise ProviderRefused(f"the provider refused ({said})")
-        if "id_token" in found:
-            await self._hold_id_token(client, found["id_token"])
-        return found
+        if "id_token" not in found:
+            return found, None
+        return found, await self._hold_id_token(client, found["id_token"])
 
-    async def _hold_id_token(self, client: ProviderClient, value: object) -> None:
-        """Refuses the answer if the ID token in it does not hold (``id_tokens.py``);
-        the provider's keys are fetched only for a token signed as they sign."""
+    async def _hold_id_token(self, client: ProviderClient, value: object) -> dict[str, Any]:
+        """The claims of the answer's ID token, or the answer refused if it does not hold
+        (``id_tokens.py``); the provider's keys are fetched only for a token signed as
+        they sign."""
         token = id_token_of(value)
         keys = None
         if not token.shared and client.jwks_uri:
@@ -183,7 +211,7 @@ class OAuthClient:
                 raise ProviderUnreachable(f"the provider's keys ({exc})") from exc
             except (DiscoveryFailed, ValueError) as exc:
                 raise ProviderRefused(f"the provider's keys: {exc}") from exc
-        check_id_token(token, client, keys)
+        return check_id_token(token, client, keys)
 
     async def revoke(self, client: ProviderClient, grant: Grant) -> bool:
         """Ask the provider to revoke the grant (RFC 7009: its refresh token, else its

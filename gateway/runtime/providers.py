@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from gateway.config import McpConnection, OAuth2Connection
+from gateway.config import AssertedUsersConfig, JwtUsersConfig, McpConnection, OAuth2Connection
 from gateway.runtime.discovery import (
     Discovery,
     DiscoveryFailed,
@@ -211,3 +211,17 @@ def same_issuer(client: ProviderClient, named: str | None) -> bool:
     if named is None:
         return not client.names_itself
     return named == client.issuer
+
+
+def subject_to_hold(
+    users: AssertedUsersConfig | JwtUsersConfig | None, client: ProviderClient, user: str
+) -> tuple[str, str] | None:
+    """Where a connection's provider is also the identity provider that names a tenant's
+    users (one issuer), the claim and value a grant's ID token must hold: the user the
+    link was made for (else someone else's account would act for them). None where the
+    provider names no users of the tenant's, or cannot be told to (no issuer known)."""
+    if not isinstance(users, JwtUsersConfig) or client.issuer is None:
+        return None
+    if users.issuer.rstrip("/") != client.issuer.rstrip("/"):
+        return None
+    return users.claim, user

@@ -1,5 +1,6 @@
 """Bounding the store: a hung or down store costs a request ~100 ms at most once, and
-nothing while it is known to be down."""
+nothing while it is known to be down. And what it keeps: no value written holds a
+connect link (``forget_links``: a link is its user's credential, docs/security.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from gateway.errors import StoreUnavailable
+from gateway.ops.redaction import forget_links
 from gateway.store.base import Granted, RateDecision, RateMode, Spend, Store, Window
 
 logger = logging.getLogger("gateway.store")
@@ -92,7 +94,7 @@ class GuardedStore:
         return await self._call(self.inner.get_many(keys))
 
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
-        await self._call(self.inner.put(key, value, ttl_s))
+        await self._call(self.inner.put(key, forget_links(value), ttl_s))
 
     async def delete(self, keys: list[str]) -> None:
         await self._call(self.inner.delete(keys))
@@ -101,13 +103,13 @@ class GuardedStore:
         return await self._call(self.inner.take(key))
 
     async def put_new(self, key: str, value: bytes, ttl_s: float) -> bool:
-        return await self._call(self.inner.put_new(key, value, ttl_s))
+        return await self._call(self.inner.put_new(key, forget_links(value), ttl_s))
 
     async def delete_if(self, key: str, value: bytes) -> bool:
         return await self._call(self.inner.delete_if(key, value))
 
     async def field_put(self, key: str, name: str, value: bytes, ttl_s: float) -> None:
-        await self._call(self.inner.field_put(key, name, value, ttl_s))
+        await self._call(self.inner.field_put(key, name, forget_links(value), ttl_s))
 
     async def fields(self, key: str) -> dict[str, bytes]:
         return await self._call(self.inner.fields(key))
@@ -119,7 +121,7 @@ class GuardedStore:
         await self._call(self.inner.field_add(key, increments, ttl_s))
 
     async def push_capped(self, key: str, value: bytes, keep: int, ttl_s: float) -> None:
-        await self._call(self.inner.push_capped(key, value, keep, ttl_s))
+        await self._call(self.inner.push_capped(key, forget_links(value), keep, ttl_s))
 
     async def newest(self, key: str, count: int, skip: int = 0) -> list[bytes]:
         return await self._call(self.inner.newest(key, count, skip))

@@ -1,6 +1,10 @@
 """Request traces (DESIGN.md §9): the hidden rounds of a request — upstream calls with
 timings and usage, tool calls with arguments, outcome and a cut result — kept in the
-store for the tenant to read back at ``GET /v1/toolgate/traces/{request_id}``."""
+store for the tenant to read back at ``GET /v1/toolgate/traces/{request_id}``.
+
+A trace of a request a user made names its ``owner`` (a digest of the caller's
+identity): only a caller of that identity reads it or its recording through the
+tenant's routes (docs/security.md, "What a user's requests keep is theirs")."""
 
 from __future__ import annotations
 
@@ -49,19 +53,32 @@ class TraceStore:
         except StoreUnavailable:
             logger.warning("recording of %s not indexed: store unavailable", request_id)
 
-    async def recordings(self, tenant: str, limit: int) -> list[dict[str, Any]]:
-        """The tenant's recordings still kept, oldest first, at most ``limit`` (the
-        newest); the index forgets those whose trace has expired."""
+    async def recordings(
+        self, tenant: str, limit: int, owner: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The tenant's recordings still kept that ``owner`` may read (those of no
+        owner's and its own; every one for ``owner="*"``, an operator), oldest first, at
+        most ``limit`` (the newest); the index forgets those whose trace has expired."""
         key = self._keys.recordings(tenant)
         index = await self._store.fields(key)
-        named = sorted(index.items(), key=lambda item: float(item[1] or b"0"))[-limit:]
-        values = await self._store.get_many([self._keys.trace(tenant, n) for n, _ in named])
-        found = []
-        for (request_id, _), value in zip(named, values, strict=True):
-            trace = loads(value) if value is not None else None
-            recording = trace.get("recording") if isinstance(trace, dict) else None
-            if not isinstance(recording, dict) or not recording.get("kept"):
-                await self._store.field_delete(key, request_id)
-                continue
-            found.append({"request_id": request_id, **recording})
-        return found
+        newest = sorted(index.items(), key=lambda item: float(item[1] or b"0"), reverse=True)
+        found: list[dict[str, Any]] = []
+        while newest and len(found) < limit:
+            named, newest = newest[:limit], newest[limit:]
+            values = await self._store.get_many([self._keys.trace(tenant, n) for n, _ in named])
+            for (request_id, _), value in zip(named, values, strict=True):
+                trace = loads(value) if value is not None else None
+                recording = trace.get("recording") if isinstance(trace, dict) else None
+                if not isinstance(recording, dict) or not recording.get("kept"):
+                    await self._store.field_delete(key, request_id)
+                    continue
+                assert isinstance(trace, dict)
+                if len(found) < limit and readable_by(trace, owner):
+                    found.append({"request_id": request_id, **recording})
+        return found[::-1]
+
+
+def readable_by(trace: dict[str, Any], owner: str | None) -> bool:
+    """Whether a caller of ``owner`` (``"*"``: an operator) may read ``trace``."""
+    kept = trace.get("owner")
+    return kept is None or owner == "*" or kept == owner

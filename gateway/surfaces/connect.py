@@ -31,11 +31,17 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, NotFound
-from gateway.runtime.oauth import CONNECT_PATH, authorize_url, callback_url, pkce_pair
-from gateway.runtime.providers import ConsentConnection, ProviderRefused, same_issuer
+from gateway.runtime.oauth import authorize_url, callback_url, pkce_pair
+from gateway.runtime.providers import (
+    ConsentConnection,
+    ProviderRefused,
+    same_issuer,
+    subject_to_hold,
+)
 from gateway.store.consent import STATE_TTL_S, Consent
 from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, json_response
+from gateway.values import CONNECT_PATH
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -189,7 +195,8 @@ class Connect:
             )
         consent, verifier = found
         connection = self._connection(consent.connection)
-        if connection is None:
+        tenant = self._gateway.runtime.tenants.find(consent.tenant)
+        if connection is None or tenant is None:
             return page("This connection is gone", "The gateway no longer offers it.", 404)
         title = f"{connection.name} is not connected"
         if code is None or not 0 < len(code) <= 4096:
@@ -201,7 +208,10 @@ class Connect:
             client = await self._gateway.providers.client(connection, self._callback_url())
             if not same_issuer(client, query.get("iss")):  # RFC 9207: a mix-up
                 raise ProviderRefused("the callback names another issuer")
-            grant = await self._gateway.oauth.exchange(client, code, verifier, self._callback_url())
+            subject = subject_to_hold(tenant.users, client, consent.user)
+            grant = await self._gateway.oauth.exchange(
+                client, code, verifier, self._callback_url(), subject
+            )
         except ProviderRefused as exc:
             logger.warning("connection %s not made: %s", connection.name, exc)
             return page(title, f"The provider's answer was not a grant: {exc}.", 502)

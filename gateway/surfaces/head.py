@@ -60,6 +60,25 @@ class Admission:
         limiter = self._gateway.limiter
         admission = await limiter.admit(tenant)
         exchange.headers |= admission.headers
+        await self._identify(request, exchange, runtime, tenant)
+        if not admission.metered:
+            return runtime, tenant, None
+
+        async def meter(usage: UsageCounts | None) -> None:
+            await limiter.charge(tenant, usage)
+
+        return runtime, tenant, meter
+
+    async def caller(self, request: Request, exchange: Exchange) -> tuple[Runtime, Tenant]:
+        """``tenant``, and who the caller is within it, as ``__call__`` finds them, with
+        no rate limit taken: for the routes that read what a caller's requests kept."""
+        runtime, tenant = self.tenant(request, exchange)
+        await self._identify(request, exchange, runtime, tenant)
+        return runtime, tenant
+
+    async def _identify(
+        self, request: Request, exchange: Exchange, runtime: Runtime, tenant: Tenant
+    ) -> None:
         users = tenant.users
         if users is not None:  # the end user (DESIGN.md §18): verified or asserted
             user = (
@@ -72,13 +91,6 @@ class Admission:
         exchange.identity = caller_identity(
             tenant.id, request.headers, runtime.registry.bound_headers, exchange.user
         )
-        if not admission.metered:
-            return runtime, tenant, None
-
-        async def meter(usage: UsageCounts | None) -> None:
-            await limiter.charge(tenant, usage)
-
-        return runtime, tenant, meter
 
 
 class Asked(Protocol):

@@ -23,6 +23,7 @@ from gateway.digits import whole
 from gateway.engine.recorded import LoopStart
 from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
 from gateway.ops.metrics import NONE
+from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.event_stream import EventStreamResponse
 from gateway.values import UsageCounts
@@ -150,6 +151,13 @@ class Exchange:
     # a surface's own dicts change as it works (a restored turn, dropped tools).
     sent: bytes | None = None
     loop_start: LoopStart | None = None  # where the loop began, likewise
+
+    @property
+    def owner(self) -> str | None:
+        """Who alone (besides the operators) may read what the request keeps of its run,
+        its trace and recording: its caller, where a user made it (a digest of its
+        identity); anyone with the tenant's key, where none did (None)."""
+        return owner_digest(self.identity) if self.user is not None else None
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]

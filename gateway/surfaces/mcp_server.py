@@ -34,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError
+from gateway.policy.identity import owner_digest
 from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing
 from gateway.policy.tenants import Tenant
@@ -259,8 +260,16 @@ class McpEndpoint:
                 await budget.close()
             if trace is not None:
                 trace.finish_call(tenant.id, outcome)
+        owner = owner_digest(caller.identity) if caller.user is not None else None
         await self._observer.tool_call(
-            caller.request_id, tenant.id, params.name, outcome, started, policy.registry, runner
+            caller.request_id,
+            tenant.id,
+            params.name,
+            outcome,
+            started,
+            policy.registry,
+            runner,
+            owner,
         )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outputs[0].content)],

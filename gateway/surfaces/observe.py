@@ -231,8 +231,10 @@ class Observer:
         started: float,
         registry: ToolRegistry,
         runner: ToolRunner,
+        owner: str | None = None,
     ) -> None:
-        """A tool call made for an MCP client (``/mcp``): its log line and its trace."""
+        """A tool call made for an MCP client (``/mcp``): its log line and its trace
+        (``owner``: who alone reads it, where a user made the call)."""
         line = {
             "request_id": request_id,
             "tenant": tenant,
@@ -245,7 +247,8 @@ class Observer:
         traces = self.traces
         if traces is not None:
             calls = [call_entry(registry, r, traces.result_chars) for r in runner.records]
-            await traces.save(tenant, request_id, {**line, "tool_calls": calls})
+            owned = {"owner": owner} if owner is not None else {}
+            await traces.save(tenant, request_id, {**line, **owned, "tool_calls": calls})
 
     @staticmethod
     def _end_span(exchange: Exchange, status: int, usage: Any, cost: int | None) -> None:
@@ -274,8 +277,10 @@ class Observer:
         self, traces: TraceStore, report: RunReport, exchange: Exchange, line: dict[str, Any]
     ) -> dict[str, Any]:
         registry = report.policy.registry
+        owner = exchange.owner
         return {
             **line,
+            **({"owner": owner} if owner is not None else {}),
             "started_at": exchange.wall_start,
             "rounds": [line.line(exchange.started) for line in report.rounds],
             "tool_calls": [

@@ -13,10 +13,12 @@ from starlette.routing import BaseRoute, Route
 from gateway.digits import whole
 from gateway.errors import AuthError, BadRequest, NotFound
 from gateway.ops.offload import offload
+from gateway.policy.identity import owner_digest
 from gateway.runtime.health import Health
 from gateway.runtime.oauth import CALLBACK_PATH
 from gateway.runtime.probe import probe_all
 from gateway.store import StoreUnavailable
+from gateway.store.traces import readable_by
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
 from gateway.surfaces.connect import Connect
@@ -109,26 +111,29 @@ class Handlers:
         )
 
     async def trace(self, request: Request, exchange: Exchange) -> Response:
-        """A request's hidden rounds, for the tenant that made it (404 for any other)."""
-        _, tenant = self._admit.tenant(request, exchange)
+        """A request's hidden rounds, for the tenant that made it, and within it for
+        the user who made it, where one did (404 for any other)."""
+        _, tenant = await self._admit.caller(request, exchange)
         request_id = request.path_params["request_id"]
         traces = self._gateway.traces
         found = await traces.load(tenant.id, request_id) if traces is not None else None
-        if found is None:
+        if found is None or not readable_by(found, owner_digest(exchange.identity)):
             raise NotFound(f"No trace of request {request_id!r} for this key.")
         return json_response(found)
 
     async def recordings(self, request: Request, exchange: Exchange) -> Response:
         """The tenant's kept recordings as JSON Lines, oldest first (``?limit=``, the
-        newest 1000 by default): what ``toolgate replay --from`` reads."""
-        _, tenant = self._admit.tenant(request, exchange)
+        newest 1000 by default): what ``toolgate replay --from`` reads. A user reads
+        its own and those of requests no user made."""
+        _, tenant = await self._admit.caller(request, exchange)
         limit = whole(request.query_params.get("limit", str(RECORDINGS_LISTED)))
         if limit is None or not 1 <= limit <= RECORDINGS_MAX_LISTED:
             raise BadRequest(
                 f"limit must be a whole number from 1 to {RECORDINGS_MAX_LISTED}.", param="limit"
             )
         traces = self._gateway.traces
-        found = await traces.recordings(tenant.id, limit) if traces is not None else []
+        owner = owner_digest(exchange.identity)
+        found = await traces.recordings(tenant.id, limit, owner) if traces is not None else []
         body = b"".join(dumps(recording) + b"\n" for recording in found)
         return Response(body, media_type="application/x-ndjson")
 

@@ -596,8 +596,9 @@ def test_the_users_token_is_in_no_trace_recording_log_metric_or_answer(
     [hit] = stack.service.hits
     assert hit.headers["authorization"] == f"Bearer {ACCESS}"  # it did get the token
     key = {"authorization": f"Bearer {TENANT_KEY}"}
-    trace = httpx.get(
-        f"{stack.gateway.url}/v1/toolgate/traces/{answer.headers['x-request-id']}", headers=key
+    trace = httpx.get(  # alice's own (docs/security.md: a user's trace is theirs)
+        f"{stack.gateway.url}/v1/toolgate/traces/{answer.headers['x-request-id']}",
+        headers=stack.headers(),
     )
     assert trace.status_code == 200
     assert trace.json()["recording"]  # the recording is there, and read below

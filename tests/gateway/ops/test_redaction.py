@@ -9,6 +9,8 @@ import sys
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -16,7 +18,14 @@ from starlette.routing import Route
 
 from gateway import GatewayConfig
 from gateway.ops.logs import FIELDS, JsonFormatter
-from gateway.ops.redaction import RedactionMiddleware, redactor_of, secrets_of
+from gateway.ops.redaction import (
+    LINK_GIVEN,
+    RedactionMiddleware,
+    forget_links,
+    forget_links_text,
+    redactor_of,
+    secrets_of,
+)
 from tool_registry.redact import MARK, Redactor
 
 KEY = "sk-upstream-0123456789"
@@ -113,3 +122,44 @@ def test_log_lines_are_redacted_fields_and_tracebacks_too() -> None:
     assert line["message"] == f"key {MARK}"
     assert line["url"] == f"http://h/?key={MARK}"
     assert f"failed with {MARK}" in line["exception"]
+
+
+# Connect links (docs/security.md, "A connect link is its user's"): kept nowhere.
+TICKET = "Zk3v9Qm_2bXw-Lr8TqYp1sNc4HdJ6aUe0oVfGiKyMnA"  # as secrets.token_urlsafe(32) makes
+LINKS = [
+    f"https://gw.example.com/v1/toolgate/connect/{TICKET}",
+    f"http://127.0.0.1:8080/v1/toolgate/connect/{TICKET}",
+    f"/v1/toolgate/connect/{TICKET}",
+]
+
+
+@pytest.mark.parametrize("link", LINKS)
+def test_a_link_is_forgotten_in_text_and_bytes(link: str) -> None:
+    text = f'Ask the user to connect github at {link} and then "to ask again".'
+    assert forget_links_text(text) == (
+        f'Ask the user to connect github at {LINK_GIVEN} and then "to ask again".'
+    )
+    assert (
+        forget_links(json.dumps({"said": text}).encode())
+        == json.dumps({"said": forget_links_text(text)}).encode()
+    )
+
+
+def test_what_holds_no_link_is_left_as_it_is() -> None:
+    data = b'{"callback": "/v1/toolgate/connect/callback?state=abc", "x": 1}'
+    assert forget_links(data) is data
+    assert forget_links_text("/v1/toolgate/connect/callback") == "/v1/toolgate/connect/callback"
+
+
+@given(before=st.text(max_size=200), after=st.text(max_size=200), link=st.sampled_from(LINKS))
+def test_no_text_around_a_link_keeps_its_ticket(before: str, after: str, link: str) -> None:
+    assert TICKET not in forget_links_text(before + link + after)
+    assert TICKET.encode() not in forget_links((before + link + after).encode())
+
+
+def test_a_log_line_forgets_links_in_its_message_and_fields() -> None:
+    record = logging.LogRecord("gateway.x", logging.WARNING, "x", 1, LINKS[0], None, None)
+    setattr(record, FIELDS, {"said": LINKS[1]})
+    line = JsonFormatter().format(record)
+    assert TICKET not in line
+    assert line.count(LINK_GIVEN) == 2

@@ -204,3 +204,20 @@ async def test_fields_add_up(store: GuardedStore, keys: Keys) -> None:
         "3:errors": 1,
         "4:requests": 1,
     }
+
+
+async def test_no_value_written_keeps_a_connect_link(backend: tuple[GuardedStore, Keys]) -> None:
+    """Whatever writes it (a trace, a stored response, a saved turn, a kept write), a
+    connect link is not kept: its user's credential (docs/security.md)."""
+    store, keys = backend
+    link = b"https://gw.example.com/v1/toolgate/connect/Zk3v9Qm_2bXw-Lr8TqYp1sNc4HdJ6aUe0oVfGiKyMnA"
+    value = b'{"said": "connect at ' + link + b'"}'
+    kept = b'{"said": "connect at [connect link given]"}'
+    await store.put(keys.prefix + "a", value, 60)
+    await store.put_new(keys.prefix + "b", value, 60)
+    await store.field_put(keys.prefix + "c", "f", value, 60)
+    await store.push_capped(keys.prefix + "d", value, 10, 60)
+    assert await store.get_many([keys.prefix + "a", keys.prefix + "b"]) == [kept, kept]
+    assert await store.fields(keys.prefix + "c") == {"f": kept}
+    assert await store.newest(keys.prefix + "d", 1) == [kept]
+    await store.delete([keys.prefix + k for k in "abcd"])
