@@ -191,7 +191,7 @@ def test_an_upstream_dying_mid_stream(stack: StackFactory, tools: bool) -> None:
     it) in an event named ``error`` (clients that read only named errors, LangChain4j's
     streaming chat among them, raise on that, where they would end as if finished)."""
     s = stack(lambda body: Die("alpha beta gamma delta", words=2))
-    narrowed = {} if tools else {"toolgate": {"tools": []}}
+    narrowed: dict[str, Any] = {} if tools else {"toolgate": {"tools": []}}
     events = wire(s, narrowed)
     assert content_of(events) == "alpha beta "
     assert_valid_error(events[-1])
