@@ -1,5 +1,8 @@
 """Redaction of configured secrets from any text the gateway emits or passes on.
 
+``display_url`` is how a configured URL is shown (a source's label, a message): its
+userinfo and query values are ``[redacted]``, where a password or key is written.
+
 A secret is replaced wherever it appears, as it is and in the two other forms it takes
 in the texts that pass here: JSON-escaped and percent-encoded. Secrets shorter than
 ``MIN_CHARS`` are not redacted (replacing ``dev`` everywhere would mangle answers);
@@ -11,15 +14,50 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from urllib.parse import quote
+from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
 
-__all__ = ["MARK", "MIN_CHARS", "Redactor", "StreamRedactor"]
+__all__ = ["MARK", "MIN_CHARS", "Redactor", "StreamRedactor", "display_url", "url_secrets"]
 
 MARK = "[redacted]"
 MIN_CHARS = 8
 # A text cut right inside a secret ends in the secret's beginning: from this many
 # characters on, that beginning is redacted too (fewer tell nothing of a long secret).
 MIN_PREFIX_AT_CUT = 3
+
+
+def display_url(url: str) -> str:
+    """``url`` as it may be shown: its userinfo and each query value ``[redacted]``
+    (``http://u:p@h/d.json?key=k&v`` → ``http://[redacted]@h/d.json?key=[redacted]&v``);
+    a text that is no URL (a file's path) as it is."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return MARK  # no URL a reader could tell from its secrets
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
+    if "@" in parts.netloc:
+        netloc = f"{MARK}@{netloc}"
+    query = "&".join(
+        f"{name}={MARK}" if sep else name
+        for name, sep, _ in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def url_secrets(url: str) -> list[str]:
+    """What a configured URL holds that may be a credential: its password (or a user
+    alone) and its query values."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [parts.password or parts.username or ""]
+    for _, _, value in (pair.partition("=") for pair in parts.query.split("&")):
+        found += [value, unquote_plus(value)]  # as written, and as a server reads it
+    return list(dict.fromkeys(text for text in found if text))
 
 
 def _forms(secret: str) -> set[str]:

@@ -45,7 +45,7 @@ def run(config: GatewayConfig, args: argparse.Namespace, out: TextIO | None = No
 
 async def _run(gateway: Gateway, args: argparse.Namespace, out: TextIO) -> int:
     config = gateway.config
-    remote = [s.spec for s in config.openapi if s.is_url] + [s.name for s in config.mcp]
+    remote = [s.label for s in config.openapi if s.is_url] + [s.name for s in config.mcp]
     failed = 0
     if args.probe:
         async with gateway:

@@ -18,7 +18,6 @@ saved turns, kept writes), log lines and spans say that a link was given, never 
 from __future__ import annotations
 
 import base64
-from urllib.parse import urlsplit
 
 import re2
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -26,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.config import GatewayConfig
 from gateway.values import CONNECT_PATH
 from tool_registry import PUBLIC_HEADERS, HttpSpec, Redactor
+from tool_registry.redact import url_secrets
 
 LINK_GIVEN = "[connect link given]"
 # A link with its ticket (``secrets.token_urlsafe``; "callback" is too short to be one),
@@ -53,27 +53,27 @@ def forget_links_text(text: str) -> str:
     return forgotten
 
 
-def _password(url: str) -> list[str]:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return []
-    return [password] if password else []
-
-
 def secrets_of(config: GatewayConfig) -> list[str]:
+    """Every text of the configuration that may be a credential, in one list that every
+    sink reads (``redactor_of``: responses, log lines, spans, tool results, recordings):
+    each ``SecretStr`` field's value (``tests/gateway/ops/test_redaction.py`` walks the
+    models and fails for one missing here), the headers sent with requests but for a few
+    descriptive ones, and the password and query values of every configured URL."""
     found: list[str] = []
     for upstream in config.upstreams:
         if upstream.api_key is not None:
             found.append(upstream.api_key.get_secret_value())
         found += upstream.headers.values()
-        found += _password(upstream.base_url)
+        found += url_secrets(upstream.base_url)
     for tenant in config.tenants or []:
         found += [key.get_secret_value() for key in tenant.keys]
+        users = tenant.users
+        if users is not None and users.jwt is not None:
+            found += url_secrets(users.jwt.issuer) + url_secrets(users.jwt.jwks_url or "")
     for token in (config.server.metrics_token, config.server.admin_key):
         if token is not None:
             found.append(token.get_secret_value())
-    found += _password(config.store.url)
+    found += url_secrets(config.store.url)
     found += config.otel.headers.values()
     for tool in config.tools:
         found += tool.http.secrets()
@@ -82,6 +82,7 @@ def secrets_of(config: GatewayConfig) -> list[str]:
             value = secret.get_secret_value()
             found += [value, base64.b64encode(value.encode()).decode()]  # as HTTP Basic
         found += [v for k, v in source.headers.items() if k.lower() not in PUBLIC_HEADERS]
+        found += url_secrets(source.spec) + url_secrets(source.base_url or "")
     for server in config.mcp:
         found += HttpSpec(url=server.url, headers=server.headers).secrets()
     approvals = [config.policy.approvals]
@@ -90,8 +91,29 @@ def secrets_of(config: GatewayConfig) -> list[str]:
         found += [key.get_secret_value() for key in said.admin_keys]
         if said.webhook_secret is not None:
             found.append(said.webhook_secret.get_secret_value())
-        found += _password(said.webhook) if said.webhook else []
+        found += url_secrets(said.webhook) if said.webhook else []
+    found += _connection_secrets(config)
     return [secret for secret in found if secret]
+
+
+def _connection_secrets(config: GatewayConfig) -> list[str]:
+    """Users' connections (DESIGN.md §18): each client secret (and the HTTP Basic
+    credentials it is sent in), the grants' sealing keys, and their endpoints' URLs'."""
+    found: list[str] = []
+    for connection in config.connections:
+        secret = connection.client_secret
+        if secret is not None:
+            value = secret.get_secret_value()
+            pair = f"{connection.client_id}:{value}".encode()
+            found += [value, base64.b64encode(pair).decode()]
+        urls = [getattr(connection, name, None) for name in _CONNECTION_URLS]
+        found += [text for url in urls if isinstance(url, str) for text in url_secrets(url)]
+    if config.grants is not None:
+        found += [key.key.get_secret_value() for key in config.grants.keys]
+    return found
+
+
+_CONNECTION_URLS = ("issuer", "authorize_url", "token_url", "revoke_url", "url", "resource")
 
 
 def redactor_of(config: GatewayConfig) -> Redactor:

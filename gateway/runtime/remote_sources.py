@@ -65,7 +65,7 @@ class OpenApiUrl:
         backoff_s: float = 1.0,
     ) -> None:
         self.source = source
-        self.label = f"openapi {source.spec}"
+        self.label = f"openapi {source.label}"
         self.state = "connecting"
         self.last_error: str | None = None
         self.tools: list[Tool] = []
@@ -93,14 +93,14 @@ class OpenApiUrl:
                 )
                 # Reading hundreds of operations is CPU work: off the event loop.
                 found = await asyncio.to_thread(
-                    openapi_tools, document, self.source, self.source.spec
+                    openapi_tools, document, self.source, self.source.label
                 )
             except (ToolConfigError, ValueError, TypeError, RecursionError) as exc:
                 # A hostile document is a failed source, retried, never a dead task.
                 # A ToolConfigError's message begins with the URL the label names.
                 self.state = "down"
                 self.last_error = (
-                    str(exc).removeprefix(f"{self.source.spec}: ")
+                    str(exc).removeprefix(f"{self.source.label}: ")
                     if isinstance(exc, ToolConfigError)
                     else f"the document cannot be read ({type(exc).__name__})"
                 )

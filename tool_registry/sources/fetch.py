@@ -15,6 +15,7 @@ from tool_registry.egress import egress_denial
 from tool_registry.errors import EgressDenied, ToolConfigError
 from tool_registry.executor import MAX_REDIRECTS, read_capped, redirect_request
 from tool_registry.jsonio import loads
+from tool_registry.redact import display_url
 from tool_registry.request_builder import USER_AGENT
 
 from .yaml import yaml_problem
@@ -54,7 +55,9 @@ async def fetch_document(
     timeout_s: float = 10.0,
     headers: dict[str, str] | None = None,
 ) -> Any:
-    """GET ``url`` and parse it; raise ``ToolConfigError`` saying what went wrong."""
+    """GET ``url`` and parse it; raise ``ToolConfigError`` saying what went wrong, the
+    URL named as it may be shown (``display_url``: no password or query value)."""
+    where = display_url(url)
     try:
         request = httpx.Request(
             "GET",
@@ -63,7 +66,7 @@ async def fetch_document(
             | (headers or {}),
         )
     except httpx.InvalidURL as exc:
-        raise ToolConfigError(f"{url}: not a valid URL") from exc
+        raise ToolConfigError(f"{where}: not a valid URL") from exc
     request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
     try:
         async with asyncio.timeout(timeout_s):
@@ -78,16 +81,16 @@ async def fetch_document(
                     await response.aclose()
                 break
             else:
-                raise ToolConfigError(f"{url}: redirected too many times")
+                raise ToolConfigError(f"{where}: redirected too many times")
     except TimeoutError as exc:
-        raise ToolConfigError(f"{url}: no answer within {timeout_s:g}s") from exc
+        raise ToolConfigError(f"{where}: no answer within {timeout_s:g}s") from exc
     except (httpx.HTTPError, OSError, EgressDenied) as exc:
         denial = egress_denial(exc)
         if denial is not None:
-            raise ToolConfigError(f"{url}: refused by the egress policy: {denial}") from exc
-        raise ToolConfigError(f"{url}: cannot be fetched ({type(exc).__name__})") from exc
+            raise ToolConfigError(f"{where}: refused by the egress policy: {denial}") from exc
+        raise ToolConfigError(f"{where}: cannot be fetched ({type(exc).__name__})") from exc
     if not 200 <= response.status_code < 300:
-        raise ToolConfigError(f"{url}: answered HTTP {response.status_code}")
+        raise ToolConfigError(f"{where}: answered HTTP {response.status_code}")
     if cut:
-        raise ToolConfigError(f"{url}: larger than {MAX_DOCUMENT_BYTES} bytes")
-    return await asyncio.to_thread(parse_document, body, url)  # megabytes of YAML: CPU work
+        raise ToolConfigError(f"{where}: larger than {MAX_DOCUMENT_BYTES} bytes")
+    return await asyncio.to_thread(parse_document, body, where)  # megabytes of YAML: CPU work

@@ -37,6 +37,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from tool_registry.errors import ExpansionError, OperationLeftOut, RefError, ToolConfigError
+from tool_registry.redact import display_url
 from tool_registry.registry import tool_name
 from tool_registry.spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
 from tool_registry.tool import HttpTool
@@ -97,6 +98,12 @@ class OpenApiSource(BaseModel):
     @property
     def is_url(self) -> bool:
         return self.spec.startswith(("http://", "https://"))
+
+    @property
+    def label(self) -> str:
+        """How the source is shown everywhere (its tools' source label, messages, logs,
+        the console): its document, with a URL's userinfo and query values redacted."""
+        return display_url(self.spec)
 
 
 @dataclass
@@ -175,7 +182,7 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
                     spec,
                     source="openapi",
                     origin=f"{where}: {label}",
-                    label=f"openapi:{source.spec}",
+                    label=f"openapi:{source.label}",
                 )
             )
     if over:

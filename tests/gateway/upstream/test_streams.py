@@ -110,5 +110,7 @@ def test_chunk_writer_sends_one_role_and_valid_chunks() -> None:
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert [d.get("role") for d in deltas] == ["assistant", None, None, None]
     assert {c["id"] for c in chunks} == {"chatcmpl-1"}
-    error = json.loads(writer.error(ToolLimitExceeded("x")).removeprefix(b"data: "))
+    event, data = writer.error(ToolLimitExceeded("x")).rstrip(b"\n").split(b"\n")
+    assert event == b"event: error"  # LangChain4j raises on the name (docs/clients.md)
+    error = json.loads(data.removeprefix(b"data: "))
     assert_valid_error(error)
