@@ -17,7 +17,7 @@ from .redact import Redactor
 from .request_builder import USER_AGENT
 from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
-from .tool import HttpTool, PreparedCall
+from .tool import HttpRunner, HttpTool, PreparedCall
 from .transport import Reply
 
 logger = logging.getLogger("tool_registry.executor")
@@ -134,17 +134,26 @@ class ToolExecutor:
         ``deadline`` (event-loop time) is the caller's: reaching it raises
         ``TimeoutError``, where the tool's own ``timeout_s`` is a result. One timer
         serves both, whichever comes first."""
-        result = await call.tool.run(call, deadline, self)
-        if call.bearer is not None and call.bearer in result.content:  # a tool that echoes it
-            result = replace(result, content=result.content.replace(call.bearer, "[redacted]"))
-        if self.redactor:
-            return replace(result, content=self.redactor.text(result.content))
+        redactor = self.redactor
+        runner: HttpRunner = self
+        if call.bearer is not None:  # the user's token: a secret of this call, in every form
+            redactor = redactor.plus((call.bearer,))
+            runner = _Redacting(self, redactor)
+        result = await call.tool.run(call, deadline, runner)
+        if redactor:
+            return replace(result, content=redactor.text(result.content))
         return result
 
     async def run_http(
         self, tool: HttpTool, call: PreparedCall, deadline: float | None
     ) -> ToolResult:
         """An HTTP tool's call (``HttpTool.run``): build the request and send it."""
+        return await self.send_http(tool, call, deadline, self.redactor)
+
+    async def send_http(
+        self, tool: HttpTool, call: PreparedCall, deadline: float | None, redactor: Redactor
+    ) -> ToolResult:
+        """``run_http``, its result read with ``redactor`` (the call's)."""
         http = tool.spec.http
         try:
             request = tool.request.build(call.arguments)
@@ -160,7 +169,7 @@ class ToolExecutor:
         attempts = 1 + (http.retries if http.idempotent else 0)
         clock = asyncio.get_running_loop()
         for attempt in range(attempts):
-            result, headers = await self._attempt(tool, request, clock, deadline)
+            result, headers = await self._attempt(tool, request, clock, deadline, redactor)
             retryable = result.outcome == "timeout" or (
                 result.outcome == "http_error"
                 and (result.status is None or should_retry(result.status, headers))
@@ -179,6 +188,7 @@ class ToolExecutor:
         request: httpx.Request,
         clock: asyncio.AbstractEventLoop,
         deadline: float | None,
+        redactor: Redactor,
     ) -> tuple[ToolResult, Mapping[str, str]]:
         spec = tool.spec
         no_headers = _NO_HEADERS
@@ -226,12 +236,12 @@ class ToolExecutor:
                 body,
                 charset_of(response.headers),
                 truncated,
-                self.redactor,
+                redactor,
             )
             return result, response.headers
         text = decode_body(body, charset_of(response.headers))
         message = f"HTTP {response.status_code} {response.reason_phrase}".strip()
-        result = error_result(message, "http_error", response.status_code, text, self.redactor)
+        result = error_result(message, "http_error", response.status_code, text, redactor)
         return result, response.headers
 
     @staticmethod
@@ -243,3 +253,18 @@ class ToolExecutor:
             extra={FIELDS: {"tool": tool.name, "outcome": "denied"}},
         )
         return error_result("the egress guard refused this tool's destination", "denied")
+
+
+class _Redacting:
+    """The executor as one call's runner: its results read with the call's redactor."""
+
+    __slots__ = ("_executor", "redactor")
+
+    def __init__(self, executor: ToolExecutor, redactor: Redactor) -> None:
+        self._executor = executor
+        self.redactor = redactor
+
+    async def run_http(
+        self, tool: HttpTool, call: PreparedCall, deadline: float | None
+    ) -> ToolResult:
+        return await self._executor.send_http(tool, call, deadline, self.redactor)

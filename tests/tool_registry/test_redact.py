@@ -75,3 +75,55 @@ def test_a_cut_shows_no_part_of_any_secret_ascii_or_not() -> None:
         encoded = f"zz {secret}".encode()
         for end in range(4, len(encoded)):
             assert redactor.held_back(encoded[:end]) == end - 3
+
+
+# Secrets of any length (a user's JWT is kilobytes), with the characters JSON escapes.
+long_secret = st.text(
+    alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="[]"),
+    min_size=MIN_CHARS,
+    max_size=2500,
+)
+
+
+def test_a_secret_of_kilobytes_is_redacted_and_its_beginning_at_a_cut_too() -> None:
+    token = "eyJ" + "".join(chr(0x41 + (i * 7) % 26) for i in range(3000))
+    redactor = Redactor([token])  # a pattern nested per character overflowed the parser
+    assert redactor.text(f"a {token} b") == f"a {MARK} b"
+    for keep in (3, 40, 48, 49, 50, 1000, 3002):  # a body read up to its cap, say
+        assert redactor.tail(f"x {token[:keep]}") == f"x {MARK}"
+    assert redactor.tail(f"x {token[:2]}") == f"x {token[:2]}"  # too little to tell
+    assert redactor.held_back(f"x {token[:2000]}".encode()) == 2000
+
+
+@given(
+    secret=long_secret,
+    before=st.text(max_size=50),
+    after=st.text(max_size=50),
+    keep=st.integers(0, 3000),
+    escaped=st.booleans(),
+)
+def test_a_cut_anywhere_shows_no_part_of_a_secret_raw_or_escaped(
+    secret: str, before: str, after: str, keep: int, escaped: bool
+) -> None:
+    """A result holding a secret, as it was or inside JSON, cut anywhere: what is shown
+    holds neither the secret nor its first three characters or more at the cut."""
+    written = json.dumps(secret)[1:-1] if escaped else secret
+    shown = Redactor([secret]).cut(before + written + after, len(before) + keep)
+    assert secret not in shown
+    assert written not in shown
+    head = shown.partition("…[truncated")[0]
+    assert not any(head.endswith(written[:n]) for n in range(3, len(written)))
+    # A body read up to its cap, ending inside the secret: its beginning goes too.
+    capped = Redactor([secret]).tail(before + written[:keep])
+    assert not any(capped.endswith(written[:n]) for n in range(3, len(written)))
+
+
+def test_plus_adds_a_secret_of_any_length_for_one_use() -> None:
+    configured = Redactor(["sk-configured-1234"])
+    call = configured.plus(["tok", "user-token-5678"])
+    assert call.text("sk-configured-1234 tok") == f"{MARK} {MARK}"
+    assert call.cut("abc sk-configured-1234 and user-token-5678", 30) == f"abc {MARK} and {MARK}"
+    assert call.tail("abc sk-configured-1234 and user-tok") == f"abc sk-configured-1234 and {MARK}"
+    assert call.tail("abc sk-configured") == f"abc {MARK}"  # the configured ones too
+    assert configured.text("tok user-token-5678") == "tok user-token-5678"  # unchanged
+    assert call.data(b"x tok") == b"x " + MARK.encode()
