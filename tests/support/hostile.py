@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from typing import Any
@@ -68,11 +69,32 @@ def advertised(name: str, schema: dict[str, Any]) -> Tool:
     return Tool(name=name, description=f"{name}.", input_schema=schema)
 
 
+def _schedstat(task: str) -> tuple[int, int] | None:
+    """A thread's time on a CPU and time waiting for one (ns), as Linux counts them."""
+    try:
+        with open(f"/proc/self/task/{task}/schedstat") as stat:
+            ran, waited, _ = stat.read().split()
+    except (OSError, ValueError):
+        return None
+    return int(ran), int(waited)
+
+
+def _threads() -> dict[str, tuple[int, int]]:
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    return {task: found for task in tasks if (found := _schedstat(task)) is not None}
+
+
 class LoopWatch:
-    """The longest time a server's event loop went without running a ticker task,
-    counted in the time this process ran: a gap while the machine ran other processes
-    (a loaded CI runner) is not the gateway's, while a gap the gateway's own work made
-    — on the loop, or in a thread holding the GIL — is counted whole."""
+    """The longest time a server's event loop went without running a ticker task, less
+    what a crowded machine took (Linux's scheduler statistics: the time the loop's
+    thread, and the process's other threads, waited for a CPU): a loaded CI runner's
+    gaps are not the gateway's, while a gap its own work made — on the loop, or in
+    another thread holding the GIL — is counted whole; where the loop's thread ran the
+    whole gap, that is counted whatever else waited. Without those statistics, the gap
+    is counted in the time this process ran."""
 
     def __init__(self, server: ServerThread) -> None:
         self._server = server
@@ -81,13 +103,21 @@ class LoopWatch:
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
-        last, last_cpu = loop.time(), time.process_time()
+        own = str(threading.get_native_id())
+        last, last_cpu, before = loop.time(), time.process_time(), _threads()
         while True:
             await asyncio.sleep(TICK_S)
-            now, cpu = loop.time(), time.process_time()
-            gap = min(now - last, cpu - last_cpu) - TICK_S
+            now, cpu, after = loop.time(), time.process_time(), _threads()
+            if own in after and own in before:
+                ran = (after[own][0] - before[own][0]) / 1e9
+                waited = sum(
+                    (after[t][1] - before[t][1]) / 1e9 for t in after.keys() & before.keys()
+                )
+                gap = max(ran, now - last - waited) - TICK_S
+            else:
+                gap = min(now - last, cpu - last_cpu) - TICK_S
             self.longest = max(self.longest, gap)
-            last, last_cpu = now, cpu
+            last, last_cpu, before = now, cpu, after
 
     def __enter__(self) -> LoopWatch:
         async def start() -> None:

@@ -1,0 +1,112 @@
+"""The event-loop stall watch the hostile-input tests rely on (``tests/support/hostile.py``):
+it catches a loop that blocks, a loop busy with its own work and another thread holding
+the GIL, and does not mistake a crowded machine for any of them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from starlette.applications import Starlette
+
+from tests.support.hostile import LoopWatch
+from tests.support.servers import ServerThread
+
+STALL_S = 0.25
+
+
+@pytest.fixture
+def server() -> Iterator[ServerThread]:
+    with ServerThread(Starlette()) as started:
+        yield started
+
+
+def _on_the_loop(server: ServerThread, work: object) -> None:
+    async def run() -> None:
+        assert callable(work)
+        work()
+
+    server.call(run)
+
+
+def _idle(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_loop_that_blocks_is_caught(server: ServerThread) -> None:
+    with LoopWatch(server) as watch:
+        _idle(0.05)
+        _on_the_loop(server, lambda: time.sleep(STALL_S))
+        _idle(0.05)
+    assert watch.longest >= STALL_S * 0.8, watch.longest
+
+
+def test_a_loop_busy_with_its_own_work_is_caught(server: ServerThread) -> None:
+    def spin() -> None:
+        ends = time.perf_counter() + STALL_S
+        while time.perf_counter() < ends:
+            pass
+
+    with LoopWatch(server) as watch:
+        _idle(0.05)
+        _on_the_loop(server, spin)
+        _idle(0.05)
+    assert watch.longest >= STALL_S * 0.8, watch.longest
+
+
+def test_another_thread_holding_the_gil_is_caught(server: ServerThread) -> None:
+    """A regular expression backtracking in C holds the GIL the whole time."""
+
+    def backtrack() -> None:
+        re.match(r"(a+)+$", "a" * 23 + "b")
+
+    with LoopWatch(server) as watch:
+        _idle(0.05)
+        held = threading.Thread(target=backtrack)
+        started = time.perf_counter()
+        held.start()
+        held.join()
+        took = time.perf_counter() - started
+        _idle(0.05)
+    assert took > 0.1  # it did hold the GIL a while
+    assert watch.longest >= took * 0.5, (watch.longest, took)
+
+
+def test_a_crowded_machine_is_not_a_stall(server: ServerThread) -> None:
+    """Four processes spinning on two cores for a second, and a thread of this process
+    busy in Python (as the tests' fake servers are): the loop waits for a CPU and takes
+    its turns at the GIL, neither of which is the gateway's doing."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    done = threading.Event()
+
+    def busy() -> None:
+        while not done.is_set():
+            sum(range(1000))
+
+    worker = threading.Thread(target=busy)
+    try:
+        worker.start()
+        with LoopWatch(server) as watch:
+            _idle(1.0)
+    finally:
+        done.set()
+        worker.join()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert watch.longest < 0.1, watch.longest
+
+
+def test_the_watch_runs_on_the_servers_loop(server: ServerThread) -> None:
+    async def running() -> bool:
+        return asyncio.get_running_loop().is_running()
+
+    assert server.call(running)
