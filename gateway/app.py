@@ -104,12 +104,18 @@ def create_app(
             )
         return error_response(error, new_request_id())
 
+    async def crashed(request: Request, exc: Exception) -> Response:
+        """Past every route's boundary (a middleware's failure, say): still the
+        envelope, never starlette's plain text."""
+        request_id = new_request_id()
+        return error_response(GatewayError(f"The gateway failed ({request_id})."), request_id)
+
     routes = build_routes(gateway, admit, mcp, observer)
     app = GatewayApp(
         gateway.redactor,
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: http_error},
+        exception_handlers={HTTPException: http_error, Exception: crashed},
     )
     app.state.gateway = gateway
     return app

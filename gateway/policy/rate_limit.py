@@ -12,6 +12,7 @@ from gateway.errors import RateLimited
 from gateway.ops.metrics import Metrics
 from gateway.policy.tenants import Tenant
 from gateway.store import GuardedStore, Keys, RateDecision, RateMode, StoreUnavailable
+from gateway.store.memory import MemoryStore
 
 logger = logging.getLogger("gateway.rate_limit")
 
@@ -55,6 +56,7 @@ class RateLimiter:
         self._metrics = metrics
         self._keys = keys
         self._on_error = on_error
+        self._local = MemoryStore(max_bytes=1024 * 1024)  # the pages' budget, store down
         self.store_errors = 0
         self.refused = 0
 
@@ -117,16 +119,15 @@ class RateLimiter:
         self, address: str, per_minute: int, pages: str = "connect"
     ) -> float | None:
         """Take one visit of a page of ``pages`` (the keyless connect pages, the
-        console's) from ``address``'s budget: None when it fits (or the store is down:
-        a connect page holds nothing without a ticket, a console page nothing without
-        a session in that store), else the seconds until it would."""
+        console's) from ``address``'s budget: None when it fits, else the seconds until
+        it would. While the store does not answer, the budget is counted in this
+        process's memory: the pages are open to anyone, and stay limited."""
+        key = self._keys.browser_rate(address, pages)
         try:
-            decision = await self._store.rate(
-                self._keys.browser_rate(address, pages), per_minute, MINUTE_S, 1, "acquire"
-            )
+            decision = await self._store.rate(key, per_minute, MINUTE_S, 1, "acquire")
         except StoreUnavailable:
             self.store_errors += 1
-            return None
+            decision = await self._local.rate(key, per_minute, MINUTE_S, 1, "acquire")
         if decision.allowed:
             return None
         self.refused += 1

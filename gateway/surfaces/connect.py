@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.config import McpConnection, OAuth2Connection
-from gateway.errors import BadRequest, NotFound
+from gateway.errors import BadRequest, GatewayError, NotFound, StoreUnavailable
 from gateway.runtime.oauth import authorize_url, callback_url, pkce_pair
 from gateway.runtime.providers import (
     ConsentConnection,
@@ -72,6 +72,23 @@ def page(title: str, text: str, status: int = 200) -> HTMLResponse:
         f"</head><body><h1>{html.escape(title)}</h1><p>{html.escape(text)}</p></body></html>"
     )
     return HTMLResponse(body, status, headers=_PAGE_HEADERS)
+
+
+def error_page(request: Request, exc: GatewayError, request_id: str) -> Response:
+    """The boundary's rendering of what a connect page raised: a page of its own, never
+    a traceback (a store that does not answer: try again shortly)."""
+    if isinstance(exc, StoreUnavailable):
+        text = "The gateway cannot reach its store now: try the link again in a moment."
+        answer = page("Unavailable", text, exc.status)
+        answer.headers["retry-after"] = "5"
+    elif exc.status >= 500:
+        text = f"The gateway failed to answer (request {request_id}): try again later."
+        answer = page("Something went wrong", text, exc.status)
+    else:
+        answer = page("This page cannot be shown", exc.message, exc.status)
+    for name, value in exc.headers.items():
+        answer.headers.setdefault(name, value)
+    return answer
 
 
 class Connect:
@@ -132,7 +149,7 @@ class Connect:
         refused.headers["retry-after"] = str(math.ceil(wait))
         return refused
 
-    async def start(self, request: Request) -> Response:
+    async def start(self, request: Request, exchange: Exchange) -> Response:
         """Step 2: a link opened in a browser."""
         refused = await self._too_many(request)
         if refused is not None:
@@ -171,7 +188,7 @@ class Connect:
         )
         return redirect
 
-    async def callback(self, request: Request) -> Response:
+    async def callback(self, request: Request, exchange: Exchange) -> Response:
         """Step 3: the provider sent the browser back (the round trip's cookie is
         dropped, whatever the outcome)."""
         refused = await self._too_many(request)

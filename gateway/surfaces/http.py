@@ -244,8 +244,23 @@ def error_response(exc: GatewayError, request_id: str) -> Response:
     return json_response(exc.envelope(), exc.status, headers)
 
 
-async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Response:
-    """The handler's answer, or the error envelope of what it raised."""
+# How the boundary renders an error for a route: OpenAI's envelope (``error_response``),
+# or a page of the route's own (the connect pages, the console).
+Render = Callable[[Request, GatewayError, str], Response]
+
+
+def envelope(request: Request, exc: GatewayError, request_id: str) -> Response:
+    """The boundary's rendering of an error for the API routes: OpenAI's envelope."""
+    return error_response(exc, request_id)
+
+
+BOUNDARY = "__toolgate_boundary__"  # set on every function ``endpoint`` makes
+
+
+async def _respond(
+    handler: Handler, request: Request, exchange: Exchange, render: Render = envelope
+) -> Response:
+    """The handler's answer, or ``render`` of what it raised."""
     watch = exchange.disconnect
     response: Response | None = None
     try:
@@ -262,17 +277,17 @@ async def _respond(handler: Handler, request: Request, exchange: Exchange) -> Re
                 f"The request body did not arrive within {watch.body_timeout_s:g}s.",
                 headers={"connection": "close"},
             )
-            response = error_response(late, exchange.request_id)
+            response = render(request, late, exchange.request_id)
             exchange.error = late.code
     except GatewayError as exc:
-        response = error_response(exc, exchange.request_id)
+        response = render(request, exc, exchange.request_id)
         exchange.error = exc.code or exc.type
     except ClientDisconnect:
         watch.gone = True
     except Exception:
         logger.exception("unhandled error in request %s", exchange.request_id)
         error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
-        response = error_response(error, exchange.request_id)
+        response = render(request, error, exchange.request_id)
     finally:
         watch.stop()
     if watch.gone or response is None:
@@ -301,13 +316,19 @@ def _add_headers(response: Response, exchange: Exchange) -> None:
 
 
 def endpoint(
-    handler: Handler, observer: Observing | None = None, route: str = ""
+    handler: Handler,
+    observer: Observing | None = None,
+    route: str = "",
+    render: Render = envelope,
 ) -> Callable[[Request], Awaitable[Response]]:
-    """Give a handler a request id, and render what it raises as OpenAI's error envelope.
-    An ``observer`` sees the request begin and end (``route``: its path template).
+    """Give a handler a request id, and render what it raises as OpenAI's error envelope
+    (or ``render``'s page). An ``observer`` sees the request begin and end (``route``:
+    its path template).
 
-    This is the boundary: an unexpected exception is logged with its traceback and the
-    client gets a 500 that carries the request id, never the traceback.
+    This is the boundary, and every route the gateway serves stands behind it (the
+    routes' test holds it): an unexpected exception is logged with its traceback and the
+    client gets a 500 that carries the request id, never the traceback; a store that
+    does not answer is a 503 saying so.
     """
 
     async def wrapped(request: Request) -> Response:
@@ -315,7 +336,7 @@ def endpoint(
         if observer is not None:
             observer.begin(request, exchange, route)
         try:
-            response = await _respond(handler, request, exchange)
+            response = await _respond(handler, request, exchange, render)
         except BaseException:  # cancelled from outside: no answer, but the request is over
             if exchange.release is not None:
                 exchange.release()
@@ -334,6 +355,7 @@ def endpoint(
             exchange.release()  # its body is rendered, the request's objects gone
         return response
 
+    setattr(wrapped, BOUNDARY, True)
     return wrapped
 
 

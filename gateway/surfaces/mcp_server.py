@@ -100,6 +100,8 @@ class Caller:
 
 
 class McpEndpoint:
+    __toolgate_boundary__ = True  # its own: ``__call__`` (an ASGI route, not a handler)
+
     def __init__(self, gateway: Gateway, admit: Admission, observer: Observer) -> None:
         self._gateway = gateway
         self._admit = admit
@@ -144,18 +146,34 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Admit the HTTP request as every route is (key, identity, rate limits), then
-        hand it to the SDK."""
-        request = Request(scope, receive)
+        hand it to the SDK. The boundary of this route: what fails before an answer
+        began is the envelope, as ``http.endpoint`` renders it (the SDK answers its own
+        protocol's errors)."""
         exchange = Exchange(new_request_id())
+        began = False
+
+        async def sending(message: Message) -> None:
+            nonlocal began
+            began = began or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            runtime, tenant, _ = await self._admit(request, exchange)
-        except GatewayError as exc:
+            await self._serve(scope, receive, sending, exchange)
+        except Exception as exc:
+            if began:
+                raise
+            if not isinstance(exc, GatewayError):
+                logger.exception("unhandled error in request %s", exchange.request_id)
+                exc = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
             response = error_response(exc, exchange.request_id)
             for name, value in exchange.headers.items():
                 if name not in response.headers:
                     response.headers[name] = value
             await response(scope, receive, send)
-            return
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, exchange: Exchange) -> None:
+        request = Request(scope, receive)
+        runtime, tenant, _ = await self._admit(request, exchange)
         request_id = exchange.request_id
         headers = {"x-request-id": request_id, **exchange.headers}
         caller = Caller(

@@ -21,7 +21,7 @@ from gateway.store import StoreUnavailable
 from gateway.store.traces import readable_by
 from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
-from gateway.surfaces.connect import Connect
+from gateway.surfaces.connect import Connect, error_page
 from gateway.surfaces.connections import Connections
 from gateway.surfaces.console.pages import Console
 from gateway.surfaces.forward import forward_json
@@ -137,7 +137,7 @@ class Handlers:
         body = b"".join(dumps(recording) + b"\n" for recording in found)
         return Response(body, media_type="application/x-ndjson")
 
-    async def metrics(self, request: Request) -> Response:
+    async def metrics(self, request: Request, exchange: Exchange) -> Response:
         token = self._gateway.runtime.config.server.metrics_token
         if token is not None:
             expected = f"Bearer {token.get_secret_value()}".encode()
@@ -147,10 +147,10 @@ class Handlers:
         body, content_type = self._gateway.metrics.exposition(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
-    async def healthz(self, request: Request) -> Response:
+    async def healthz(self, request: Request, exchange: Exchange) -> Response:
         return json_response({"status": "ok"})
 
-    async def readyz(self, request: Request) -> Response:
+    async def readyz(self, request: Request, exchange: Exchange) -> Response:
         """Ready when the configuration is loaded and the store answers. An upstream in
         trouble (loading its model, 503, unreachable at its last exchange) is named, and
         does not make the gateway unready: every replica shares it, and a client is
@@ -228,8 +228,12 @@ def build_routes(
         Route("/v1/toolgate/connections", endpoint(connections.list), methods=["GET"]),
         Route("/v1/toolgate/connections/{name}", endpoint(connections.forget), methods=["DELETE"]),
         Route("/v1/toolgate/connections/{name}/link", endpoint(connect.link), methods=["POST"]),
-        Route(CALLBACK_PATH, connect.callback, methods=["GET"]),
-        Route("/v1/toolgate/connect/{ticket}", connect.start, methods=["GET"]),
+        Route(CALLBACK_PATH, endpoint(connect.callback, render=error_page), methods=["GET"]),
+        Route(
+            "/v1/toolgate/connect/{ticket}",
+            endpoint(connect.start, render=error_page),
+            methods=["GET"],
+        ),
         Route("/v1/toolgate/approvals/{approval_id}", endpoint(operator.decide), methods=["POST"]),
         *(
             observed_route(f"/v1{path}", partial(handlers.forward, path), "POST")
@@ -239,7 +243,7 @@ def build_routes(
         *console.routes(),
         Route("/admin/reload", endpoint(admin.reload), methods=["POST"]),
         Route("/v1/toolgate/replays", endpoint(admin.replays), methods=["POST"]),
-        Route("/healthz", handlers.healthz, methods=["GET"]),
-        Route("/readyz", handlers.readyz, methods=["GET"]),
-        Route("/metrics", handlers.metrics, methods=["GET"]),
+        Route("/healthz", endpoint(handlers.healthz), methods=["GET"]),
+        Route("/readyz", endpoint(handlers.readyz), methods=["GET"]),
+        Route("/metrics", endpoint(handlers.metrics), methods=["GET"]),
     ]

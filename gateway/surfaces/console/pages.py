@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
-from gateway.errors import BadRequest, NotFound
+from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.health import Health
 from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
@@ -26,6 +26,7 @@ from gateway.surfaces.admin import replays
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.console.shapes import charts, kept_row, pretty, steps, when
+from gateway.surfaces.http import Exchange, Handler, endpoint
 from gateway.surfaces.inventory import (
     MAX_QUERY,
     configuration_summary,
@@ -53,6 +54,15 @@ MAX_KEY_CHARS = 512
 REPLAYS_LISTED = 50  # recordings the replay page offers
 MAX_REPLAYED = 20  # recordings one replay from the page runs
 HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
+
+
+def _handler(page: Page) -> Handler:
+    """A page as the boundary calls a handler (the exchange is the boundary's)."""
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        return await page(request)
+
+    return handler
 
 
 class Console:
@@ -84,25 +94,31 @@ class Console:
             ("/static/console.css", self.css, "GET"),
             ("/static/htmx.min.js", self.script, "GET"),
         ]
-        return [Route(PATH + path, self._answered(page), methods=[m]) for path, page, m in pages]
+        return [
+            Route(PATH + path, endpoint(_handler(page), render=self._error_page), methods=[m])
+            for path, page, m in pages
+        ]
 
-    def _answered(self, page: Page) -> Page:
-        """``page``, with a store that does not answer said as a page (503), not a 500:
-        sessions and approvals live there."""
-
-        async def answered(request: Request) -> Response:
-            try:
-                return await page(request)
-            except StoreUnavailable:
-                context = {
-                    "title": "Unavailable",
-                    "text": "The gateway's store does not answer now: try again shortly.",
-                }
-                response = self._page(request, "message.html", context, 503)
-                response.headers["retry-after"] = "5"
-                return response
-
-        return answered
+    def _error_page(self, request: Request, exc: GatewayError, request_id: str) -> Response:
+        """The boundary's rendering of what a page raised: a page (a store that does not
+        answer: 503, try again shortly; sessions and approvals live there), never a
+        traceback."""
+        if isinstance(exc, StoreUnavailable):
+            text = "The gateway's store does not answer now: try again shortly."
+            response = self._page(
+                request, "message.html", {"title": "Unavailable", "text": text}, 503
+            )
+            response.headers["retry-after"] = "5"
+            return response
+        if exc.status >= 500:
+            text = f"The gateway failed to answer (request {request_id}): try again later."
+            context = {"title": "Something went wrong", "text": text}
+        else:
+            context = {"title": "This page cannot be shown", "text": exc.message}
+        response = self._page(request, "message.html", context, exc.status)
+        for name, value in exc.headers.items():
+            response.headers.setdefault(name, value)
+        return response
 
     # -- what every page does first
 
