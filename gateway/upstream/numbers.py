@@ -10,7 +10,9 @@ ever takes a lie for a count:
   (an integral float such as ``12.0`` is read as ``12``); any other number (a server's
   ``cost``, say) is finite and from 0 to ``MAX_COUNT``; anything else is left out;
 - ``total_tokens`` is the sum of the two parts when both are there (it is put right
-  when it says otherwise) and left out when one is not;
+  when it says otherwise), no less than the one part reported where the other never
+  was (an embedding's usage: ``prompt_tokens`` and ``total_tokens``), and left out
+  when a part was reported and not believed;
 - a detail larger than its whole (``cached_tokens`` over ``prompt_tokens``,
   ``reasoning_tokens`` over ``completion_tokens``) is left out, as are the details of
   a whole that was left out.
@@ -98,19 +100,37 @@ def checked_usage(raw: Any) -> tuple[UsageCounts | None, list[str]]:
             if not inner:
                 del usage[details]
     if "total_tokens" in usage:
-        for first, second in _TOTALS:
-            if first in usage or second in usage:
-                one, other = usage.get(first), usage.get(second)
-                if isinstance(one, int | float) and isinstance(other, int | float):
-                    total = one + other
-                    if usage["total_tokens"] != total:
-                        usage["total_tokens"] = total
-                        refused.append("total_tokens")
-                else:
-                    del usage["total_tokens"]
-                    refused.append("total_tokens")
-                break
+        _check_total(raw, usage, refused)
     return usage or None, refused
+
+
+def _check_total(raw: dict[str, Any], usage: UsageCounts, refused: list[str]) -> None:
+    """``total_tokens`` held to its parts: their sum, where both are believed; no less
+    than the one there is, where the other was never reported (an embedding's usage has
+    no completion part); left out where a part was reported and not believed, or the
+    parts of two dialects were (no total is both sums)."""
+    reported = [pair for pair in _TOTALS if pair[0] in raw or pair[1] in raw]
+    if not reported:
+        return
+    first, second = reported[0]
+    one, other = usage.get(first), usage.get(second)
+    said = usage["total_tokens"]
+    if len(reported) > 1 or not isinstance(said, int | float):
+        total = None
+    elif isinstance(one, int | float) and isinstance(other, int | float):
+        total = one + other
+    elif isinstance(one, int | float) and second not in raw:
+        total = max(said, one)
+    elif isinstance(other, int | float) and first not in raw:
+        total = max(said, other)
+    else:
+        total = None
+    if total is None:
+        del usage["total_tokens"]
+        refused.append("total_tokens")
+    elif said != total:
+        usage["total_tokens"] = total
+        refused.append("total_tokens")
 
 
 def believed_usage(raw: Any, upstream: str) -> UsageCounts | None:

@@ -145,11 +145,16 @@ def test_models_lists_only_the_tenants_models(stack: StackFactory) -> None:
         s.client().models.retrieve("other-model")
 
 
-def test_other_routes_are_forwarded_to_the_models_upstream(stack: StackFactory) -> None:
+def test_other_routes_are_forwarded_to_the_models_upstream(
+    stack: StackFactory, caplog: pytest.LogCaptureFixture
+) -> None:
     s = stack()
     result = s.client().embeddings.create(model="renamed", input="hello")
     assert result.data[0].embedding == [0.5, 0.25]
     assert result.model == "renamed"
+    # Usage with no completion part is an embedding's: believed whole, as the SDK needs it.
+    assert result.usage.model_dump() == {"prompt_tokens": 2, "total_tokens": 2}
+    assert "cannot be true" not in caplog.text
     (sent,) = s.upstream.requests
     assert sent["model"] == "upstream-name"
     assert s.upstream.headers[0]["authorization"] == "Bearer sk-upstream"
