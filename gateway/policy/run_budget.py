@@ -35,7 +35,7 @@ from gateway.ops.metrics import Metrics
 from gateway.policy.limits import LoopLimits
 from gateway.policy.prices import Rates, nanos_of, read_usage, usd
 from gateway.policy.rate_limit import duration
-from gateway.store.base import Granted, Spend
+from gateway.store.base import Granted, Spend, out_nanos
 from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
 from gateway.values import CapKind, UsageCounts
 
@@ -200,19 +200,18 @@ class RunBudget:
         )
         in_windows = False
         if self._limited:
-            granted = await self._spend(
-                Spend(
-                    tokens=prompt,
-                    nanos=self.rates.tokens_nanos(prompt, 0),
-                    out_pico=self.rates.output,
-                    max_out=want or 0,
-                    min_out=need,
-                )
+            reserve = Spend(
+                tokens=prompt,
+                nanos=self.rates.tokens_nanos(prompt, 0),
+                out_pico=self.rates.output,
+                max_out=want or 0,
+                min_out=need,
             )
+            granted = await self._spend(reserve)
             if granted is not None:
                 if not granted.allowed:
                     if first or self.on_limit == "error":
-                        raise quota_error(self.windows, granted, self._clock())
+                        raise quota_error(self.windows, granted, self._clock(), reserve)
                     return Stop("quota")
                 in_windows = True
                 if want is not None and granted.out < want:
@@ -351,8 +350,13 @@ class RunBudget:
                 )
 
 
-def quota_error(windows: list[TenantWindow], granted: Granted, now: float) -> QuotaExceeded:
-    """429 ``insufficient_quota``: which window refused, and when it resets."""
+def quota_error(
+    windows: list[TenantWindow], granted: Granted, now: float, spend: Spend | None = None
+) -> QuotaExceeded:
+    """429 ``insufficient_quota``: which window refused, and when it resets. Where it
+    refused a round's reservation (``spend``) with something still left, what the round
+    could cost beside what is left (a window that says "used up" while the budget's
+    header says $0.54 remains would contradict itself)."""
     index = max(granted.refused_by, 0)
     period, limit = windows[index].period, windows[index].window
     tokens, nanos = granted.used[index]
@@ -363,15 +367,33 @@ def quota_error(windows: list[TenantWindow], granted: Granted, now: float) -> Qu
     )
     if by_cost and limit.nanos is not None:
         what = f"${usd(limit.nanos):g} (cost_usd_per_{period.window})"
+        needs, left = _needs(spend, "nanos"), limit.nanos - nanos
+        said = f"could cost up to ${money(needs)}; ${money(left)} is left"
     else:
         what = f"{limit.tokens} tokens (tokens_per_{period.window})"
+        needs, left = _needs(spend, "tokens"), (limit.tokens or 0) - tokens
+        said = f"could use up to {needs} tokens; {left} are left"
     wait = max(period.resets_at - now, 1.0)
     resets = datetime.fromtimestamp(period.resets_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    budget = f"the budget of this API key for {_WINDOW_WORDS[period.window]}, {what}"
+    if spend is not None and left > 0:
+        head = f"The next model round of this request {said} of {budget}"
+    else:
+        head = f"{budget[0].upper()}{budget[1:]}, is used up"
     return QuotaExceeded(
-        f"The budget of this API key for {_WINDOW_WORDS[period.window]}, {what}, is used "
-        f"up (requests still running count). It resets at {resets} (in {duration(wait)}).",
+        f"{head} (requests still running count). It resets at {resets} (in {duration(wait)}).",
         headers={"retry-after": str(math.ceil(wait))},
     )
+
+
+def _needs(spend: Spend | None, kind: str) -> int:
+    """The least a refused reservation needed: its prompt and the fewest output tokens
+    a round is made with (``min_out``), in tokens or nano-USD."""
+    if spend is None:
+        return 0
+    if kind == "tokens":
+        return spend.tokens + spend.min_out
+    return spend.nanos + out_nanos(spend.min_out, spend.out_pico)
 
 
 def money(nanos: int) -> str:

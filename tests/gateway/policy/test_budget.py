@@ -223,6 +223,37 @@ async def test_a_spent_window_is_429_insufficient_quota_saying_when_it_resets() 
     assert int(error.headers["retry-after"]) > 0
 
 
+async def test_a_window_that_cannot_hold_the_next_round_says_what_it_needs_and_what_is_left() -> (
+    None
+):
+    """$0.54 of a day's $1 is left, and the next round could cost more (its prompt and
+    the least answer a round is made with): the 429 says so, not "used up", and agrees
+    with the remaining-budget header."""
+    store = BudgetStore(GuardedStore(MemoryStore(), None), Keys("t:"), lambda: 1_795_000_000.0)
+    windows = store.windows("acme", {"day": (None, 1_000_000_000), "month": (None, None)})
+    rates = Rates(input=10_000_000, output=10_000_000)  # $10 a million tokens each way
+    spent = RunBudget(_limits(), rates, "acme", windows, store)
+    grant = await spent.before_round(46_000, 1, first=True)
+    assert isinstance(grant, RoundGrant)
+    spent.after_round(grant, {"prompt_tokens": 46_000, "completion_tokens": 0})
+    await spent.close()
+    budget = RunBudget(_limits(), rates, "acme", windows, store)
+    with pytest.raises(QuotaExceeded) as raised:
+        await budget.before_round(60_000, None, first=True)
+    message = raised.value.message
+    assert "is used up" not in message
+    assert "could cost up to $0.60016; $0.54 is left" in message
+    assert "$1 (cost_usd_per_day)" in message
+    assert budget.headers()["x-toolgate-budget-remaining-usd"] == "0.54"
+    with pytest.raises(QuotaExceeded, match="is used up"):  # nothing left: said so
+        spent_all = RunBudget(_limits(), rates, "acme", windows, store)
+        grant = await spent_all.before_round(53_999, 1, first=True)
+        assert isinstance(grant, RoundGrant)
+        spent_all.after_round(grant, {"prompt_tokens": 53_999, "completion_tokens": 1})
+        await spent_all.close()
+        await RunBudget(_limits(), rates, "acme", windows, store).before_round(10, None, True)
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
     lambda inner: (
