@@ -27,6 +27,7 @@ UNKNOWN = "(unknown)"
 NONE = "(none)"
 
 # The fixed label values, primed at start so every series exists before its first event.
+PRIMED_VERDICTS = ("run", "refuse", "hold")  # the policy point's (a decision adds others)
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
 # ``cached_prompt`` is part of ``prompt``, ``reasoning`` part of ``completion``.
@@ -336,6 +337,7 @@ class Metrics:
                 self.spend.labels(tenant, model)
             for kind in RATE_KINDS:
                 self.rate_limited.labels(tenant, kind)
+            self.cancelled.labels(tenant)
             if tools:
                 self.iterations.labels(tenant)
                 for kind in labels.cap_kinds:
@@ -347,6 +349,8 @@ class Metrics:
                 source = labels.tools.get(tool, NONE)
                 for outcome in labels.outcomes:
                     self.tool_calls.labels(tenant, tool, source, outcome)
+                for verdict in PRIMED_VERDICTS:
+                    self.policy_verdicts.labels(tenant, tool, verdict)
 
     def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
         """The exposition and its content type: the text format, or OpenMetrics when
