@@ -41,6 +41,9 @@ def configure_logging(level: str, redactor: Redactor | None = None) -> None:
     ``gateway.access``)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter(redactor))
+    # The handler holds the level too: a library that sets its own logger to DEBUG
+    # (bm25s does, at import) writes no debug lines into an info log.
+    handler.setLevel(level.upper())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -51,5 +54,5 @@ def configure_logging(level: str, redactor: Redactor | None = None) -> None:
     # manager starting) are one per call: their warnings and errors only, unless the
     # gateway logs at debug.
     quiet = "DEBUG" if level.upper() == "DEBUG" else "WARNING"
-    for name in ("httpx", "httpx2", "mcp"):
+    for name in ("httpx", "httpx2", "mcp", "bm25s"):
         logging.getLogger(name).setLevel(quiet)

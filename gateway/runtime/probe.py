@@ -99,6 +99,16 @@ async def probe_upstreams(gateway: Gateway) -> list[Probe]:
     return list(await asyncio.gather(*(one(u) for u in gateway.runtime.config.upstreams)))
 
 
+NAMED = 5  # tools named in a probe's line; the rest are counted
+
+
+def named(names: list[str]) -> str:
+    """Tools as a probe's line names them: a few, and how many more (a catalog of
+    thousands behind one origin made a start-up line of 62 KB)."""
+    shown = ", ".join(names[:NAMED])
+    return shown if len(names) <= NAMED else f"{shown} and {len(names) - NAMED:,} more"
+
+
 async def probe_tools(gateway: Gateway) -> list[Probe]:
     """Each origin the HTTP tools call, once; the remote sources' states."""
     by_origin: dict[str, list[str]] = defaultdict(list)
@@ -107,7 +117,7 @@ async def probe_tools(gateway: Gateway) -> list[Probe]:
             by_origin[origin(httpx.URL(tool.spec.http.url))].append(tool.name)
 
     async def one(where: str, names: list[str]) -> Probe:
-        listed = ", ".join(names)
+        listed = named(names)
         try:
             request = httpx.Request("GET", where + "/", headers={"user-agent": "toolgate probe"})
             request.extensions["timeout"] = httpx.Timeout(PROBE_TIMEOUT_S).as_dict()
