@@ -245,13 +245,14 @@ async def test_a_window_that_cannot_hold_the_next_round_says_what_it_needs_and_w
     assert "could cost up to $0.60016; $0.54 is left" in message
     assert "$1 (cost_usd_per_day)" in message
     assert budget.headers()["x-toolgate-budget-remaining-usd"] == "0.54"
+    spent_all = RunBudget(_limits(), rates, "acme", windows, store)
+    grant = await spent_all.before_round(53_999, 1, first=True)
+    assert isinstance(grant, RoundGrant)
+    spent_all.after_round(grant, {"prompt_tokens": 53_999, "completion_tokens": 1})
+    await spent_all.close()
+    after = RunBudget(_limits(), rates, "acme", windows, store)
     with pytest.raises(QuotaExceeded, match="is used up"):  # nothing left: said so
-        spent_all = RunBudget(_limits(), rates, "acme", windows, store)
-        grant = await spent_all.before_round(53_999, 1, first=True)
-        assert isinstance(grant, RoundGrant)
-        spent_all.after_round(grant, {"prompt_tokens": 53_999, "completion_tokens": 1})
-        await spent_all.close()
-        await RunBudget(_limits(), rates, "acme", windows, store).before_round(10, None, True)
+        await after.before_round(10, None, True)
 
 
 _json = st.recursive(
