@@ -188,3 +188,28 @@ class Overloaded(GatewayError):
     status = 503
     type = "server_error"
     default_code = "server_overloaded"
+
+
+def settle(exc: BaseException) -> None:
+    """Forget where ``exc`` and the errors behind it (their causes and contexts) were
+    raised, once it has been logged and answered: past that point an error is a value.
+
+    A traceback holds every frame it passed through, and each frame every local of
+    it — a request's body and its decoded history among them — while the error is held
+    by something those frames hold (a run's report, the request's exchange): a cycle
+    that only the collector frees, which the serving process's thresholds make rare
+    (``ops/gc_tuning.py``). Cutting the tracebacks lets the request's objects go as
+    soon as the request does. Frames still running are not touched."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        error = pending.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        error.__traceback__ = None
+        for behind in (error.__cause__, error.__context__):
+            if behind is not None:
+                pending.append(behind)
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(error.exceptions)

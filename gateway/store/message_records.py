@@ -82,7 +82,14 @@ async def written(messages: Sequence[Message]) -> bytes:
 
 
 def _written(messages: Sequence[Message]) -> bytes:
-    return dumps(message_records(messages))
+    """Record by record: a long conversation's records are never all held at once."""
+    out = bytearray(b"[")
+    for index, message in enumerate(messages):
+        if index:
+            out += b","
+        out += dumps(message_record(message))
+    out += b"]"
+    return bytes(out)
 
 
 # -- reading ----------------------------------------------------------------------------

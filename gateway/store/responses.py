@@ -50,16 +50,23 @@ class ResponseStore:
         self._keys = keys
         self._ttl_s = ttl_s
 
-    async def save(self, tenant: str, stored: StoredResponse, encoded: bytes | None = None) -> bool:
-        """Keep a response (``encoded``: its JSON, when it was written already); False
-        (and a log line) when the store is unavailable."""
+    async def save(
+        self,
+        tenant: str,
+        stored: StoredResponse,
+        encoded: bytes | None = None,
+        items: bytes | None = None,
+    ) -> bool:
+        """Keep a response (``encoded``: its JSON, when it was written already; ``items``:
+        its input items' JSON, in place of ``stored.input_items``); False (and a log
+        line) when the store is unavailable."""
         messages = await written(stored.messages)
         value = b"".join(
             (
                 b'{"v":2,"response":',
                 encoded if encoded is not None else dumps(stored.response),
                 b',"input_items":',
-                dumps(stored.input_items),
+                items if items is not None else dumps(stored.input_items),
                 b',"messages":',
                 messages,
                 b',"owner":',

@@ -28,10 +28,14 @@ class EventStreamResponse(StreamingResponse):
             await self._stream(receive, send)
         finally:
             with anyio.CancelScope(shield=True):
-                if self.source is not None:  # its producer's end comes before ``on_close``
-                    await self.source.aclose()
-                if self.on_close is not None:
-                    await self.on_close()
+                # Each is let go once run: ``on_close`` holds this response and the
+                # request's exchange (its report), a cycle otherwise.
+                source, self.source = self.source, None
+                if source is not None:  # its producer's end comes before ``on_close``
+                    await source.aclose()
+                on_close, self.on_close = self.on_close, None
+                if on_close is not None:
+                    await on_close()
 
     source: AsyncGenerator[bytes, None] | None = None  # the producer, if it is a generator
 

@@ -21,7 +21,13 @@ from starlette.types import Message
 from gateway.config import Record, ServerConfig
 from gateway.digits import whole
 from gateway.engine.recorded import LoopStart
-from gateway.errors import BodyTimeout, ClientClosedRequest, GatewayError, PayloadTooLarge
+from gateway.errors import (
+    BodyTimeout,
+    ClientClosedRequest,
+    GatewayError,
+    PayloadTooLarge,
+    settle,
+)
 from gateway.ops.metrics import NONE
 from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
@@ -282,12 +288,15 @@ async def _respond(
     except GatewayError as exc:
         response = render(request, exc, exchange.request_id)
         exchange.error = exc.code or exc.type
-    except ClientDisconnect:
+        settle(exc)  # answered: from here a value (its traceback held the request)
+    except ClientDisconnect as exc:
         watch.gone = True
-    except Exception:
+        settle(exc)
+    except Exception as exc:
         logger.exception("unhandled error in request %s", exchange.request_id)
         error = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
         response = render(request, error, exchange.request_id)
+        settle(exc)
     finally:
         watch.stop()
     if watch.gone or response is None:

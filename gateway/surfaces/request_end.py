@@ -17,6 +17,7 @@ import anyio
 
 from gateway.engine.loop import Run
 from gateway.engine.report import RunReport, report_of
+from gateway.errors import settle
 from gateway.surfaces.forward import Meter
 from gateway.surfaces.http import Exchange
 
@@ -76,3 +77,8 @@ class RequestEnd:
                     await self._meter(report.usage)
                 if self._budget is not None:
                     await self._budget.close()
+                # The report holds the failure as a value now: its traceback (every
+                # frame the run passed, with the request's history) is let go.
+                for failure in (exc, self._failure):
+                    if failure is not None:
+                        settle(failure)

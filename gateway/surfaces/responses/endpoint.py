@@ -32,7 +32,12 @@ from gateway.surfaces.responses.context_fit import (
     truncate,
 )
 from gateway.surfaces.responses.conversation_routes import Conversations, visible_entries
-from gateway.surfaces.responses.items import approval_answers, stored_items, to_messages
+from gateway.surfaces.responses.items import (
+    approval_answers,
+    stored_items,
+    stored_items_json,
+    to_messages,
+)
 from gateway.surfaces.responses.render import (
     ResponseEvents,
     ResponseShape,
@@ -271,6 +276,7 @@ class ResponseCall:
         [choice] = report.choices
         outcome = choice.outcome
         asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
+        large = self._head.large
         if outcome is None or body["status"] == "failed" or not (asked.store or conversation):
             return
         turn = outcome.answer.turn
@@ -279,12 +285,16 @@ class ResponseCall:
         else:
             last = [Message("assistant", turn.content or "")]
         hidden = [as_message(item) for item in choice.hidden]
-        items = await offload(self._head.large, stored_items, asked.items)
+        # The input items as kept, with their ids: as objects where a conversation needs
+        # them too (the same ids in both), else written item by item.
+        items = [] if conversation is None else await offload(large, stored_items, asked.items)
         if asked.store:
             owner = owner_digest(self._head.exchange.identity)
             messages = [*self._visible, *hidden, *last]
             stored = StoredResponse(body, items, messages, owner, report.taint)
-            await self._gateway.responses.save(tenant.id, stored, encoded)
+            written = None if conversation else await offload(large, stored_items_json, asked.items)
+            await self._gateway.responses.save(tenant.id, stored, encoded, written)
+            del stored, messages, written  # a long session's: not held past its write
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
             # nothing the turn message does not already carry.

@@ -405,20 +405,34 @@ _STATUS = frozenset({"message", "function_call", "function_call_output", "custom
 def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Input items as ``input_items`` lists them: each with an id (a list is paged by
     ids, whatever kind of item the client sent), messages with parts."""
-    stored = []
-    for item in items:
-        item = dict(item)
-        kind = item.setdefault("type", "message")
-        content = item.get("content")
-        if kind == "message" and isinstance(content, str):
-            part = "output_text" if item.get("role") == "assistant" else "input_text"
-            text_part: dict[str, Any] = {"type": part, "text": content}
-            if part == "output_text":
-                text_part |= {"annotations": [], "logprobs": []}
-            item["content"] = [text_part]
-        if not isinstance(item.get("id"), str):
-            item["id"] = new_id(_ID_PREFIXES.get(kind, "item"))
-        if kind in _STATUS:
-            item.setdefault("status", "completed")
-        stored.append(item)
-    return stored
+    return [_stored(item) for item in items]
+
+
+def stored_items_json(items: list[dict[str, Any]]) -> bytes:
+    """``stored_items`` as the JSON array the store keeps, written item by item: a long
+    session's items are never all held as new objects at once (a few hundred bytes each,
+    beside the request's own)."""
+    out = bytearray(b"[")
+    for index, item in enumerate(items):
+        if index:
+            out += b","
+        out += dumps(_stored(item))
+    out += b"]"
+    return bytes(out)
+
+
+def _stored(item: dict[str, Any]) -> dict[str, Any]:
+    item = dict(item)
+    kind = item.setdefault("type", "message")
+    content = item.get("content")
+    if kind == "message" and isinstance(content, str):
+        part = "output_text" if item.get("role") == "assistant" else "input_text"
+        text_part: dict[str, Any] = {"type": part, "text": content}
+        if part == "output_text":
+            text_part |= {"annotations": [], "logprobs": []}
+        item["content"] = [text_part]
+    if not isinstance(item.get("id"), str):
+        item["id"] = new_id(_ID_PREFIXES.get(kind, "item"))
+    if kind in _STATUS:
+        item.setdefault("status", "completed")
+    return item
