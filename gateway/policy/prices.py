@@ -99,6 +99,17 @@ def _detail(usage: Mapping[str, object], field: str, key: str) -> int | None:
     return 0 if value is None else _count(value)
 
 
+def unreported(usage: object) -> tuple[bool, bool]:
+    """Whether a usage object lacks its input count, and its output count (of the
+    dialect it speaks): a part an upstream did not report, or reported past belief
+    (``upstream/numbers.py`` leaves those out)."""
+    if not isinstance(usage, dict):
+        return True, True
+    if "input_tokens" in usage or "output_tokens" in usage:
+        return "input_tokens" not in usage, "output_tokens" not in usage
+    return "prompt_tokens" not in usage, "completion_tokens" not in usage
+
+
 def read_usage(usage: object) -> Counts | None:
     """The counts of a usage object (chat: ``prompt_tokens``; Responses and others:
     ``input_tokens``), or None when it is missing, negative, absurd, or contradicts

@@ -33,7 +33,7 @@ from gateway.config import MAX_TOKENS, BudgetConfig, OnLimit, OnStoreError
 from gateway.errors import BudgetExceeded, QuotaExceeded, StoreUnavailable
 from gateway.ops.metrics import Metrics
 from gateway.policy.limits import LoopLimits
-from gateway.policy.prices import Rates, nanos_of, read_usage, usd
+from gateway.policy.prices import Counts, Rates, nanos_of, read_usage, unreported, usd
 from gateway.policy.rate_limit import duration
 from gateway.store.base import Granted, Spend, out_nanos
 from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
@@ -96,6 +96,7 @@ class RoundGrant:
     nanos: int
     last: CapKind | None  # the budget cap that makes it the last round, if one does
     in_windows: bool  # reserved in the tenant's windows: to settle there
+    prompt: int = 0  # of ``tokens``, the prompt's estimate (the rest: its answer's bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +221,7 @@ class RunBudget:
                     want = granted.out
         out = want or 0
         grant = RoundGrant(
-            want, prompt + out, self.rates.tokens_nanos(prompt, out), last, in_windows
+            want, prompt + out, self.rates.tokens_nanos(prompt, out), last, in_windows, prompt
         )
         self._reserved_tokens += grant.tokens
         self._reserved_nanos += grant.nanos
@@ -228,14 +229,27 @@ class RunBudget:
 
     def after_round(self, grant: RoundGrant, usage: UsageCounts | None) -> RoundSpend:
         """The round's answer came: charge what it used (its reservation when the
-        upstream's usage is missing or not believable). What it spent, for the trace."""
+        upstream's usage is missing or not believable, and a part's share of it — the
+        prompt's estimate, the answer's bound — where that part's count was not
+        believed: a count left out is not a count of 0). What it spent, for the trace."""
         counts = read_usage(usage)
+        estimated = counts is None
         if counts is None:
             tokens, nanos = grant.tokens, grant.nanos
         else:
+            unread = unreported(usage)
+            if unread != (False, False):
+                estimated = True
+                prompt, answer = grant.prompt, grant.tokens - grant.prompt
+                counts = Counts(
+                    prompt if unread[0] else counts.input,
+                    answer if unread[1] else counts.output,
+                    0 if unread[0] else counts.cached,
+                    0 if unread[1] else counts.reasoning,
+                )
             tokens, nanos = counts.total, counts.nanos(self.rates)
         self._charge(grant, tokens, nanos)
-        return RoundSpend(tokens, usd(nanos), counts is None, grant.max_tokens)
+        return RoundSpend(tokens, usd(nanos), estimated, grant.max_tokens)
 
     def release(self, grant: RoundGrant) -> None:
         """The round failed: it spent nothing the gateway can count."""

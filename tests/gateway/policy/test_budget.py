@@ -19,6 +19,7 @@ from gateway.store.budget_counters import BudgetStore
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.request_fields import parse_narrowing
 from gateway.upstream.numbers import MAX_COUNT as ABSURD_TOKENS
+from gateway.upstream.numbers import checked_usage
 
 pytestmark = pytest.mark.anyio
 
@@ -253,6 +254,23 @@ async def test_a_window_that_cannot_hold_the_next_round_says_what_it_needs_and_w
     after = RunBudget(_limits(), rates, "acme", windows, store)
     with pytest.raises(QuotaExceeded, match="is used up"):  # nothing left: said so
         await after.before_round(10, None, True)
+
+
+@pytest.mark.parametrize("prompt", [2**64, -1, 10.5, True, "12"])
+async def test_a_count_not_believed_is_charged_at_its_reservation_not_as_zero(
+    prompt: Any,
+) -> None:
+    """An upstream's unbelievable ``prompt_tokens`` is left out of its usage; the round
+    is charged the prompt's estimate for it (it was charged 0), and its answer as said."""
+    budget = RunBudget(_limits(tokens=100_000), Rates(), "acme")
+    grant = await budget.before_round(1_200, None, first=True)
+    assert isinstance(grant, RoundGrant)
+    usage, _ = checked_usage({"prompt_tokens": prompt, "completion_tokens": 7})
+    assert usage == {"completion_tokens": 7}  # left out (a string as a server's note)
+    spent = budget.after_round(grant, usage)
+    assert spent.tokens == 1_200 + 7
+    assert spent.estimated
+    assert budget.spent_tokens == 1_207
 
 
 _json = st.recursive(
