@@ -9,7 +9,7 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 from .arguments import canonical_arguments, parse_arguments
 from .client import GuardedTransport, body_chunks, create_tool_transport, send
 from .definition import NO_EXTRA, Extra, ToolDefinition
-from .egress import EgressPolicy, egress_denial
+from .egress import EgressPolicy, egress_denial, failure_words
 from .errors import (
     EgressDenied,
     ExpansionError,
@@ -105,6 +105,7 @@ __all__ = [
     "dumps_text",
     "egress_denial",
     "error_result",
+    "failure_words",
     "fetch_document",
     "linear_pattern",
     "load_tool_file",

@@ -179,3 +179,13 @@ def egress_denial(exc: BaseException) -> EgressDenied | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def failure_words(exc: BaseException) -> str:
+    """What went wrong on the way out, in a few words for a log line or a message: the
+    guard's refusal where it is anywhere in the chain (a transport's network error is
+    often its wrapper), else the error's kind."""
+    denial = egress_denial(exc)
+    if denial is not None:
+        return f"refused by the egress policy: {denial}"
+    return type(exc).__name__

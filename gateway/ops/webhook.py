@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from gateway.config import webhook_key
-from tool_registry import EgressDenied, GuardedTransport, dumps, send
+from tool_registry import EgressDenied, GuardedTransport, dumps, failure_words, send
 
 logger = logging.getLogger("gateway.approvals")
 
@@ -76,11 +76,17 @@ class Webhooks:
             async with asyncio.timeout(TIMEOUT_S):
                 response = await send(self._transport, request)
                 await response.aclose()
-        except EgressDenied as exc:
-            logger.warning("approval webhook refused by the egress guard: %s", exc)
-            return
-        except (httpx.HTTPError, httpx.InvalidURL, TimeoutError, OSError, ValueError) as exc:
-            logger.warning("approval webhook not delivered: %s", type(exc).__name__)
+        except (
+            EgressDenied,
+            httpx.HTTPError,
+            httpx.InvalidURL,
+            TimeoutError,
+            OSError,
+            ValueError,
+        ) as exc:
+            # The guard's refusal reaches here as it is, or under the transport's error
+            # (a network error whose cause it is): said as a refusal either way.
+            logger.warning("approval webhook not delivered: %s", failure_words(exc))
             return
         if response.status_code >= 300:
             logger.warning("approval webhook answered HTTP %s", response.status_code)

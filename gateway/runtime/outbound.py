@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tool_registry import EgressDenied, GuardedTransport, read_capped, send
+from tool_registry import EgressDenied, GuardedTransport, failure_words, read_capped, send
 
 
 class Unreached(ValueError):
@@ -42,7 +42,7 @@ async def fetch(
             finally:
                 await response.aclose()
     except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
-        raise Unreached(type(exc).__name__) from exc
+        raise Unreached(failure_words(exc)) from exc
     return Fetched(response.status_code, body, cut, response.headers)
 
 
@@ -57,5 +57,5 @@ async def peek(
             response = await send(transport, request)
             await response.aclose()
     except (TimeoutError, httpx.HTTPError, OSError, EgressDenied) as exc:
-        raise Unreached(type(exc).__name__) from exc
+        raise Unreached(failure_words(exc)) from exc
     return response.status_code, response.headers

@@ -26,6 +26,7 @@ from starlette.datastructures import Headers
 from gateway.config import GatewayConfig, JwtUsersConfig, McpConnection, OAuth2Connection
 from gateway.engine.recorded import decode
 from gateway.errors import GatewayError
+from gateway.runtime.outbound import Unreached, fetch
 from gateway.runtime.probe import probe_tools
 from gateway.runtime.providers import ProviderClient, ProviderRefused
 from gateway.runtime.replayer import Replayer
@@ -324,3 +325,27 @@ async def test_the_metadata_address_is_refused_before_anything_is_sent(place: st
     ) as gateway:
         await MATRIX[place](gateway, url)
     assert sent == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("url", ["http://127.0.0.2:9/hook", "http://169.254.169.254/hook"])
+async def test_a_webhook_the_guard_refuses_is_logged_as_refused(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refusal reaches the webhook under the transport's network error: it is said
+    as the guard's refusal, not as a network failure."""
+    async with Gateway(_config(url), upstream_transport=httpx.MockTransport(_model)) as gateway:
+        await gateway.webhooks.deliver(url, {"type": "approval.pending"})
+    said = [r.getMessage() for r in caplog.records if r.name == "gateway.approvals"]
+    assert said, caplog.text
+    assert all("refused by the egress policy" in line for line in said), said
+
+
+@pytest.mark.anyio
+async def test_a_fetch_the_guard_refuses_says_so() -> None:
+    """Providers' metadata, keys and token endpoints are fetched through ``outbound``:
+    a refused address is named as refused there too, not as a network failure."""
+    url = "http://169.254.169.254/token"
+    async with Gateway(_config(url), upstream_transport=httpx.MockTransport(_model)) as gateway:
+        with pytest.raises(Unreached, match="refused by the egress policy"):
+            await fetch(gateway.tool_transport, httpx.Request("POST", url), 2.0, 1024)
