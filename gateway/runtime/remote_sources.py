@@ -167,10 +167,20 @@ class Plan:
     dropped: list[RemoteSource] = field(default_factory=list)
     # Sources read again that failed, whose last good reading stays in use instead.
     kept_stale: list[str] = field(default_factory=list)
+    # Sources read again whose reading (the fetch, then building hundreds of
+    # operations) was not done when the plan stopped waiting: the last good reading
+    # stays in use until it is, then the new one takes its place (by key).
+    reading: dict[str, RemoteSource] = field(default_factory=dict)
+    wait_s: float = 0.0
 
     def warnings(self) -> list[str]:
         """What an operator should hear about this plan's sources."""
         found = [f"{label}: cannot be read again; its last tools stay" for label in self.kept_stale]
+        found += [
+            f"{source.label}: still being read after {self.wait_s:g}s (its fetch and "
+            "building its tools); its last tools stay until it is"
+            for source in self.reading.values()
+        ]
         found += [
             f"{s.label}: {s.state}"
             + (f" ({s.last_error})" if s.last_error else "")
@@ -190,25 +200,42 @@ class RemoteSources:
         self._transport = transport
         self._on_change = on_change
         self._sources: dict[str, RemoteSource] = {}
+        self._reading: dict[str, RemoteSource] = {}  # an adopted plan's, still being read
+        self._closing: set[asyncio.Task[None]] = set()
 
-    def _notify(self, key: str) -> Callable[[], None]:
-        """A source's change matters only once it is one of the running sources."""
-
-        def changed() -> None:
-            if key in self._sources:
-                self._on_change()
-
-        return changed
+    def _changed(self, key: str, made: list[RemoteSource]) -> None:
+        """A source's change matters once it is one of the running sources; one still
+        being read that is now ready takes the place of the reading it replaces."""
+        [source] = made
+        if self._reading.get(key) is source and source.state == "ready":
+            del self._reading[key]
+            old = self._sources.get(key)
+            self._sources[key] = source
+            if old is not None and old is not source:
+                closing = asyncio.get_running_loop().create_task(old.aclose())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+        if self._sources.get(key) is source:
+            self._on_change()
 
     def _new(self, key: str, source: OpenApiSource | McpServerConfig) -> RemoteSource:
+        made: list[RemoteSource] = []
+
+        def changed() -> None:
+            self._changed(key, made)
+
+        new: RemoteSource
         if isinstance(source, McpServerConfig):
-            return McpSource(McpServer(source, self._transport.policy, self._notify(key)))
-        return OpenApiUrl(source, self._transport, self._notify(key))
+            new = McpSource(McpServer(source, self._transport.policy, changed))
+        else:
+            new = OpenApiUrl(source, self._transport, changed)
+        made.append(new)
+        return new
 
     async def plan(self, config: GatewayConfig, wait_s: float) -> Plan:
         """Start what ``config`` adds, keep what it keeps; wait up to ``wait_s`` for the
         new ones' first answer. An OpenAPI URL is fetched again on every plan."""
-        plan = Plan()
+        plan = Plan(wait_s=wait_s)
         wanted: list[OpenApiSource | McpServerConfig] = [
             *(s for s in config.openapi if s.is_url),
             *config.mcp,
@@ -226,17 +253,31 @@ class RemoteSources:
                 previous[key] = kept
         await asyncio.gather(*(s.start(wait_s) for s in plan.started))
         for key, kept in previous.items():
-            # A document that cannot be read again leaves the last good reading in use.
-            if plan.sources[key].state != "ready" and kept.state == "ready":
-                plan.sources[key] = kept
+            fresh = plan.sources[key]
+            if fresh.state == "ready" or kept.state != "ready":
+                continue
+            # The last good reading stays in use: for good where the document cannot
+            # be read again, until it is where its reading is not done yet.
+            plan.sources[key] = kept
+            if fresh.state == "connecting":
+                plan.reading[key] = fresh
+            else:
                 plan.kept_stale.append(kept.label)
-        in_use = {id(s) for s in plan.sources.values()}
+        in_use = {id(s) for s in (*plan.sources.values(), *plan.reading.values())}
         plan.dropped = [s for s in (*self._sources.values(), *plan.started) if id(s) not in in_use]
         return plan
 
     def adopt(self, plan: Plan) -> None:
-        """Make ``plan``'s sources the running ones (then ``close_dropped``)."""
+        """Make ``plan``'s sources the running ones (then ``close_dropped``); those it
+        is still reading take their places as each is ready."""
+        readings, self._reading = self._reading, dict(plan.reading)
         self._sources = plan.sources
+        for stale in readings.values():  # a reload before they were read: no longer wanted
+            if all(stale is not s for s in (*plan.sources.values(), *plan.reading.values())):
+                plan.dropped.append(stale)
+        for key, source in plan.reading.items():
+            if source.state == "ready":  # ready between the plan and now
+                self._changed(key, [source])
 
     @staticmethod
     async def close_dropped(plan: Plan) -> None:
@@ -255,4 +296,5 @@ class RemoteSources:
 
     async def aclose(self) -> None:
         sources, self._sources = list(self._sources.values()), {}
-        await asyncio.gather(*(s.aclose() for s in sources))
+        reading, self._reading = list(self._reading.values()), {}
+        await asyncio.gather(*(s.aclose() for s in (*sources, *reading)), *self._closing)

@@ -5,7 +5,10 @@ it is retried) and never a 500, and a start-up probe of an IPv6-mapped origin an
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import yaml
 
 from gateway import GatewayConfig, create_app, load_config
 from gateway.runtime.probe import probe_tools
+from gateway.runtime.remote_sources import RemoteSources
 from gateway.runtime.services import Gateway
 from tests.support.hostile import HostileMcp, advertised
 from tests.support.mcp_servers import LegacyOnly
@@ -187,3 +191,50 @@ async def test_a_probe_of_an_ipv6_mapped_origin_answers() -> None:
         probes = await probe_tools(gateway)
     assert [probe.target for probe in probes] == ["http://[::ffff:127.0.0.1]:9"]
     assert not probes[0].ok
+
+
+@pytest.mark.anyio
+async def test_a_document_still_being_read_keeps_its_last_tools_then_takes_their_place(
+    harness: Harness,
+) -> None:
+    """A valid document slow to read and build (over the reload's wait) is not "cannot
+    be read again": its last tools stay until the new reading is done, which then takes
+    their place (it used to be dropped, and its source never read again)."""
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "paths": {"/pets": {"get": {"operationId": "pets"}}},
+    }
+    slow = threading.Event()
+
+    def documents(hit: Received) -> Answer:
+        if slow.is_set():
+            time.sleep(1.0)  # the document's own server, slow to answer
+        return Answer(body=json.dumps(document).encode())
+
+    docs = harness.serve(Recorder(documents)).url
+    data = config("http://127.0.0.1:9", [], openapi=[{"spec": f"{docs}/doc", "base_url": docs}])
+    configured = GatewayConfig.model_validate(data)
+    changes: list[int] = []
+    async with Gateway(configured) as gateway:
+        sources = RemoteSources(gateway.tool_transport, lambda: changes.append(1))
+        first = await sources.plan(configured, 5.0)
+        sources.adopt(first)
+        [old] = sources.all()
+        assert [tool.name for tool in sources.tools()] == ["pets"]
+        document["paths"]["/owners"] = {"get": {"operationId": "owners"}}
+        slow.set()
+        again = await sources.plan(configured, 0.2)
+        warnings = " ".join(again.warnings())
+        assert "still being read after 0.2s" in warnings
+        assert "cannot be read again" not in warnings
+        sources.adopt(again)
+        await sources.close_dropped(again)
+        assert sources.all() == [old]  # its last tools, meanwhile
+        for _ in range(200):
+            if sources.all() != [old]:
+                break
+            await asyncio.sleep(0.05)
+        assert sorted(tool.name for tool in sources.tools()) == ["owners", "pets"]
+        assert changes  # a rebuild was asked for
+        await sources.aclose()
