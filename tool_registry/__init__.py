@@ -30,7 +30,7 @@ from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
 from .schemas import linear_pattern
-from .search import QUERY_CHARS, SEARCH_TOOL, SearchTool, ToolIndex, definition_bytes
+from .search import FIT, QUERY_CHARS, SEARCH_TOOL, SearchTool, ToolIndex, definition_bytes
 from .sources.fetch import fetch_document, parse_document
 from .sources.files import load_yaml, read_bounded
 from .sources.mcp import McpServer, McpServerConfig
@@ -51,6 +51,7 @@ from .transport import AiohttpTimeouts, GatewayTransport, aiohttp_body, map_tran
 
 __all__ = [
     "FIELDS",
+    "FIT",
     "NO_EXTRA",
     "PUBLIC_HEADERS",
     "QUERY_CHARS",

@@ -18,6 +18,14 @@ query at most ``QUERY_WORDS`` distinct ones read from its first ``QUERY_CHARS``
 characters, so no query, however large, takes longer than a few, and no tool's text can
 make it match everything (BM25 discounts a long text's words, and it cannot grow past
 the cap).
+
+Nor can a tool's text be stuffed into every search: a description written of the
+catalog's words (a hostile source's, to be offered in every first round) matches most
+queries a little. A tool indexed under more distinct words than ``REACH_TIMES`` the
+catalog's median has its score scaled down by as much (it pays for its reach), and a
+preselection offers only tools whose score is at least ``FIT`` of the best one's (a
+tool that merely shares a word or two with the conversation is filler).
+``tests/tool_registry/test_search_stuffing.py`` holds both to the attack.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ _SOURCES_NAMED = 8  # sources named in the search function's description, at mos
 _DECLARATION_BYTES = 36  # {"type":"function","function":{…}} around a definition
 _FOUND_KEPT = 1024  # searches remembered by a search tool (they repeat across rounds)
 _STEMS_KEPT = 1 << 16  # stemmed words remembered
+REACH_TIMES = 3  # distinct words past this many times the catalog's median cost a tool
+FIT = 0.2  # of the best score, the least a preselected tool's may be
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # of an ASCII word
@@ -171,6 +181,7 @@ class ToolIndex:
         self.sizes = {tool.name: definition_bytes(tool.definition) for tool in listed}
         self._where = {name: index for index, name in enumerate(self.names)}
         import bm25s
+        import numpy as np
 
         self._bm25 = bm25s.BM25()
         corpus = [tool_words(tool) or ["\x00"] for tool in listed]  # "\x00": no word found
@@ -178,6 +189,11 @@ class ToolIndex:
         if corpus:
             self._bm25.index(corpus, show_progress=False)
             self._vocabulary = frozenset(self._bm25.vocab_dict)
+        # What each tool's score is scaled by: 1, unless its text reaches past
+        # ``REACH_TIMES`` the median tool's distinct words.
+        distinct = np.array([len(set(words)) for words in corpus], dtype=np.float32)
+        most = REACH_TIMES * float(np.median(distinct)) if len(distinct) else 0.0
+        self._reach = np.minimum(1.0, most / np.maximum(distinct, 1.0)).astype(np.float32)
         self._masks: dict[frozenset[str], Any] = {}
 
     def __len__(self) -> int:
@@ -200,10 +216,17 @@ class ToolIndex:
             self._masks[key] = mask
         return mask
 
-    def search(self, query: str, limit: int, allowed: Collection[str] | None = None) -> list[str]:
+    def search(
+        self,
+        query: str,
+        limit: int,
+        allowed: Collection[str] | None = None,
+        at_least: float = 0.0,
+    ) -> list[str]:
         """The names of the tools that best match ``query``, best first, at most
-        ``limit``, only among ``allowed`` (None: every tool); a tool that matches no
-        word of the query is never found."""
+        ``limit``, only among ``allowed`` (None: every tool), each scoring at least
+        ``at_least`` of the best score; a tool that matches no word of the query is
+        never found."""
         if limit < 1 or not self.names:
             return []
         found = [word for word in query_words(query) if word in self._vocabulary]
@@ -212,8 +235,9 @@ class ToolIndex:
         mask = self._mask(allowed) if allowed is not None else None
         import numpy as np
 
-        scores = np.asarray(self._bm25.get_scores(found, weight_mask=mask))
-        matching = np.flatnonzero(scores > 0)
+        scores = np.asarray(self._bm25.get_scores(found, weight_mask=mask)) * self._reach
+        floor = at_least * float(scores.max()) if at_least > 0 else 0.0
+        matching = np.flatnonzero(scores > floor) if floor > 0 else np.flatnonzero(scores > 0)
         if len(matching) > limit:
             best = np.argpartition(-scores[matching], limit - 1)[:limit]
             matching = matching[best]
@@ -282,13 +306,16 @@ class SearchTool(Tool):
     def effects(self) -> Effects:
         return "read"
 
-    def search(self, query: str, limit: int | None = None) -> tuple[str, ...]:
-        """The names of the tools that best fit ``query``, best first."""
+    def search(
+        self, query: str, limit: int | None = None, at_least: float = 0.0
+    ) -> tuple[str, ...]:
+        """The names of the tools that best fit ``query``, best first (each scoring at
+        least ``at_least`` of the best one's)."""
         wanted = self.limit if limit is None else max(1, min(limit, self.limit))
-        key = f"{wanted}:{query[:QUERY_CHARS]}"
+        key = f"{wanted}:{at_least}:{query[:QUERY_CHARS]}"
         found = self._found.get(key)
         if found is None:
-            found = tuple(self._index.search(query, wanted, self._allowed))
+            found = tuple(self._index.search(query, wanted, self._allowed, at_least))
             if len(self._found) >= _FOUND_KEPT:
                 self._found.popitem(last=False)
             self._found[key] = found

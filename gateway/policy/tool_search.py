@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from gateway.config import ToolSearchConfig
 from gateway.values import Message, ToolChoice, ToolDefinition
 from tool_registry import (
+    FIT,
     QUERY_CHARS,
     SEARCH_TOOL,
     SearchTool,
@@ -62,10 +63,10 @@ class Catalog:
         if wanted < 1:
             return ()
         users = [m for m in history if m.role == "user"]
-        found = list(self.tool.search(users[-1].text, wanted)) if users else []
+        found = list(self.tool.search(users[-1].text, wanted, FIT)) if users else []
         if len(found) < wanted:
             recent = " ".join(m.text[:QUERY_CHARS] for m in history[-_CONTEXT_MESSAGES:])
-            more = self.tool.search(recent, wanted)
+            more = self.tool.search(recent, wanted, FIT)
             found += [name for name in more if name not in found][: wanted - len(found)]
         return tuple(found)
 
