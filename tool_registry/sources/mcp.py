@@ -397,16 +397,36 @@ class McpServer:
         passing raises ``TimeoutError``. ``trace`` (W3C headers) goes in the request's
         ``_meta`` unless the server's ``trace_context`` is off. ``bearer``: the user's
         token, where calls act as the user (their own session)."""
-        client = self._client
-        if self.connection is not None:
-            if bearer is None:
-                return error_result("the call needs the user's connection", "tool_error")
-            try:
+        if self.connection is None:
+            return await self._call_on(
+                self._client, remote_name, arguments, deadline, redactor, trace, False
+            )
+        if bearer is None:
+            return error_result("the call needs the user's connection", "tool_error")
+        try:
+            async with contextlib.AsyncExitStack() as held:
                 async with asyncio.timeout_at(deadline):  # the caller's time bounds the wait
-                    client = await self.sessions.client(bearer)
-            except SessionUnavailable as exc:
-                failed = error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
-                return replace(failed, status=exc.status)
+                    client = await held.enter_async_context(self.sessions.lease(bearer))
+                # The session is the call's until it is answered: never closed as idle
+                # under it (the lease).
+                return await self._call_on(
+                    client, remote_name, arguments, deadline, redactor, trace, True
+                )
+        except SessionUnavailable as exc:
+            failed = error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
+            return replace(failed, status=exc.status)
+
+    async def _call_on(
+        self,
+        client: Client | None,
+        remote_name: str,
+        arguments: dict[str, Any],
+        deadline: float | None,
+        redactor: Redactor | None,
+        trace: Mapping[str, str] | None,
+        users: bool,
+    ) -> ToolResult:
+        """``call`` on ``client`` (``users``: a user's own session)."""
         if client is None:
             message = f"the MCP server {self.name!r} is not reachable now (the gateway retries)"
             return error_result(message, "http_error")
@@ -426,14 +446,14 @@ class McpServer:
                 raise
             return error_result(f"the tool timed out after {self.config.timeout_s:g}s", "timeout")
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED and bearer is None:
+            if exc.code == mcp_types.CONNECTION_CLOSED and not users:
                 return self._lost(exc)
             message = f"the MCP server refused the call: {exc.error.message}"
             return replace(error_result(message, "tool_error"), code=str(exc.code))
         except ValidationError:
             return error_result("the MCP server answered with an invalid result", "tool_error")
         except Exception as exc:
-            if bearer is not None:  # a user's session: the next call opens another
+            if users:  # a user's session: the next call opens another
                 return error_result(
                     f"the MCP server {self.name!r} could not be reached", "http_error"
                 )

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -88,8 +88,9 @@ class _Session:
     client: Client | None = None
     error: str | None = None
     status: int | None = None  # the HTTP status that refused it
-    used: float = 0.0
+    used: float = 0.0  # when its last call ended (or its last lease was taken)
     task: asyncio.Task[None] | None = None
+    leases: int = 0  # calls using it now: it is not idle while any is
 
 
 class UserSessions:
@@ -102,8 +103,12 @@ class UserSessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def client(self, bearer: str) -> Client:
-        """The session of ``bearer``'s user, opened (and its tools listed) if need be."""
+    @contextlib.asynccontextmanager
+    async def lease(self, bearer: str) -> AsyncIterator[Client]:
+        """The session of ``bearer``'s user, opened (and its tools listed) if need be,
+        held for the block: a session is idle (and closed after ``idle_s``) only while no
+        call holds it, counted from the end of the last one, so however long opening it
+        or a call takes, it is not closed under a call about to use it or using it."""
         key = hashlib.sha256(bearer.encode()).hexdigest()
         loop = asyncio.get_running_loop()
         session = self._sessions.get(key)
@@ -118,11 +123,15 @@ class UserSessions:
                 self._hold(key, bearer, session), name=f"mcp:{self._server.name}:user"
             )
         self._sessions.move_to_end(key)
-        session.used = loop.time()
-        await session.ready.wait()
-        if session.client is None:
-            raise SessionUnavailable(session.error or "the session ended", session.status)
-        return session.client
+        session.leases += 1
+        try:
+            await session.ready.wait()
+            if session.client is None:
+                raise SessionUnavailable(session.error or "the session ended", session.status)
+            yield session.client
+        finally:
+            session.leases -= 1
+            session.used = loop.time()
 
     async def _hold(self, key: str, bearer: str, session: _Session) -> None:
         """Open the session, list the tools if they are due, then keep it until idle."""
@@ -134,8 +143,9 @@ class UserSessions:
                     await server.list_tools(client)
                 session.client = client
                 session.ready.set()
-                while (idle := loop.time() - session.used) < server.config.idle_s:  # noqa: ASYNC110 (a deadline that moves, not an event)
-                    await asyncio.sleep(server.config.idle_s - idle)
+                idle_s = server.config.idle_s
+                while session.leases or (idle := loop.time() - session.used) < idle_s:  # noqa: ASYNC110 (a deadline that moves, not an event)
+                    await asyncio.sleep(idle_s if session.leases else idle_s - idle)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -202,7 +212,8 @@ class McpConnectTool(Tool):
         if call.bearer is None:  # the runner gives the link before a call gets here
             return error_result("the user has not connected", "tool_error")
         try:
-            await self._server.sessions.client(call.bearer)
+            async with self._server.sessions.lease(call.bearer):
+                pass
         except SessionUnavailable as exc:
             failed = error_result(f"the MCP server {self._server.name!r}: {exc}", "http_error")
             return replace(failed, status=exc.status)

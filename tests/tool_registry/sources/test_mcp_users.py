@@ -140,6 +140,49 @@ async def test_an_idle_session_closes(
         await server.aclose()
 
 
+async def test_a_call_longer_than_idle_keeps_its_session_until_it_is_answered(
+    served: tuple[ServerThread, HeaderLog],
+) -> None:
+    """Idle is counted from the end of the last call, not from its start: a session is
+    never closed under a call using it."""
+    thread, _ = served
+    server = await started(thread.url, idle_s=0.3)
+    try:
+        result = await server.call("slow", {"seconds": 0.8}, None, bearer="tok-a")
+        assert (result.outcome, result.content) == ("ok", "slept")
+        assert len(server.sessions) == 1  # idle from now on, for idle_s
+    finally:
+        await server.aclose()
+
+
+class Slow:
+    """Every request answered ``seconds`` late: a session slower to open than idle_s."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await asyncio.sleep(self.seconds)
+        await self.app(scope, receive, send)
+
+
+async def test_a_session_slower_to_open_than_idle_is_not_closed_under_its_first_call() -> None:
+    """The race behind a flaky test: the idle clock started when the session was asked
+    for, so one whose opening took longer than ``idle_s`` (a loaded machine) was closed
+    as it became ready, under the call about to use it ("Connection closed")."""
+    app = Slow(UsersOnly(tools_server().streamable_http_app()), 0.2)
+    with ServerThread(app) as thread:
+        server = await started(thread.url, idle_s=0.3)
+        try:
+            for _ in range(3):
+                result = await server.call("add", {"a": 1, "b": 1}, None, bearer="tok-a")
+                assert (result.outcome, result.content) == ("ok", "2")
+        finally:
+            await server.aclose()
+
+
 async def test_a_refused_token_is_said_without_the_token(
     served: tuple[ServerThread, HeaderLog],
 ) -> None:
