@@ -26,7 +26,7 @@ A newcomer's glossary (the words the code uses, and OpenAI's where it has one):
 - *the one guarded way out*: the transport every outbound call of configuration or
   of a model goes through (``tool_registry.GuardedTransport``).
 
-The layers and their order are in DESIGN.md §1; the manual is ``docs/``.
+The layers and their order are in docs/design.md §1; the manual is ``docs/``.
 """
 
 from gateway.app import create_app

@@ -123,7 +123,7 @@ def create_app(
 
 class GatewayApp(Starlette):
     """Starlette with two layers in front of its own stack: the redaction of every
-    answer (DESIGN.md §7), and the model surfaces' hot routes (issue 38), which go
+    answer (docs/design.md §7), and the model surfaces' hot routes (issue 38), which go
     straight to their endpoints, past the error middleware, router and request-response
     wrappers (their endpoints answer every error themselves, ``http.endpoint``)."""
 

@@ -1,4 +1,4 @@
-"""The gateway's configuration as frozen pydantic models (see DESIGN.md §3)."""
+"""The gateway's configuration as frozen pydantic models (see docs/design.md §3)."""
 
 from __future__ import annotations
 
@@ -41,12 +41,12 @@ OnLimit = Literal["final_answer", "error"]
 OnStoreError = Literal["allow", "deny"]
 # What becomes of a hosted tool type (web_search, file_search, ...) a client sends.
 HostedTools = Literal["drop", "pass", "refuse"]
-# Who must approve a tool's calls (DESIGN.md §13), loosest first.
+# Who must approve a tool's calls (docs/design.md §13), loosest first.
 Approval = Literal["never", "after_untrusted", "always"]
 # What a run that has read untrusted words does with a tool that writes, loosest first.
 AfterUntrusted = Literal["allow", "approve", "refuse"]
 
-# Whether a request's server tools are searched rather than all offered (DESIGN.md §17).
+# Whether a request's server tools are searched rather than all offered (docs/design.md §17).
 SearchMode = Literal["off", "auto", "on"]
 # An OpenAPI document's or MCP server's tools, at most, by default where search may be
 # on (256 where it is off): 4,096 tools weigh about 30 MiB with their index.
@@ -77,7 +77,7 @@ class ServerConfig(_Frozen):
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
     metrics_token: SecretStr | None = None  # bearer token /metrics asks for, if set
     # The gateway's address as users' browsers reach it: connections' callbacks and
-    # links are made under it (DESIGN.md §18).
+    # links are made under it (docs/design.md §18).
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     admin_key: SecretStr | None = None  # bearer key of POST /admin/reload; unset: no route
     # Requests each operator key (admin or approvals) may make of the operator routes
@@ -149,7 +149,7 @@ MAX_PRICE_PER_MTOK = 10_000.0
 
 
 class ModelPrice(_Frozen):
-    """What a model costs, in USD per million tokens (DESIGN.md §13). Cached input is
+    """What a model costs, in USD per million tokens (docs/design.md §13). Cached input is
     priced as input unless it has its own price."""
 
     input_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK)
@@ -182,7 +182,7 @@ class LimitsConfig(_Frozen):
     on_limit: OnLimit = "final_answer"
     requests_per_minute: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)
-    # The per-run envelope (DESIGN.md §13): every round of one request, hidden ones too.
+    # The per-run envelope (docs/design.md §13): every round of one request, hidden ones too.
     max_tokens_per_request: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     max_cost_usd_per_request: float | None = Field(default=None, gt=0)
 
@@ -235,7 +235,7 @@ def webhook_key(secret: str) -> bytes:
 
 
 class ApprovalsConfig(_Frozen):
-    """How a call that needs approval gets one (DESIGN.md §13)."""
+    """How a call that needs approval gets one (docs/design.md §13)."""
 
     # Without a client that approves (chat without a toolgate_approval tool), an
     # operator decides at /v1/toolgate/approvals while the run waits; off: refused.
@@ -311,7 +311,7 @@ class BackgroundRule(_Frozen):
 
 
 class ToolSearchConfig(_Frozen):
-    """Tool search (DESIGN.md §17): with many server tools in play, a round offers the
+    """Tool search (docs/design.md §17): with many server tools in play, a round offers the
     ``always`` tools, the ``preselect`` best matches for the conversation and a search
     function; what a search finds is offered from the next round on, ``max_loaded`` at
     most in a round. A tenant's settings win over the gateway's, field by field."""
@@ -342,7 +342,7 @@ class TenantConfig(_Frozen):
     record: Record | None = None  # in place of recordings.record
     background: list[BackgroundRule] = Field(default_factory=list)  # no server tools
     tool_search: ToolSearchConfig | None = None  # its fields in place of the gateway's
-    users: UsersConfig | None = None  # verified end users (DESIGN.md §18)
+    users: UsersConfig | None = None  # verified end users (docs/design.md §18)
 
     @field_validator("keys")
     @classmethod
@@ -373,13 +373,13 @@ class EgressConfig(_Frozen):
         )
 
 
-# Which requests are recorded for replay (DESIGN.md §14; issue 26): none, those that
+# Which requests are recorded for replay (docs/design.md §14; issue 26): none, those that
 # failed or hit a cap, every one, or a share of them (0.0 to 1.0).
 Record = Literal["off", "errors", "all"] | Annotated[float, Field(ge=0, le=1)]
 
 
 class IdempotencyConfig(_Frozen):
-    """Writes run exactly once (DESIGN.md §16): how long a request's write results are
+    """Writes run exactly once (docs/design.md §16): how long a request's write results are
     kept for its retries — under an ``Idempotency-Key``, and under the stock SDKs' own
     retries (``x-stainless-retry-count``, the same body)."""
 
@@ -406,7 +406,7 @@ OtlpProtocol = Literal["http/protobuf", "grpc"]
 
 
 class OtelConfig(_Frozen):
-    """OpenTelemetry tracing (DESIGN.md §14). A field left unset takes the standard
+    """OpenTelemetry tracing (docs/design.md §14). A field left unset takes the standard
     ``OTEL_*`` environment variable, then the SDK's default; ``enabled`` unset means
     on when an OTLP endpoint is configured either way."""
 
@@ -436,7 +436,7 @@ class ResponsesConfig(_Frozen):
 
 
 class ConsoleConfig(_Frozen):
-    """The operator console (DESIGN.md §19): off unless enabled. Signed in with
+    """The operator console (docs/design.md §19): off unless enabled. Signed in with
     ``server.admin_key`` or a tenant's ``policy.approvals.admin_keys``."""
 
     enabled: bool = False
@@ -470,7 +470,7 @@ class GatewayConfig(_Frozen):
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
-    grants: GrantsConfig | None = None  # where users' tokens are kept (DESIGN.md §18)
+    grants: GrantsConfig | None = None  # where users' tokens are kept (docs/design.md §18)
     connections: list[Connection] = Field(default_factory=list)  # users' services
     tenants: list[TenantConfig] | None = None
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)

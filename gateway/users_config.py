@@ -1,4 +1,4 @@
-"""The configuration of end users and what acts as them (DESIGN.md §18): how a
+"""The configuration of end users and what acts as them (docs/design.md §18): how a
 tenant verifies its users' tokens, where their grants are kept sealed, and the
 connections that get a user's token for a tool. Part of ``gateway.config`` (which
 re-exports every name), kept apart as one subject."""
@@ -32,7 +32,7 @@ UserTokenAlgorithm = Literal[
 
 
 class JwtUsersConfig(_Frozen):
-    """End-user tokens a tenant accepts (DESIGN.md §18): JWTs from the application's
+    """End-user tokens a tenant accepts (docs/design.md §18): JWTs from the application's
     identity provider, verified against its JWKS; their ``claim`` names the user."""
 
     issuer: str = Field(min_length=1)  # the ``iss`` a token must carry
@@ -74,7 +74,7 @@ class GrantKey(_Frozen):
 
 
 class GrantsConfig(_Frozen):
-    """Users' grants (their tokens for connections, DESIGN.md §18), sealed at rest:
+    """Users' grants (their tokens for connections, docs/design.md §18), sealed at rest:
     the first key seals, every key listed opens (rotate by listing a new key first)."""
 
     keys: list[GrantKey] = Field(min_length=1)
@@ -99,7 +99,7 @@ _ENDPOINT = r"^https?://[^\s?#]+$"
 
 
 class OAuth2Connection(_Frozen):
-    """A way to get a user's token for a service (DESIGN.md §18): OAuth 2 authorization
+    """A way to get a user's token for a service (docs/design.md §18): OAuth 2 authorization
     code with PKCE at the provider's endpoints (given, or read from the ``issuer``'s
     metadata document), refreshed before it expires."""
 
@@ -186,7 +186,7 @@ Connection = Annotated[
 
 
 class AssertedUsersConfig(_Frozen):
-    """End users a tenant's own key asserts (DESIGN.md §18): a trusted backend holding
+    """End users a tenant's own key asserts (docs/design.md §18): a trusted backend holding
     the key names its user in ``header``; the gateway believes it as it believes the
     key. For a key that never sits where users are."""
 

@@ -1,4 +1,4 @@
-"""The loop engine's values (DESIGN.md §10): a tool call, an assistant turn, a tool's
+"""The loop engine's values (docs/design.md §10): a tool call, an assistant turn, a tool's
 output, usage, one round's answer. Surfaces and the upstream dialect (``dialect``)
 turn wire dicts into these and back; the engine sees nothing else."""
 
@@ -255,7 +255,7 @@ CONNECT_PATH = "/v1/toolgate/connect"  # a connect link's path, under server.pub
 @dataclass(frozen=True, slots=True)
 class ConnectLink:
     """A connection the user has not made (or whose grant is gone): where they make it
-    (a short-lived, single-use link, DESIGN.md §18)."""
+    (a short-lived, single-use link, docs/design.md §18)."""
 
     connection: str
     url: str
@@ -272,7 +272,7 @@ class CredentialRefused:
 # Keeps the hidden items of a loop that hands calls back (a surface's own state):
 # the items before the hand-back, its whole turn, the outputs of the server calls of
 # that turn, the calls handed back (approvals among them), and where the run first
-# read untrusted words, if it has (DESIGN.md §13: taint survives a hand-back).
+# read untrusted words, if it has (docs/design.md §13: taint survives a hand-back).
 KeepTurn = Callable[
     [list[HiddenItem], AssistantMessage, list[ToolOutput], tuple[ToolCall, ...], str | None],
     Awaitable[None],

@@ -155,3 +155,42 @@ def test_every_setting_the_prose_names_exists() -> None:
             if parts[0] in sections and name not in NOT_SETTINGS and not _resolves(parts):
                 missing.append(f"{page.name}: {name}")
     assert missing == []
+
+
+_CITED = re.compile(r"docs/design\.md §(\d+)|\(design\.md\) §(\d+)")
+
+
+def _tracked_texts() -> Iterator[tuple[str, str]]:
+    for folder in ("gateway", "tool_registry", "tests", "bench", "docs", "config", "deploy"):
+        for path in (ROOT / folder).rglob("*"):
+            if (
+                path.is_file()
+                and "node_modules" not in path.parts
+                and path.suffix
+                in (
+                    ".py",
+                    ".md",
+                    ".html",
+                    ".yaml",
+                )
+            ):
+                yield path.relative_to(ROOT).as_posix(), path.read_text(errors="replace")
+    yield "README.md", (ROOT / "README.md").read_text()
+
+
+def test_the_code_cites_the_design_notes_in_the_repository() -> None:
+    """The design the code cites is ``docs/design.md``, by its sections: a citation of a
+    file outside the repository, or of a section the notes do not have, fails."""
+    sections = {
+        int(match)
+        for match in re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "design.md").read_text(), re.M)
+    }
+    assert sections == set(range(1, 22))
+    cited = 0
+    for name, text in _tracked_texts():
+        assert "DESIGN" + ".md" not in text, f"{name} cites a design outside the repository"
+        for found in _CITED.findall(text):
+            number = int(found[0] or found[1])
+            assert number in sections, f"{name} cites docs/design.md §{number}"
+            cited += 1
+    assert cited > 200

@@ -1,4 +1,4 @@
-"""The package's folders are its layers (DESIGN.md §1): each module imports only its
+"""The package's folders are its layers (docs/design.md §1): each module imports only its
 own layer and the ones below. Read from the source with ``ast``: nothing is imported,
 and an import under ``TYPE_CHECKING`` counts like any other."""
 

@@ -3,7 +3,7 @@ client layer.
 
 Everything the gateway sends on behalf of configuration or of a model (tool calls,
 approval webhooks, OpenAPI document fetches, replay's live reads, the tools' probe)
-goes through a ``GuardedTransport`` (DESIGN.md §15): the egress guard sits under the
+goes through a ``GuardedTransport`` (docs/design.md §15): the egress guard sits under the
 transport, so a caller cannot hold an unguarded one. It judges a literal address in
 the URL before anything is sent, and every name when it is resolved
 (``GuardedResolver``), so each hop of a redirect is judged as the first was. MCP

@@ -1,4 +1,4 @@
-"""What a model is offered of a tool (DESIGN.md §12): a value, in no API's dialect.
+"""What a model is offered of a tool (docs/design.md §12): a value, in no API's dialect.
 
 A ``function`` tool has a JSON Schema for its arguments; a ``custom`` tool takes free
 text. What a definition says beyond its name, description and parameters — ``strict``,

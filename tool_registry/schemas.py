@@ -1,4 +1,4 @@
-"""Argument schemas a tool brings, judged once and validated with safely (DESIGN.md §12).
+"""Argument schemas a tool brings, judged once and validated with safely (docs/design.md §12).
 
 A schema from an imported document or an MCP server is as hostile as a model's
 arguments. ``schema_problem`` is the one judgement every tool's schema passes (inline,

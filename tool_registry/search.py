@@ -1,4 +1,4 @@
-"""Finding the tools that fit a request (DESIGN.md §17): a BM25 index over a catalog's
+"""Finding the tools that fit a request (docs/design.md §17): a BM25 index over a catalog's
 tools, built once per registry (off the event loop: it grows with the catalog) and
 searched per request among the tools that request may use.
 

@@ -170,7 +170,7 @@ class ToolSpec(_Frozen):
     http: HttpSpec
     result: ResultSpec = Field(default_factory=ResultSpec)
     cache_ttl_s: float | None = Field(default=None, gt=0)  # GET tools: reuse results
-    auth: AuthSpec | None = None  # calls carry the user's own token (DESIGN.md §18)
+    auth: AuthSpec | None = None  # calls carry the user's own token (docs/design.md §18)
 
     @field_validator("name")
     @classmethod

@@ -1,5 +1,5 @@
 """What a tool is, whatever its source: a definition for the model, a way to prepare a
-call (arguments parsed, bound and validated) and a way to execute it (DESIGN.md §12).
+call (arguments parsed, bound and validated) and a way to execute it (docs/design.md §12).
 
 Sources produce tools: ``HttpTool`` for inline tools, tool files and OpenAPI
 operations; ``mcp_source.McpTool`` for the tools of MCP servers. The gateway only ever
@@ -160,7 +160,7 @@ class Tool(ABC):
     @abstractmethod
     def effects(self) -> Effects:
         """What its source says a call does: ``read`` changes nothing, ``write`` may
-        (DESIGN.md §13; the gateway's policy rules may say otherwise)."""
+        (docs/design.md §13; the gateway's policy rules may say otherwise)."""
 
     @property
     def output(self) -> Trust:

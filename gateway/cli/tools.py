@@ -1,4 +1,4 @@
-"""``toolgate tools list|show|call`` (DESIGN.md §12): a tenant's tools as the model
+"""``toolgate tools list|show|call`` (docs/design.md §12): a tenant's tools as the model
 sees them, and one call made with the gateway's own executor and egress policy."""
 
 from __future__ import annotations

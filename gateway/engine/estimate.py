@@ -1,5 +1,5 @@
 """A round's prompt in tokens, guessed before the upstream counts it (for budgets,
-DESIGN.md §13).
+docs/design.md §13).
 
 The first round's is the size of what it sends (the visible history and the tools)
 over ``BYTES_PER_TOKEN``: about three bytes of JSON per token errs high for prose and

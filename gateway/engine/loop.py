@@ -1,4 +1,4 @@
-"""The loop engine (DESIGN.md §5, §10): ask the model, let the policy point decide,
+"""The loop engine (docs/design.md §5, §10): ask the model, let the policy point decide,
 run the tools or hand calls back, ask again — one round skeleton for every mode.
 
 ``Run.events`` is the loop. It yields what a driver needs to know, in order:
@@ -260,7 +260,7 @@ class Run:
             dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
             finish = "stop" if dropped else answer.finish_reason or "stop"
             if state.stopped in BUDGET_CAPS:
-                finish = "length"  # the budget cut the run short (DESIGN.md §13)
+                finish = "length"  # the budget cut the run short (docs/design.md §13)
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome
             return
@@ -413,7 +413,7 @@ class Run:
     ) -> None:
         """Before handing client calls back: run the server calls of the same turn, and
         keep every hidden item of the loop — earlier rounds and this one — for when the
-        client returns (``LoopJob.keep``, DESIGN.md §6)."""
+        client returns (``LoopJob.keep``, docs/design.md §6)."""
         outputs: list[ToolOutput] = []
         if step.hidden:
             outputs, _ = await self.runner.run(step.hidden, step.runnable, self._deadline)

@@ -1,4 +1,4 @@
-"""The server tools a searched run offers, round by round (DESIGN.md §17).
+"""The server tools a searched run offers, round by round (docs/design.md §17).
 
 An ``Offer`` is a value: the tools always offered (the catalog's, and any the
 client's ``tool_choice`` names), the first round's best matches for the conversation,

@@ -1,4 +1,4 @@
-"""How a request's run ended, said once (DESIGN.md §10).
+"""How a request's run ended, said once (docs/design.md §10).
 
 The engine ends every run — answered, handed back, capped, failed or cancelled — with
 one frozen ``RunReport``. Everything after the run reads that report and nothing else

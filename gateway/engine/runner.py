@@ -35,7 +35,7 @@ REDACTED = "[redacted]"
 
 
 class Credentials(Protocol):
-    """The user's tokens for tools that call as the user (DESIGN.md §18): a token, the
+    """The user's tokens for tools that call as the user (docs/design.md §18): a token, the
     link where the user makes the connection, or None when the request names no user."""
 
     async def bearer(self, connection: str) -> str | ConnectLink | CredentialRefused | None: ...

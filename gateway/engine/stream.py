@@ -1,4 +1,4 @@
-"""The streaming driver of the loop engine (DESIGN.md §7, §10): the events of every
+"""The streaming driver of the loop engine (docs/design.md §7, §10): the events of every
 choice's loop as they come — content deltas at once, server tool-call deltas never —
 with a beat while work runs (tools, or a turn being kept) so that a surface can send
 keep-alive comments, and the choices of a request with ``n`` interleaved. A surface

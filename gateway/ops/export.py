@@ -1,4 +1,4 @@
-"""The OpenTelemetry SDK at work (DESIGN.md §14), imported only when tracing is on.
+"""The OpenTelemetry SDK at work (docs/design.md §14), imported only when tracing is on.
 
 ``Telemetry`` owns the app's own tracer provider (never the process-global one: two
 apps in one process, as tests build them, trace apart) and its export. Spans are

@@ -1,4 +1,4 @@
-"""Prometheus metrics (DESIGN.md §9). Labels stay small and bounded: tenant, model,
+"""Prometheus metrics (docs/design.md §9). Labels stay small and bounded: tenant, model,
 upstream and tool names come from the configuration, outcomes and status classes from
 short fixed lists — never a request id, user text or argument."""
 
@@ -35,7 +35,7 @@ TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")
-# Why a span never reached the collector (DESIGN.md §14).
+# Why a span never reached the collector (docs/design.md §14).
 SPAN_DROPS = ("queue_full", "export_failed")
 
 

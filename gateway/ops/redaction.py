@@ -1,4 +1,4 @@
-"""Keeping configured secrets out of everything the gateway sends (DESIGN.md §4).
+"""Keeping configured secrets out of everything the gateway sends (docs/design.md §4).
 
 ``secrets_of`` lists what the configuration holds that is a credential: upstream keys
 and headers, tenant keys, the metrics token, the store's password, the tools' headers,
@@ -97,7 +97,7 @@ def secrets_of(config: GatewayConfig) -> list[str]:
 
 
 def _connection_secrets(config: GatewayConfig) -> list[str]:
-    """Users' connections (DESIGN.md §18): each client secret (and the HTTP Basic
+    """Users' connections (docs/design.md §18): each client secret (and the HTTP Basic
     credentials it is sent in), the grants' sealing keys, and their endpoints' URLs'."""
     found: list[str] = []
     for connection in config.connections:

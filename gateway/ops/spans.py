@@ -1,4 +1,4 @@
-"""A request as OpenTelemetry GenAI spans (DESIGN.md §14).
+"""A request as OpenTelemetry GenAI spans (docs/design.md §14).
 
 One SERVER span per request (``POST /v1/chat/completions``), whose parent is the
 client's W3C ``traceparent`` when it sent a valid one; under it a CLIENT span

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing as configured (DESIGN.md §14).
+"""OpenTelemetry tracing as configured (docs/design.md §14).
 
 ``otel_settings`` reads the ``otel:`` section and the standard ``OTEL_*`` environment
 variables (a field set in the file wins) and says whether tracing is on at all. Off,

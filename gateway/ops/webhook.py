@@ -1,5 +1,5 @@
-"""Telling an operator an approval waits (DESIGN.md §13): ``approvals.webhook`` is
-POSTed the pending approval as JSON, through the one guarded transport (DESIGN.md §15),
+"""Telling an operator an approval waits (docs/design.md §13): ``approvals.webhook`` is
+POSTed the pending approval as JSON, through the one guarded transport (docs/design.md §15),
 in the background — a slow or failing hook never holds the run (it is logged).
 
 With ``approvals.webhook_secret`` the delivery is signed as Standard Webhooks

@@ -1,4 +1,4 @@
-"""Approvals bound to the exact call (DESIGN.md §13): asking, and checking an answer.
+"""Approvals bound to the exact call (docs/design.md §13): asking, and checking an answer.
 
 A held call becomes an ``ApprovalRecord`` bound to the tenant, the caller's identity,
 the tool, a digest of the canonical arguments the model wrote and the tool's policy

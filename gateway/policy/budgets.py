@@ -1,4 +1,4 @@
-"""Every tenant's budgets, for one app (DESIGN.md §13): a ``RunBudget`` for each request
+"""Every tenant's budgets, for one app (docs/design.md §13): a ``RunBudget`` for each request
 that runs the loop (or, on the /mcp endpoint, only tools), and for a request passed
 through a check at the door and a charge once its usage is known."""
 

@@ -71,7 +71,7 @@ class LoopState:
     reused_calls: int = 0  # calls answered with the result of the same call made earlier
     reserved: int = 0  # executions allowed by a decision and not yet started
     # A write ran whose result is not kept for a retry (no write scope, or the store
-    # was down): a failure after it tells the SDK not to retry (DESIGN.md §16).
+    # was down): a failure after it tells the SDK not to retry (docs/design.md §16).
     unkept_writes: bool = False
     kept_calls: int = 0  # write calls answered with what an earlier attempt kept
     usage: Usage = field(default_factory=Usage)

@@ -1,4 +1,4 @@
-"""Which requests keep their write results, and under what identity (DESIGN.md §16).
+"""Which requests keep their write results, and under what identity (docs/design.md §16).
 
 A request is *the same request again* when it carries the same ``Idempotency-Key``
 (any client; per tenant and caller), or when a stock OpenAI SDK retries it by itself:

@@ -1,4 +1,4 @@
-"""Who is asking, within a tenant (DESIGN.md §6, §11, §13, §18).
+"""Who is asking, within a tenant (docs/design.md §6, §11, §13, §18).
 
 A caller's identity is its tenant, the end user a verified token names (where the
 tenant verifies its users), and the value of every request header some tool binds
@@ -21,7 +21,7 @@ from gateway.errors import BadRequest
 def caller_identity(
     tenant: str, headers: Headers, bound_headers: Iterable[str], user: str | None = None
 ) -> str:
-    """The tenant, the verified end user if there is one (DESIGN.md §18), and each
+    """The tenant, the verified end user if there is one (docs/design.md §18), and each
     bound header's value (``bound_headers``: lower-case, sorted)."""
     values = [] if user is None else [f"user={user}"]
     for name in bound_headers:

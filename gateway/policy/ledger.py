@@ -1,4 +1,4 @@
-"""What one request's run accumulates (DESIGN.md §10, §13), in one place the engine
+"""What one request's run accumulates (docs/design.md §10, §13), in one place the engine
 owns: its counts and caps (``LoopState``), what it may still spend (its budget), where
 it first read untrusted words (its taint), the answers to the approvals it resumes
 with, and each round's lines for the trace and the recording. The request's policy

@@ -15,7 +15,7 @@ class Narrowing:
     tools: frozenset[str] | None = None
     max_iterations: int | None = None
     max_tool_calls: int | None = None
-    untrusted_input: bool = False  # x-toolgate-input: untrusted (DESIGN.md §13)
+    untrusted_input: bool = False  # x-toolgate-input: untrusted (docs/design.md §13)
     max_tokens: int | None = None  # of the whole run (x-toolgate-max-tokens)
     max_cost_usd: float | None = None  # of the whole run (x-toolgate-max-cost-usd)
 
@@ -27,7 +27,7 @@ class LoopLimits:
     max_parallel_tools: int
     request_timeout_s: float
     on_limit: OnLimit
-    max_tokens_per_request: int | None = None  # the run's envelope (DESIGN.md §13)
+    max_tokens_per_request: int | None = None  # the run's envelope (docs/design.md §13)
     max_cost_usd_per_request: float | None = None
 
 
@@ -66,7 +66,7 @@ def effective_tools(
 
     The tenant's allowlist, narrowed by the request. Naming a tool the tenant may not
     use is refused (403) with the same words whether or not the tool exists. A client
-    tool named like a server tool wins for the request (DESIGN.md §6): a client that
+    tool named like a server tool wins for the request (docs/design.md §6): a client that
     knows nothing of the tenant's tools must not fail on a common name like ``search``.
     ``members``: ``allowed`` as a set, when the caller keeps one (a catalog of thousands
     is not walked per request for a client's few names).

@@ -1,4 +1,4 @@
-"""The policy point (DESIGN.md §13): every verdict on a request's tool calls is made
+"""The policy point (docs/design.md §13): every verdict on a request's tool calls is made
 here, and nowhere else.
 
 One factory (``PolicyPoint.of_request``) makes one ``PolicyPoint`` per request, from

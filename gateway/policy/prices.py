@@ -1,4 +1,4 @@
-"""What a round costs (DESIGN.md §13): the upstream's usage read as hostile input, and
+"""What a round costs (docs/design.md §13): the upstream's usage read as hostile input, and
 priced with the model's prices.
 
 Money is counted in whole nano-USD (``int``), so sums never drift and the store adds

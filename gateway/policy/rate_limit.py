@@ -1,4 +1,4 @@
-"""Per-tenant rate limits (DESIGN.md §3): requests and tokens per minute, decided in the
+"""Per-tenant rate limits (docs/design.md §3): requests and tokens per minute, decided in the
 store so every replica sees the same counters."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What each tool is, and who approves its calls, for one tenant (DESIGN.md §13).
+"""What each tool is, and who approves its calls, for one tenant (docs/design.md §13).
 
 A tool's source says what it does (``Tool.effects``, ``Tool.output``: the HTTP method,
 the OpenAPI operation, the MCP server's hints); the gateway's ``policy.tools`` rules

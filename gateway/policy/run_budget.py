@@ -1,4 +1,4 @@
-"""Budgets (DESIGN.md §13): what one run may spend, and what its tenant has left.
+"""Budgets (docs/design.md §13): what one run may spend, and what its tenant has left.
 
 A ``RunBudget`` is one request's: its envelope (``max_tokens_per_request``,
 ``max_cost_usd_per_request``, narrowed by the request) counted locally, and the

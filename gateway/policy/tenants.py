@@ -40,13 +40,13 @@ class Tenant:
     models: frozenset[str]
     tools: tuple[str, ...]  # in registry order
     limits: LimitsConfig
-    hosted_tools: HostedTools = "drop"  # a client's hosted tool types (DESIGN.md §11)
+    hosted_tools: HostedTools = "drop"  # a client's hosted tool types (docs/design.md §11)
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # effects, taint, approvals
-    budget: BudgetConfig | None = None  # spend per day and month (DESIGN.md §13)
+    budget: BudgetConfig | None = None  # spend per day and month (docs/design.md §13)
     record: Record = "off"  # which of its requests are recorded for replay
     background: Background = field(default_factory=Background)  # get no server tools
-    tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # DESIGN.md §17
-    # How its end users are known (DESIGN.md §18): verified, or asserted by its key.
+    tool_search: ToolSearchConfig = field(default_factory=ToolSearchConfig)  # docs/design.md §17
+    # How its end users are known (docs/design.md §18): verified, or asserted by its key.
     users: JwtUsersConfig | AssertedUsersConfig | None = None
     members: frozenset[str] = field(init=False, repr=False, compare=False)  # ``tools``, a set
 

@@ -1,4 +1,4 @@
-"""Tool search (DESIGN.md §17): which of a request's server tools are offered when
+"""Tool search (docs/design.md §17): which of a request's server tools are offered when
 there are too many to offer them all.
 
 ``Catalogs`` belongs to a runtime snapshot: its index (built off the event loop with

@@ -1,4 +1,4 @@
-"""Who the user is (DESIGN.md §18): an end-user token — a JWT from the application's
+"""Who the user is (docs/design.md §18): an end-user token — a JWT from the application's
 identity provider — verified against the provider's keys, whose ``claim`` (``sub``)
 names the user within the tenant.
 

@@ -1,4 +1,4 @@
-"""The policy point's verdicts on one tool call (DESIGN.md §13): it runs, it is
+"""The policy point's verdicts on one tool call (docs/design.md §13): it runs, it is
 refused (the model reads why in its place), or it is held for a person's answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A request's user's tokens, for the tools that call as the user (DESIGN.md §18).
+"""A request's user's tokens, for the tools that call as the user (docs/design.md §18).
 
 An ``oauth2`` or ``mcp`` connection: the user's grant, refreshed before it expires (one
 refresh at a time across replicas), or — when there is none, it expired beyond

@@ -1,4 +1,4 @@
-"""Where a provider's endpoints are (DESIGN.md §18): an authorization server's metadata
+"""Where a provider's endpoints are (docs/design.md §18): an authorization server's metadata
 (RFC 8414, or OpenID Connect Discovery) and a protected resource's (RFC 9728, as the
 MCP authorization specification uses it), fetched through the egress guard.
 

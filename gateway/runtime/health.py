@@ -1,4 +1,4 @@
-"""What an operator is told of the gateway's health (DESIGN.md §19): the probe's words
+"""What an operator is told of the gateway's health (docs/design.md §19): the probe's words
 for each model server, tool origin and remote source (``probe.py``), kept for
 ``KEPT_S`` so that pages do not probe on every view, one probe at a time; and what
 ``toolgate check`` finds in the configuration in force (``findings``), the same words

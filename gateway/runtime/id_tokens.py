@@ -1,6 +1,6 @@
 """The ID token an OpenID provider's token endpoint answers beside the access token
 (OpenID Connect Core §3.1.3.7), held to what it must be before anything in that
-answer is kept (DESIGN.md §18).
+answer is kept (docs/design.md §18).
 
 The gateway does not use an ID token: the user a grant belongs to is the one its link
 was made for. But an answer whose ID token does not hold is not believed for the rest

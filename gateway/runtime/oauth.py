@@ -1,4 +1,4 @@
-"""An OAuth 2 connection's client side (DESIGN.md §18, RFC 6749 and 7636): the
+"""An OAuth 2 connection's client side (docs/design.md §18, RFC 6749 and 7636): the
 authorization request a user's browser is sent to (state and PKCE, and the resource
 indicator where the connection has one), and the token endpoint's answers — a code
 exchanged, a refresh, a token exchange (RFC 8693) — as ``Grant``s. Where the

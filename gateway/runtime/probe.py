@@ -1,4 +1,4 @@
-"""What the gateway will use, and whether each answered (DESIGN.md §9; issue 13).
+"""What the gateway will use, and whether each answered (docs/design.md §9; issue 13).
 
 At start (``toolgate serve``) and on demand (``toolgate check --probe``) the gateway
 asks each upstream for ``GET /models`` and each tool origin for ``GET /`` — any HTTP

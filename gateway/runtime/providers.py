@@ -1,4 +1,4 @@
-"""A consent-flow connection as the gateway speaks to its provider (DESIGN.md §18):
+"""A consent-flow connection as the gateway speaks to its provider (docs/design.md §18):
 the ``ProviderClient`` value — the endpoints, who the gateway is there, what it asks for — is
 made here, in one place, for each kind:
 

@@ -7,7 +7,7 @@ model saw them. The model is the one asked for, on its configured upstream. When
 new model calls a tool with the same name and canonically equal arguments as a call of
 the recording, the recorded result is served; any other call is answered with an
 error result saying it was not in the recording — or, with ``live_read``, run live if
-the gateway's own current policy says its tool only reads (DESIGN.md §16).
+the gateway's own current policy says its tool only reads (docs/design.md §16).
 
 A recording is input like any other: what it says a tool does (``effects``) decides
 nothing. A call runs live only when the gateway knows a tool of that name, the tenant

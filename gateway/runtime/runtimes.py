@@ -1,4 +1,4 @@
-"""The current runtime snapshot and how it changes (DESIGN.md §12).
+"""The current runtime snapshot and how it changes (docs/design.md §12).
 
 A snapshot is replaced, never edited: when a running source's tools change (an MCP
 server's list, an OpenAPI URL read at last) and on a reload (``SIGHUP``, ``POST

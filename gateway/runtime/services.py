@@ -132,7 +132,7 @@ class Gateway:
         self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
         self.activity = ActivityStore(self.store, self.keys, Activity(self.clock))
         self.kept_writes = KeptWrites(self.store, self.keys)
-        # Users' tokens for their connections, sealed (DESIGN.md §18), where configured.
+        # Users' tokens for their connections, sealed (docs/design.md §18), where configured.
         self.grants = (
             GrantStore(self.store, self.keys, config.grants) if config.grants is not None else None
         )
@@ -237,7 +237,7 @@ class Gateway:
     def credentials(
         self, runtime: Runtime, tenant: str, user: str | None, user_token: str | None
     ) -> UserCredentials | None:
-        """A request's user's tokens, where tools may call as the user (DESIGN.md §18):
+        """A request's user's tokens, where tools may call as the user (docs/design.md §18):
         for every surface and ``/mcp``."""
         config = runtime.config
         public = config.server.public_url

@@ -1,4 +1,4 @@
-"""The runtime snapshot (DESIGN.md §12): everything a request reads from the
+"""The runtime snapshot (docs/design.md §12): everything a request reads from the
 configuration, built in one go and never changed. A request reads the gateway's
 current snapshot once and uses it to the end; a reload or a changed tool list builds
 a new one and swaps it in, so a request never sees half of each."""
@@ -24,7 +24,7 @@ class Runtime:
     tenants: TenantDirectory
     models: ModelRouter
     warnings: tuple[str, ...] = ()  # what was left out or is suspect, for the log
-    # Tool search's index, when some tenant may have its tools searched (DESIGN.md §17).
+    # Tool search's index, when some tenant may have its tools searched (docs/design.md §17).
     catalogs: Catalogs | None = None
 
     @classmethod

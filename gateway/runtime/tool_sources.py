@@ -1,4 +1,4 @@
-"""The configured tool sources, read into tools (DESIGN.md §12).
+"""The configured tool sources, read into tools (docs/design.md §12).
 
 ``static_tools`` reads what needs no network: inline tools, tool files (merged by the
 loader) and OpenAPI documents on disk. OpenAPI documents at URLs and MCP servers are

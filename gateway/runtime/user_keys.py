@@ -1,4 +1,4 @@
-"""The keys end-user tokens are verified with (DESIGN.md §18): each identity
+"""The keys end-user tokens are verified with (docs/design.md §18): each identity
 provider's JWKS, fetched through the egress guard, kept ``jwks_ttl_s``, and fetched
 again when a token names a key they do not hold (a provider rotated its keys) — at
 most once per ``min_refresh_s``, one fetch at a time, whatever many requests ask.

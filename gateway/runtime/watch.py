@@ -1,4 +1,4 @@
-"""Reloading when the configuration's files change (``server.watch_config``, DESIGN.md
+"""Reloading when the configuration's files change (``server.watch_config``, docs/design.md
 §14).
 
 The watched files are the configuration file and what it takes in: the files its

@@ -1,4 +1,4 @@
-"""Shared state (DESIGN.md §8): rate-limit counters, saved tool turns, tool-result
+"""Shared state (docs/design.md §8): rate-limit counters, saved tool turns, tool-result
 caches. One interface, two backends: ``memory://`` for one process, Redis for several
 replicas. ``open_store`` picks the backend from the URL and bounds every call."""
 

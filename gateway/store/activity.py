@@ -1,4 +1,4 @@
-"""What each tenant did, minute by minute, over the last hour (DESIGN.md §19): requests,
+"""What each tenant did, minute by minute, over the last hour (docs/design.md §19): requests,
 errors, tool calls and spend — the console's Overview draws them, without Prometheus.
 
 While the console is on, a replica counts in its own memory as requests end (a dict

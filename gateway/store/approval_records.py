@@ -1,4 +1,4 @@
-"""Approvals in the store (DESIGN.md §13): a pending approval, bound to the exact call
+"""Approvals in the store (docs/design.md §13): a pending approval, bound to the exact call
 it is for, and its decision — on any replica.
 
 A client's approval is answered by the client's next request, which takes the record

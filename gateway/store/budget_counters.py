@@ -1,4 +1,4 @@
-"""Tenants' spend per window (DESIGN.md §13): a UTC day and a UTC month, each a counter
+"""Tenants' spend per window (docs/design.md §13): a UTC day and a UTC month, each a counter
 of tokens and nano-USD in the store, shared by every replica.
 
 A window's counter is named by its period (``day:2026-11-24``, ``month:2026-11``), so

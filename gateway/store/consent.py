@@ -1,4 +1,4 @@
-"""A connection's consent in flight (DESIGN.md §18): the link a user opens (a ticket:
+"""A connection's consent in flight (docs/design.md §18): the link a user opens (a ticket:
 short-lived, single-use, bound to tenant, user and connection) and the provider's round
 trip it starts (its ``state``, with the PKCE verifier, bound to the browser that began it:
 a callback in another browser finds nothing, RFC 9700 §4.7). Both are kept in the store

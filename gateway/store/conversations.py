@@ -1,4 +1,4 @@
-"""Conversations as the store keeps them (DESIGN.md §11): their items, each with the
+"""Conversations as the store keeps them (docs/design.md §11): their items, each with the
 messages it stands for, and the hidden rounds between them.
 
 Version 2 (written now, under a key of its own) keeps the messages as the gateway's
@@ -44,7 +44,7 @@ class Conversation:
     metadata: dict[str, str]
     owner: str  # who created it: only the same identity reads, changes or continues it
     entries: list[Entry] = field(default_factory=list)
-    taint: str | None = None  # where a run of it first read untrusted words (DESIGN.md §13)
+    taint: str | None = None  # where a run of it first read untrusted words (docs/design.md §13)
     version: int = VERSION  # of the record it was read from
 
     def resource(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Users' grants (DESIGN.md §18): the tokens a user's connections hold, kept in the
+"""Users' grants (docs/design.md §18): the tokens a user's connections hold, kept in the
 store so any replica uses them, sealed at rest.
 
 A ``Grant`` is a value whose tokens never show in its ``repr``. ``Sealer`` seals one

@@ -1,4 +1,4 @@
-"""Write results kept for a request's retries (DESIGN.md §16), in the store so that a
+"""Write results kept for a request's retries (docs/design.md §16), in the store so that a
 retry on any replica finds them.
 
 Each write call of a request with a ``WriteScope`` has one key (the scope and the

@@ -1,4 +1,4 @@
-"""How a message of a history is written into a stored record and read back (DESIGN.md
+"""How a message of a history is written into a stored record and read back (docs/design.md
 §10): the value (``values.Message``), never a wire dialect. Stored responses and
 conversations use it from their version 2 on.
 

@@ -1,5 +1,5 @@
 """Clients the gateway registered at authorization servers (RFC 7591 dynamic client
-registration, for ``mcp`` connections, DESIGN.md §18): one per connection and server,
+registration, for ``mcp`` connections, docs/design.md §18): one per connection and server,
 kept in the store so every replica uses the same one (a refresh token belongs to the
 client it was issued to), its secret sealed like a grant.
 

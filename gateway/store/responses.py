@@ -1,4 +1,4 @@
-"""Stored responses (DESIGN.md §11): a response, its input items and the whole
+"""Stored responses (docs/design.md §11): a response, its input items and the whole
 conversation that led to it (hidden rounds included), kept under its ``resp_…`` id and
 its tenant for ``responses.ttl_s``, with the digest of the identity that made it
 (``identity.owner_digest``). ``previous_response_id`` continues from it on any replica;
@@ -41,7 +41,7 @@ class StoredResponse:
     input_items: list[dict[str, Any]]  # as ``input_items`` lists them
     messages: list[Message]  # the conversation through this response's output
     owner: str  # who made it: only the same identity reads or continues it
-    taint: str | None = None  # where its run first read untrusted words (DESIGN.md §13)
+    taint: str | None = None  # where its run first read untrusted words (docs/design.md §13)
 
 
 class ResponseStore:

@@ -1,4 +1,4 @@
-"""Recent runs (DESIGN.md §19): a row for each model request a tenant made — when, which
+"""Recent runs (docs/design.md §19): a row for each model request a tenant made — when, which
 model, how it ended, its rounds and tool calls, what it cost — kept newest first in a
 capped list per tenant, so that any replica lists what every replica answered. The
 console's Runs page and ``GET /v1/toolgate/runs`` read it; a run's rounds and tool

@@ -1,4 +1,4 @@
-"""Request traces (DESIGN.md §9): the hidden rounds of a request — upstream calls with
+"""Request traces (docs/design.md §9): the hidden rounds of a request — upstream calls with
 timings and usage, tool calls with arguments, outcome and a cut result — kept in the
 store for the tenant to read back at ``GET /v1/toolgate/traces/{request_id}``.
 

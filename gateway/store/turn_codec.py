@@ -1,4 +1,4 @@
-"""How a saved turn is written and read (DESIGN.md §6, §10): the engine's values, with
+"""How a saved turn is written and read (docs/design.md §6, §10): the engine's values, with
 a version, never a wire dialect.
 
 Version 2 (written now)::

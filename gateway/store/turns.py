@@ -1,4 +1,4 @@
-"""Saved tool turns (DESIGN.md §6): when a request hands client calls back, every hidden
+"""Saved tool turns (docs/design.md §6): when a request hands client calls back, every hidden
 turn of it (earlier server rounds, and the server calls of the same message with their
 results) is kept in the store under the client calls' ids and put back when the client
 returns with its results — on any replica.

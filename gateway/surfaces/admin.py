@@ -1,4 +1,4 @@
-"""The admin routes: ``POST /admin/reload`` reads the configuration again (DESIGN.md
+"""The admin routes: ``POST /admin/reload`` reads the configuration again (docs/design.md
 §12); ``POST /v1/toolgate/replays`` replays recorded requests against a model and
 reports how they compare (issue 26), so a CI job can gate a model change on it.
 

@@ -1,4 +1,4 @@
-"""A client's answers to the approvals it was asked for (DESIGN.md §13), read from the
+"""A client's answers to the approvals it was asked for (docs/design.md §13), read from the
 history it sends back, in the chat dialect both surfaces speak to the loop.
 
 Chat: the held call was handed back as a call of the client's ``toolgate_approval``

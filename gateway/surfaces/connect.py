@@ -1,4 +1,4 @@
-"""Connecting a user's service (DESIGN.md §18), in three steps:
+"""Connecting a user's service (docs/design.md §18), in three steps:
 
 1. the user's application asks for a link (``POST /v1/toolgate/connections/{name}/link``,
    with the tenant's key and the user's verified token): a short-lived, single-use

@@ -1,4 +1,4 @@
-"""The routes a user's application has for the user's connections (DESIGN.md §18):
+"""The routes a user's application has for the user's connections (docs/design.md §18):
 which services the verified user has connected (name, scopes, expiry — never a
 token), and revoking one (at the provider's revocation endpoint where it has one, then
 forgotten either way). The tenant's key and the user's own token say whose."""

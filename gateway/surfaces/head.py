@@ -1,4 +1,4 @@
-"""A model request's head (DESIGN.md §10, §13): who is asking and whether the rate
+"""A model request's head (docs/design.md §10, §13): who is asking and whether the rate
 limits let them (``Admission``, which every route uses), and the request admitted,
 read and parsed, with its policy (``Head``) — which also knows how the request's
 history is completed before its loop: a saved turn put back, the client's answers to
@@ -80,7 +80,7 @@ class Admission:
         self, request: Request, exchange: Exchange, runtime: Runtime, tenant: Tenant
     ) -> None:
         users = tenant.users
-        if users is not None:  # the end user (DESIGN.md §18): verified or asserted
+        if users is not None:  # the end user (docs/design.md §18): verified or asserted
             user = (
                 asserted(request.headers, users)
                 if isinstance(users, AssertedUsersConfig)

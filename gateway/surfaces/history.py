@@ -1,4 +1,4 @@
-"""A client's history as the saved turns read it (DESIGN.md §6): each message reduced
+"""A client's history as the saved turns read it (docs/design.md §6): each message reduced
 to what identifies it (``turns.Seen``), and the saved turns that apply put back into
 it."""
 

@@ -3,7 +3,7 @@ model surfaces (an exact method and path) goes straight to its endpoint, past
 starlette's exception middleware, router, route matching and request-response
 wrappers; everything else goes on to the router as before. What those layers did for
 these routes the endpoint does itself (``http.endpoint``: errors as OpenAI's envelope,
-a 500 for the unexpected), and the redaction middleware still wraps it (DESIGN.md §7)."""
+a 500 for the unexpected), and the redaction middleware still wraps it (docs/design.md §7)."""
 
 from __future__ import annotations
 

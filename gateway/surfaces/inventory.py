@@ -1,4 +1,4 @@
-"""What an operator sees of the configuration as it runs (DESIGN.md §19: JSON first, the
+"""What an operator sees of the configuration as it runs (docs/design.md §19: JSON first, the
 console's pages stand on these): ``GET /v1/toolgate/tenants`` — each tenant's models,
 tools, limits, budget (what it has spent today and this month, and what is left),
 policy and keys (as digest prefixes) — and ``GET /v1/toolgate/tools?tenant=ID&q=`` —

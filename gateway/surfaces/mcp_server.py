@@ -1,4 +1,4 @@
-"""The registry as an MCP server: ``POST /mcp`` (DESIGN.md §12).
+"""The registry as an MCP server: ``POST /mcp`` (docs/design.md §12).
 
 Any MCP client — a desktop agent, an IDE — lists and calls the calling tenant's tools
 with the same governance as the chat loop: the tenant's key, its allowlist, its

@@ -1,5 +1,5 @@
 """What happens when a request begins and ends: its metrics, its JSON log line, its
-trace in the store, and its span (DESIGN.md §9, §14)."""
+trace in the store, and its span (docs/design.md §9, §14)."""
 
 from __future__ import annotations
 

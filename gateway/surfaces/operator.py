@@ -1,4 +1,4 @@
-"""An operator's approvals (DESIGN.md §13): ``GET /v1/toolgate/approvals`` lists the
+"""An operator's approvals (docs/design.md §13): ``GET /v1/toolgate/approvals`` lists the
 calls waiting for one, ``POST /v1/toolgate/approvals/{id}`` decides one
 (``{"approve": true|false, "reason": "..."}``); the run waiting for it, on whichever
 replica, goes on. ``GET /v1/toolgate/approvals/decided`` says what was decided, by

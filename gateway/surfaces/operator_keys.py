@@ -1,4 +1,4 @@
-"""Who an operator's key speaks for (DESIGN.md §13, §19), decided in one place for every
+"""Who an operator's key speaks for (docs/design.md §13, §19), decided in one place for every
 operator route: ``server.admin_key`` for every tenant, a tenant's
 ``policy.approvals.admin_keys`` for that tenant only. Keys are compared as digests in
 constant time; the tenants' own API keys are not operators' keys. Each key's requests

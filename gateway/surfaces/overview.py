@@ -1,4 +1,4 @@
-"""The operator's overview (DESIGN.md §19, JSON first): ``GET /v1/toolgate/overview`` —
+"""The operator's overview (docs/design.md §19, JSON first): ``GET /v1/toolgate/overview`` —
 each tenant's requests, errors, tool calls and spend per minute over the last hour
 (the gateway's own counts, every replica's: no Prometheus needed) and the approvals
 waiting now — and ``GET /v1/toolgate/health`` (the admin key's) — the probe's words

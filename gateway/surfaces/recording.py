@@ -63,7 +63,7 @@ def _ending(report: RunReport) -> Ending | None:
 
 def _recorded_tools(report: RunReport) -> tuple[str, ...]:
     """The server tools a recording keeps: every tool in play; when a search chose
-    them (DESIGN.md §17), those some round offered or the run called (a catalog of
+    them (docs/design.md §17), those some round offered or the run called (a catalog of
     thousands is not a recording's to keep; a replay offers these)."""
     policy = report.policy
     if policy.search is None:

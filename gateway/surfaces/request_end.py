@@ -1,4 +1,4 @@
-"""The one owner of a run request's end (DESIGN.md §10).
+"""The one owner of a run request's end (docs/design.md §10).
 
 ``RequestEnd`` is entered before a request's loops run and left once its answer (or
 its stream) is done, however it ended. Leaving it ends the run with one frozen

@@ -1,5 +1,5 @@
 """What every surface reads first: a JSON object naming a model, and the narrowing a
-request asks for (the ``toolgate`` body field and ``x-toolgate-*`` headers, DESIGN.md §5)."""
+request asks for (the ``toolgate`` body field and ``x-toolgate-*`` headers, docs/design.md §5)."""
 
 from __future__ import annotations
 

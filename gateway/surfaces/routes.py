@@ -1,4 +1,4 @@
-"""The HTTP routes (DESIGN.md §7, §9)."""
+"""The HTTP routes (docs/design.md §7, §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recent runs for an operator (DESIGN.md §19, JSON first): ``GET /v1/toolgate/runs`` —
+"""Recent runs for an operator (docs/design.md §19, JSON first): ``GET /v1/toolgate/runs`` —
 the newest requests of the tenants a key may see, filtered by tenant, model, status,
 tool and cost — and ``GET /v1/toolgate/runs/{tenant}/{request_id}`` — one run with its
 trace and the timeline of its rounds and tool calls. The console's Runs pages stand

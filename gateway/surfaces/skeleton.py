@@ -1,4 +1,4 @@
-"""One request skeleton for every model surface (DESIGN.md §10).
+"""One request skeleton for every model surface (docs/design.md §10).
 
 ``Skeleton.__call__`` is the head and tail every model request shares, written once:
 admit → read → parse → resolve the model → the policy point (tools in play, shadowed
@@ -184,7 +184,7 @@ class Skeleton(Generic[A]):
         )
         writes = None
         if policy.server_tools:
-            # Its writes are kept for its retries (DESIGN.md §16); a key reused with
+            # Its writes are kept for its retries (docs/design.md §16); a key reused with
             # another body is refused before anything (an approval) is used up.
             writes = await self._writes(request, exchange, runtime, raw)
         if shadowed:  # the client's own tools of these names win for this request

@@ -1,4 +1,4 @@
-"""A run's event stream, encoded by its surface (DESIGN.md §7, §10): the engine yields
+"""A run's event stream, encoded by its surface (docs/design.md §7, §10): the engine yields
 typed events (``engine.stream``), a surface's ``EventWriter`` turns each into its wire
 format's bytes, and the request's end (``RequestEnd``) is left whichever way the
 stream ends."""

@@ -1,4 +1,4 @@
-"""``GET /v1/toolgate/usage?tenant=&window=day|month`` (DESIGN.md §13): what tenants
+"""``GET /v1/toolgate/usage?tenant=&window=day|month`` (docs/design.md §13): what tenants
 have spent in the current window, from the counters every replica shares.
 
 A tenant's API key reads its own; ``server.admin_key`` reads every tenant's (or the one

@@ -1,4 +1,4 @@
-"""The chat dialect's messages and tool definitions (DESIGN.md §10): a history and
+"""The chat dialect's messages and tool definitions (docs/design.md §10): a history and
 tools in the dialect decoded into values (``Message``, ``ToolDefinition``), and the
 values encoded back, losslessly.
 

@@ -60,7 +60,7 @@ class ChatModel:
     (encoded once, by ``prepare``); the tools offered are the server's (``declared``
     already) then the client's own, withheld on the last round so that no server
     renders them into a prompt the model may not act on. ``tool_choice`` follows
-    DESIGN.md §6 round by round. A round whose server tools a search chose
+    docs/design.md §6 round by round. A round whose server tools a search chose
     (``CompletionRequest.tools``) offers those, declared by ``declare``.
     """
 

@@ -1,4 +1,4 @@
-"""The upstream dialect: chat completions (DESIGN.md §10). The one module that turns the
+"""The upstream dialect: chat completions (docs/design.md §10). The one module that turns the
 engine's values (``values``) into what a chat-completions server reads — a round's
 request, the hidden history — and its answers, whole or streamed, back into values.
 
@@ -61,7 +61,7 @@ def round_body(
 def round_tool_choice(
     choice: ToolChoice | None, first: bool, final: bool, client_tools: frozenset[str]
 ) -> ToolChoice | None:
-    """The ``tool_choice`` of a round (DESIGN.md §6): the forced last round's is
+    """The ``tool_choice`` of a round (docs/design.md §6): the forced last round's is
     ``"none"``; the first round's is the client's.
 
     After the first round, ``"required"`` or a named client tool stays while the client

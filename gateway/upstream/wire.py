@@ -1,5 +1,5 @@
 """The upstream exchange on the wire: one request out, its answer's status, headers and
-body back (DESIGN.md §4; issue 38).
+body back (docs/design.md §4; issue 38).
 
 On the hot path the gateway speaks to its model servers through one aiohttp session
 directly (``AiohttpWire``): building httpx's request and response models around every
@@ -9,7 +9,7 @@ in-process app. Both raise httpx's error tree for the network's failures
 (``map_transport_errors``), so ``client.upstream_errors`` maps one tree whichever it is.
 
 Upstreams are the operator's own servers, named only in configuration: they are not
-under the egress guard (DESIGN.md §15), and nothing here follows a redirect.
+under the egress guard (docs/design.md §15), and nothing here follows a redirect.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Connections against a real, certified OpenID provider (``oidc-provider`` on Node),
-its real login and consent pages driven in Chromium (DESIGN.md §18, issue 37).
+its real login and consent pages driven in Chromium (docs/design.md §18, issue 37).
 
 The user signs in to the application at the provider (the ID token the application
 gets is the end-user token the gateway verifies, against the provider's keys found by

@@ -1,5 +1,5 @@
 """An MCP server that requires authorization, used per user through the gateway
-(DESIGN.md §18, the MCP specification's authorization): the server (the official SDK's
+(docs/design.md §18, the MCP specification's authorization): the server (the official SDK's
 auth support) names its authorization server in its protected resource metadata; the
 gateway finds that server's metadata, registers itself there (dynamic client
 registration), and sends the user's browser to its consent page with PKCE and the

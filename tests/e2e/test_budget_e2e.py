@@ -1,4 +1,4 @@
-"""Budgets end to end (DESIGN.md §13): a run stopped by its envelope at the right
+"""Budgets end to end (docs/design.md §13): a run stopped by its envelope at the right
 round on both surfaces, streamed and not; a tenant's day spent (429
 ``insufficient_quota`` as the openai SDK raises it) and started again at midnight;
 two replicas sharing one Redis under 32 concurrent requests; the usage route."""

@@ -1,5 +1,5 @@
 """A client's own tool search (Codex's ``tool_search`` with ``execution: "client"``,
-DESIGN.md §17): the gateway offers it to a chat model as a function, hands its call
+docs/design.md §17): the gateway offers it to a chat model as a function, hands its call
 back as a ``tool_search_call`` item, reads the client's ``tool_search_output`` and
 offers the tools it loaded — and withholds ``defer_loading`` tools until then. Driven
 by the stock SDK; Codex CLI itself in ``test_codex_cli_e2e``."""

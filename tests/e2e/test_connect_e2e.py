@@ -1,4 +1,4 @@
-"""Connecting a user's service (DESIGN.md §18) through an OAuth 2 provider: the
+"""Connecting a user's service (docs/design.md §18) through an OAuth 2 provider: the
 application asks for a link with the tenant's key and the user's token, the user's
 browser (here an HTTP client that follows what a browser follows) opens it without any
 key, goes to the provider with state and a PKCE challenge, comes back with a code,

@@ -1,4 +1,4 @@
-"""The operator console's guards (DESIGN.md §19), against a real gateway over HTTP: off
+"""The operator console's guards (docs/design.md §19), against a real gateway over HTTP: off
 unless enabled; signed in with an operator's key only (a tenant's API key is not one);
 a session cookie that is HttpOnly, SameSite=Strict and under /console; a strict CSP and
 no framing on every page; posts only from the console's own pages, with their CSRF

@@ -1,4 +1,4 @@
-"""The console's overview, health, check and replay (DESIGN.md §19), JSON first, against
+"""The console's overview, health, check and replay (docs/design.md §19), JSON first, against
 a real gateway over HTTP: the last hour's counts per tenant (every replica's, through
 the store), the approvals waiting now, the probe's words for each server, what
 ``toolgate check`` finds, and recordings replayed against a model with the report side

@@ -3,7 +3,7 @@ model it knows): a chat-completions model is offered a function of one string
 ``input``, the gateway runs its server tools in the same loop, and the model's call
 is handed back as a ``custom_tool_call`` item that the stock SDK parses; the client's
 ``custom_tool_call_output`` continues it, with the whole input or by
-``previous_response_id`` (DESIGN.md §11)."""
+``previous_response_id`` (docs/design.md §11)."""
 
 from __future__ import annotations
 

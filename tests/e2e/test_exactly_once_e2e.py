@@ -1,4 +1,4 @@
-"""Writes run exactly once (DESIGN.md §16, issue 34 §7), end to end under uvicorn:
+"""Writes run exactly once (docs/design.md §16, issue 34 §7), end to end under uvicorn:
 
 - the stock openai SDK's own retries against an upstream that fails once after the
   write: the retry gets the kept result, the tool server counts one write;

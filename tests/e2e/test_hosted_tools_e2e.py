@@ -1,7 +1,7 @@
 """Hosted tool types (``web_search``, ``file_search``, ...) a client sends on
 ``/v1/responses``: the tenant's ``hosted_tools`` drops them (the default), passes them
 to an upstream that serves the Responses API, or refuses the request — never a 400 for
-a client that did not ask for one (DESIGN.md §11)."""
+a client that did not ask for one (docs/design.md §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The operator's inventory routes (DESIGN.md §19, JSON first): ``GET /v1/toolgate/tenants``
+"""The operator's inventory routes (docs/design.md §19, JSON first): ``GET /v1/toolgate/tenants``
 and ``GET /v1/toolgate/tools``, against a real gateway. The admin key sees every tenant;
 a tenant's approvals key its own only (another tenant's reads as an unknown one); a
 tenant's API key is no operator's key. Keys show as digest prefixes, never as keys, and

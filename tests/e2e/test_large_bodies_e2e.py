@@ -2,7 +2,7 @@
 body limit is OpenAI's own or more; a large body is decoded and translated off the
 event loop, and the large bodies one process holds at once are bounded — past the
 bound a 503 the client retries, the share given back when each answer is done
-(DESIGN.md §11)."""
+(docs/design.md §11)."""
 
 from __future__ import annotations
 

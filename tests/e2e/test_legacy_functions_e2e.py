@@ -1,4 +1,4 @@
-"""Old clients' ``functions`` / ``function_call`` (DESIGN.md §10): with server tools in
+"""Old clients' ``functions`` / ``function_call`` (docs/design.md §10): with server tools in
 play they are translated to tools on the way in and back on the way out, the client's
 function handed back as ``function_call``, its ``role: "function"`` answer continuing
 the loop with the hidden rounds put back (issue 10, item 3)."""

@@ -1,4 +1,4 @@
-"""One assistant message asking for server and client tools (DESIGN.md §6): the server
+"""One assistant message asking for server and client tools (docs/design.md §6): the server
 side runs and is saved, the client gets its calls only, and its return — on the same
 replica or another — continues with the server's results put back."""
 

@@ -1,7 +1,7 @@
 """``namespace`` tools on ``/v1/responses`` (Codex CLI's multi-agent tools): a
 chat-completions model is offered each function under one flat name, and a call is
 handed back in the shape the client sent — its own name and its ``namespace`` — which
-the client's next request carries back (DESIGN.md §11)."""
+the client's next request carries back (docs/design.md §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool policy end to end (DESIGN.md §13): taint across rounds and hand-backs, and
+"""Tool policy end to end (docs/design.md §13): taint across rounds and hand-backs, and
 approvals bound to the exact call — through the stock SDKs, asserting what the tool
 server actually received."""
 

@@ -1,4 +1,4 @@
-"""Reloading a running ``toolgate serve`` (DESIGN.md §12): ``POST /admin/reload`` and
+"""Reloading a running ``toolgate serve`` (docs/design.md §12): ``POST /admin/reload`` and
 ``SIGHUP`` swap in a new snapshot (new tools, a rotated upstream key), a bad file
 keeps the old one and says why, and a reload under load fails no request."""
 

@@ -1,4 +1,4 @@
-"""``POST /v1/responses`` over the loop (DESIGN.md §11), driven by the openai SDK's
+"""``POST /v1/responses`` over the loop (docs/design.md §11), driven by the openai SDK's
 ``responses`` resource against a scripted chat-completions upstream and recording
 tools: server tools run, client function calls are handed back and continued, stored
 responses are kept per tenant, and everything sent validates against OpenAI's schema."""

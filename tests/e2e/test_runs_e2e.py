@@ -1,4 +1,4 @@
-"""Recent runs for an operator (DESIGN.md §19, JSON first), against a real gateway:
+"""Recent runs for an operator (docs/design.md §19, JSON first), against a real gateway:
 ``GET /v1/toolgate/runs`` lists the newest requests of the tenants a key may see and
 filters them; ``GET /v1/toolgate/runs/{tenant}/{id}`` gives one with its trace, whose
 rounds and tool calls say when each began; the console's Runs pages draw the same as a

@@ -1,4 +1,4 @@
-"""OpenTelemetry end to end (DESIGN.md §14): the gateway under uvicorn exports GenAI
+"""OpenTelemetry end to end (docs/design.md §14): the gateway under uvicorn exports GenAI
 spans over OTLP/HTTP to a real receiver on loopback (protobuf decoded with
 opentelemetry-proto), with the client's trace as parent; the upstream, an HTTP tool,
 an OpenAPI operation and an MCP server each receive the ``traceparent`` of their own

@@ -138,7 +138,7 @@ def test_no_retry_after_a_side_effecting_tool_ran(stack: StackFactory) -> None:
     assert answer.status_code == 422
     assert answer.headers["x-should-retry"] == "false"
     assert [h.method for h in s.tools.hits] == ["POST"]
-    # The SDK's retries are recognised (DESIGN.md §16): its write is kept for them.
+    # The SDK's retries are recognised (docs/design.md §16): its write is kept for them.
     with pytest.raises(openai.UnprocessableEntityError) as caught:
         s.client().chat.completions.create(model=MODEL, messages=USER)
     assert "x-should-retry" not in caught.value.response.headers

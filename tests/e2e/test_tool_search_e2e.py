@@ -1,4 +1,4 @@
-"""Tool search (DESIGN.md §17): with more tools in play than ``auto_above``, a round
+"""Tool search (docs/design.md §17): with more tools in play than ``auto_above``, a round
 offers the ``always`` tools, the best matches for the conversation and
 ``toolgate_search_tools``, which the gateway answers itself; what a search finds is
 offered from the next round on. Driven by the stock SDK on both surfaces, streamed or

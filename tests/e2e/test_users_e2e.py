@@ -1,4 +1,4 @@
-"""Who the user is (DESIGN.md §18): a tenant that verifies its end users accepts a JWT
+"""Who the user is (docs/design.md §18): a tenant that verifies its end users accepts a JWT
 from the application's identity provider, checked against the provider's JWKS
 (fetched through the egress guard, refetched when the provider rotates its keys), and
 the user it names is bound into tool calls (``{user.id}``) and into what is kept for
@@ -241,7 +241,7 @@ def test_one_user_cannot_read_another_s_stored_response(harness: Harness) -> Non
 def test_a_user_lists_and_forgets_their_connections(
     harness: Harness, redis_url: str, redis_prefix: str
 ) -> None:
-    """The routes of the user's application (DESIGN.md §18): a user's connections,
+    """The routes of the user's application (docs/design.md §18): a user's connections,
     kept sealed in the shared store (a grant put there by another replica), listed
     without a token, and forgotten; another user sees none of them."""
     grants = {"keys": [{"id": "k1", "key": base64.b64encode(os.urandom(32)).decode()}]}

@@ -1,4 +1,4 @@
-"""One guarded way out (DESIGN.md §15, issue 34 §1).
+"""One guarded way out (docs/design.md §15, issue 34 §1).
 
 Every place that sends on behalf of configuration or of a model — a tool call, the
 approval webhook, an OpenAPI document fetch, an MCP server's listing, a replay's live

@@ -1,4 +1,4 @@
-"""Saved mixed turns (DESIGN.md §6) belong to the conversation and the user they were
+"""Saved mixed turns (docs/design.md §6) belong to the conversation and the user they were
 saved for: presenting the same model-chosen call id from another conversation or as
 another user restores nothing; its owner gets it back on every replay."""
 

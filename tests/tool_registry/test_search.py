@@ -1,4 +1,4 @@
-"""Tool search's index (DESIGN.md §17): BM25 over a catalog's tools, searched among
+"""Tool search's index (docs/design.md §17): BM25 over a catalog's tools, searched among
 the tools a request may use. Its text and its queries are hostile: a query of any size
 or shape is answered in bounded time, and no tool's text makes it match everything."""
 

@@ -1,4 +1,4 @@
-"""MCP servers as a tool source (DESIGN.md §12), through the official ``mcp`` SDK.
+"""MCP servers as a tool source (docs/design.md §12), through the official ``mcp`` SDK.
 
 ``McpServer`` keeps one connection to one server (streamable HTTP) in a background
 task: it negotiates the protocol revision (the current one, else the earlier
@@ -86,7 +86,7 @@ class McpServerConfig(BaseModel):
     # Calls carry the W3C traceparent of their span in ``params._meta`` (as MCP's
     # SEP-414 has it) when the gateway traces.
     trace_context: bool = True
-    # Calls act as the user (DESIGN.md §18): each user's session carries their token
+    # Calls act as the user (docs/design.md §18): each user's session carries their token
     # for this connection; the gateway opens none of its own.
     auth: AuthSpec | None = None
     idle_s: float = Field(default=300.0, gt=0, le=86400)  # a user's session, idle, closes

@@ -1,4 +1,4 @@
-"""An MCP server whose calls act as the user (``auth: {connection}``, DESIGN.md §18):
+"""An MCP server whose calls act as the user (``auth: {connection}``, docs/design.md §18):
 one session per user's token, opened with that token as ``Authorization: Bearer`` on
 the first call that needs it and closed when idle (``idle_s``). No session is opened
 with anyone else's token, and none without one: the gateway holds no key of its own

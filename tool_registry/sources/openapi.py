@@ -1,5 +1,5 @@
 """The OpenAPI source: every selected operation of an OpenAPI 3.0 or 3.1 document
-becomes an HTTP tool (DESIGN.md §3, §12).
+becomes an HTTP tool (docs/design.md §3, §12).
 
 - Name: ``operationId`` (else method and path) with the source's ``prefix``, made
   valid and shortened by ``tool_name``.

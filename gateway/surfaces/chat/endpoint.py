@@ -1,4 +1,4 @@
-"""The chat-completions surface (DESIGN.md §7, §10): its part of the request skeleton.
+"""The chat-completions surface (docs/design.md §7, §10): its part of the request skeleton.
 A request's loop starts from the client's messages — with the hidden turns of a
 hand-back put back (``TurnStore``) — runs once per choice, and is rendered as a
 completion or a stream of chunks; old clients' ``functions`` become tools and back."""

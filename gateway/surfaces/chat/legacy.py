@@ -1,4 +1,4 @@
-"""The legacy ``functions`` / ``function_call`` shape of chat completions (DESIGN.md §10),
+"""The legacy ``functions`` / ``function_call`` shape of chat completions (docs/design.md §10),
 translated to tools on the way in and back on the way out, so old clients get server
 tools too.
 

@@ -1,4 +1,4 @@
-"""The chat completion a client receives for a loop (DESIGN.md §7).
+"""The chat completion a client receives for a loop (docs/design.md §7).
 
 The answer is the gateway's, not the last round's: its own id and time, the model
 the client named, usage summed over every round, one choice per loop. Of what the

@@ -1,5 +1,5 @@
 """Reading a chat-completion request: lenient about what it passes on, strict about
-what the gateway itself relies on (see DESIGN.md §2, §5)."""
+what the gateway itself relies on (see docs/design.md §2, §5)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class ChatRequest:
     changed: bool  # the body differs from the bytes received
     single_call_id: str | None = None  # the legacy shape: one call handed back, this id
     # The client sent a ``toolgate_approval`` tool: it approves held calls itself
-    # (DESIGN.md §13). The tool is the gateway's, never offered to the model.
+    # (docs/design.md §13). The tool is the gateway's, never offered to the model.
     client_approves: bool = False
 
     def user_text(self) -> str:

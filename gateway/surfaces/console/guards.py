@@ -1,4 +1,4 @@
-"""What every console page has (DESIGN.md §19): headers that keep it out of frames and
+"""What every console page has (docs/design.md §19): headers that keep it out of frames and
 away from any script or host but its own (its one script is the vendored htmx), posts
 taken only from its own pages (the browser's ``Sec-Fetch-Site`` and ``Origin``, and a
 CSRF token in every form), and small form bodies."""

@@ -1,4 +1,4 @@
-"""The console's pages: sign-in and sign-out, tenants, tools (DESIGN.md §19). Each page
+"""The console's pages: sign-in and sign-out, tenants, tools (docs/design.md §19). Each page
 is the JSON route's rows (``surfaces/inventory.py``) through a template that escapes
 every word: tool names, descriptions and schemas are hostile text."""
 

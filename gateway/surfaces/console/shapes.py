@@ -1,4 +1,4 @@
-"""What the console's pages show, shaped for their templates (DESIGN.md §19): JSON
+"""What the console's pages show, shaped for their templates (docs/design.md §19): JSON
 values indented to read, times as a person reads them, a run's timeline as SVG
 coordinates, the overview's counts as small bar charts, a kept recording as a row.
 Pure: no request, no store."""

@@ -1,4 +1,4 @@
-"""Fitting a long conversation to the model (DESIGN.md §11): ``truncation: "auto"``
+"""Fitting a long conversation to the model (docs/design.md §11): ``truncation: "auto"``
 drops the oldest messages, ``context_management`` compaction replaces them with a
 summary the same model writes.
 

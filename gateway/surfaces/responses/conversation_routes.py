@@ -1,4 +1,4 @@
-"""The Conversations API (DESIGN.md §11): a named, durable thread of items that
+"""The Conversations API (docs/design.md §11): a named, durable thread of items that
 responses read before their input and add their input and output to afterwards.
 
 A conversation is a list of entries, each the visible item (as the items routes list

@@ -1,4 +1,4 @@
-"""The Responses API surface of the loop (DESIGN.md §10, §11): ``POST /v1/responses``
+"""The Responses API surface of the loop (docs/design.md §10, §11): ``POST /v1/responses``
 over the same engine, caps and policy as chat completions, and the stored responses
 (``GET``/``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``)."""
 

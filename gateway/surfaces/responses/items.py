@@ -1,4 +1,4 @@
-"""Items of the Responses API (DESIGN.md §11): the client's input turned into
+"""Items of the Responses API (docs/design.md §11): the client's input turned into
 messages (``values.Message``), and the loop's outcome turned into output items.
 
 Pure: no I/O. What the client sends is checked where the gateway relies on it; a

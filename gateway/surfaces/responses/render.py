@@ -1,4 +1,4 @@
-"""Rendering the loop's outcome as the Responses API's objects (DESIGN.md §11): the
+"""Rendering the loop's outcome as the Responses API's objects (docs/design.md §11): the
 response itself, and its event stream — one lifecycle per request however many
 rounds ran, ``sequence_number`` rising by one per event, ``output_index`` counting
 only the items the client sees."""

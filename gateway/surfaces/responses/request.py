@@ -1,4 +1,4 @@
-"""Reading a Responses API request (DESIGN.md §11) into what the loop needs: what it
+"""Reading a Responses API request (docs/design.md §11) into what the loop needs: what it
 asks of the model (``Parameters``) and the client's own tools, as values. A parameter the gateway
 cannot honour is a 400 naming it, never dropped in silence."""
 

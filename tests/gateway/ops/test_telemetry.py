@@ -1,4 +1,4 @@
-"""Tracing's settings, its export queue and its parsers of hostile input (DESIGN.md §14).
+"""Tracing's settings, its export queue and its parsers of hostile input (docs/design.md §14).
 The wire and the span tree are proven end to end (tests/e2e/test_telemetry_e2e.py)."""
 
 from __future__ import annotations

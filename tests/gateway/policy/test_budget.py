@@ -1,4 +1,4 @@
-"""Prices and a run's budget (DESIGN.md §13): usage read as hostile input, costs rounded
+"""Prices and a run's budget (docs/design.md §13): usage read as hostile input, costs rounded
 up, the envelope's room before each round, settling with what the upstream reported."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tool policy's pure parts (DESIGN.md §13): what a tool is by its source and the
+"""The tool policy's pure parts (docs/design.md §13): what a tool is by its source and the
 rules, what a tenant may change, an approval's binding, and reading a client's
 answers out of a history (hostile input: fuzzed)."""
 

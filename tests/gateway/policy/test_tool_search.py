@@ -1,4 +1,4 @@
-"""Tool search's policy side and the engine's offer (DESIGN.md §17): which tools a
+"""Tool search's policy side and the engine's offer (docs/design.md §17): which tools a
 request's rounds offer, the search function it is answered with, and the settings a
 tenant gets."""
 

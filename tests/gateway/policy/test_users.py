@@ -1,4 +1,4 @@
-"""End-user tokens (DESIGN.md §18) are hostile text: whatever a request carries in the
+"""End-user tokens (docs/design.md §18) are hostile text: whatever a request carries in the
 user-token header, ``verify`` answers with a user, None (a key not held), or a 401 —
 never another error, and never a user for a token its keys did not sign."""
 

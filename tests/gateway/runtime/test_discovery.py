@@ -1,4 +1,4 @@
-"""Where a connection's endpoints are (DESIGN.md §18): metadata documents are hostile.
+"""Where a connection's endpoints are (docs/design.md §18): metadata documents are hostile.
 A document for another issuer or resource, an endpoint on another origin, plain http
 under an https issuer, a body too large or not JSON, a registration answer that is not
 one: each refused with a reason, nothing kept, nothing sent where it must not go."""

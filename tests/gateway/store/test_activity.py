@@ -1,4 +1,4 @@
-"""Each tenant's counts per minute (DESIGN.md §19's Overview): two replicas' counts,
+"""Each tenant's counts per minute (docs/design.md §19's Overview): two replicas' counts,
 added to one store, are read by either; a replica's own not yet added are read too; a
 store that does not answer keeps a replica's counts for its next flush."""
 

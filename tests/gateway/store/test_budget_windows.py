@@ -1,4 +1,4 @@
-"""Budget windows in the store (DESIGN.md §13): the reserve/settle arithmetic as a
+"""Budget windows in the store (docs/design.md §13): the reserve/settle arithmetic as a
 table, the Lua script against the pure steps on a real Redis, concurrency, periods and
 their reset with an injected clock."""
 

@@ -1,4 +1,4 @@
-"""Operators' decisions (DESIGN.md §13, §19): the first decision stands and goes into
+"""Operators' decisions (docs/design.md §13, §19): the first decision stands and goes into
 the tenant's history, newest first, on every backend; a history that cannot be
 written does not undo or fail the decision it records."""
 

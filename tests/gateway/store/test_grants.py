@@ -1,4 +1,4 @@
-"""Users' grants (DESIGN.md §18) on every backend: sealed at rest (the store never
+"""Users' grants (docs/design.md §18) on every backend: sealed at rest (the store never
 holds a token in the clear), bound to tenant, user and connection (a sealed grant
 moved does not open), readable across a key rotation (and sealed again under the new
 key), listed without tokens, and refreshed once however many replicas ask at once."""

@@ -1,4 +1,4 @@
-"""Every Lua script and multi-key call keeps its keys in one hash slot (DESIGN.md §14).
+"""Every Lua script and multi-key call keeps its keys in one hash slot (docs/design.md §14).
 
 The store's calls that name more than one key: ``spend`` (one Lua script over a
 tenant's budget windows) must have them in one slot; ``get_many`` (MGET, split by slot

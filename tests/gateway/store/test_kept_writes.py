@@ -1,4 +1,4 @@
-"""Kept write results (DESIGN.md §16) on every backend: a write is made once under a
+"""Kept write results (docs/design.md §16) on every backend: a write is made once under a
 scope however many attempts ask at once; a retry finds it; an attempt that ended
 before its result leaves it ``unknown``, never made again; an Idempotency-Key binds
 its body. And which requests have a scope, from a table."""

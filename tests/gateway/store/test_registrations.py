@@ -1,4 +1,4 @@
-"""The clients the gateway registered at authorization servers (DESIGN.md §18), on
+"""The clients the gateway registered at authorization servers (docs/design.md §18), on
 every backend: sealed (the secret never in the clear), bound to connection and server,
 and the first replica's registration kept when several register at once."""
 

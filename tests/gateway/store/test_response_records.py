@@ -1,4 +1,4 @@
-"""Stored responses and conversations (DESIGN.md §11) on every backend: their
+"""Stored responses and conversations (docs/design.md §11) on every backend: their
 conversation kept as the gateway's values with a version (``message_records``), read
 back as it was written; what the gateway wrote before (version 1: chat messages, under
 the old key) is still read after an upgrade; a record of no known shape is not found,

@@ -1,4 +1,4 @@
-"""Recent runs in the store (DESIGN.md §19): kept only while the console is on, newest
+"""Recent runs in the store (docs/design.md §19): kept only while the console is on, newest
 first per tenant and capped, merged across tenants by when they began; a row that is
 damaged or of another shape is skipped, not a failure of the listing."""
 

@@ -1,4 +1,4 @@
-"""Saved turns (DESIGN.md §6, §10) on every backend: kept as the engine's values with a
+"""Saved turns (docs/design.md §6, §10) on every backend: kept as the engine's values with a
 version, put back as they were; what the gateway wrote before (version 1: chat
 messages, under the old key) is still put back after an upgrade, bound the same way;
 a record of no known shape is a miss, never an error."""

@@ -1,4 +1,4 @@
-"""A request's body, once decoded, is nobody's to change (DESIGN.md §10): every
+"""A request's body, once decoded, is nobody's to change (docs/design.md §10): every
 surface's parsed body is read-only, and what the gateway sends instead (a restored
 history, dropped tools, a renamed model) is a new value beside it."""
 

@@ -1,4 +1,4 @@
-"""The keyless connect pages under hostile input (DESIGN.md §18): whatever a browser
+"""The keyless connect pages under hostile input (docs/design.md §18): whatever a browser
 brings to a link or to the provider's callback — a forged ticket, any ``state``,
 ``code``, ``error`` or ``iss``, markup, control characters, absurd lengths — is a page
 of the gateway's own, escaped, with no stack trace, nothing kept and nothing sent to

@@ -1,4 +1,4 @@
-"""The console's one script (DESIGN.md §19): the vendored htmx is the file its pin says
+"""The console's one script (docs/design.md §19): the vendored htmx is the file its pin says
 (the SHA-384 its <script> tag carries, as ``static/VENDORED.md`` records it, from the
 npm tarball whose integrity the registry publishes), shipped with its licence, and the
 pages let no other script run: no eval, no inline script or style, no other host."""

@@ -1,4 +1,4 @@
-"""What the console's pages show of a call's arguments (DESIGN.md §19): the model's JSON
+"""What the console's pages show of a call's arguments (docs/design.md §19): the model's JSON
 indented to read; what does not parse as it came; megabytes cut, not parsed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A run drawn as a timeline (DESIGN.md §19): a trace that says when each step began is
+"""A run drawn as a timeline (docs/design.md §19): a trace that says when each step began is
 drawn as it went, calls made at once side by side in lanes of their own; an older one
 is laid end to end; whatever a stored trace holds (it is hostile text) draws without
 failing, every bar inside the axis and no two calls in one lane at once. A runs query

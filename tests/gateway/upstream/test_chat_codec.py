@@ -1,4 +1,4 @@
-"""A chat history decoded into ``Message`` values and encoded back (DESIGN.md §10):
+"""A chat history decoded into ``Message`` values and encoded back (docs/design.md §10):
 typed where the gateway reads it, lossless for everything else, never raising on what
 a client sends."""
 

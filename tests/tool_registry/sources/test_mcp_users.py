@@ -1,4 +1,4 @@
-"""An MCP server whose calls act as the user (DESIGN.md §18): a session per user's
+"""An MCP server whose calls act as the user (docs/design.md §18): a session per user's
 token, none without one, closed when idle, the least recently used closed past
 ``max_sessions``; a refused token is said without the token. The server (the SDK's,
 on loopback) sits behind a guard that answers 401 to any request without a user's

@@ -1,5 +1,5 @@
 """The completion a client receives for a loop: the gateway's answer, not the last
-round's (DESIGN.md §7)."""
+round's (docs/design.md §7)."""
 
 from __future__ import annotations
 
