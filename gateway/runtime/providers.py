@@ -225,3 +225,10 @@ def subject_to_hold(
     if users.issuer.rstrip("/") != client.issuer.rstrip("/"):
         return None
     return users.claim, user
+
+
+def with_openid(client: ProviderClient) -> ProviderClient:
+    """``client`` asking for the ``openid`` scope too (an ID token in its answer)."""
+    if "openid" in client.scopes:
+        return client
+    return replace(client, scopes=(*client.scopes, "openid"))

@@ -37,6 +37,7 @@ from gateway.runtime.providers import (
     ProviderRefused,
     same_issuer,
     subject_to_hold,
+    with_openid,
 )
 from gateway.store.consent import STATE_TTL_S, Consent
 from gateway.surfaces.head import Admission
@@ -172,6 +173,12 @@ class Connect:
                 f"The provider cannot be used: {exc}. Ask the application for a new link later.",
                 502,
             )
+        tenant = self._gateway.runtime.tenants.find(consent.tenant)
+        users = tenant.users if tenant is not None else None
+        if subject_to_hold(users, client, consent.user) is not None:
+            # The provider also names the tenant's users: who signs in must be the
+            # link's user, which its answer's ID token tells (so ``openid`` is asked).
+            client = with_openid(client)
         verifier, challenge = pkce_pair()
         browser = secrets.token_urlsafe(32)  # the round trip ends in this browser only
         state = await self._gateway.consents.begin(consent, verifier, browser)

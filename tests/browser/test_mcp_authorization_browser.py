@@ -89,7 +89,9 @@ def test_an_mcp_server_that_requires_authorization_is_used_as_each_user(
     query = parse_qs(urlsplit(authorize[-1]).query)
     assert query["resource"] == [stack.resource]
     assert query["code_challenge_method"] == ["S256"]
-    assert query["scope"] == ["tickets:read"]  # as its resource metadata lists
+    # As its resource metadata lists, and openid: this provider also names the tenant's
+    # users, so the grant is kept only for the link's user, whom its ID token names.
+    assert query["scope"] == ["tickets:read openid"]
     assert query["client_id"] != [APP[0]]  # the client the gateway registered
 
     connected = stack.ask("alice")  # the connect tool opens alice's session and lists

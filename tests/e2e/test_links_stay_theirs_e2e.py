@@ -128,6 +128,7 @@ class SameProvider(Provider):
         self.signed_in = "bob"
         self.id_token = True  # False: an answer without one
         self.codes: dict[str, str] = {}  # code → challenge
+        self.scopes: list[str] = []  # what each authorization asked for
         super().__init__(harness)
 
     def _answer(self, hit: Received) -> Answer:
@@ -142,6 +143,7 @@ class SameProvider(Provider):
             return Answer(body=json.dumps(document).encode())
         if parts.path == "/authorize":
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            self.scopes.append(query.get("scope", ""))
             code = base64.urlsafe_b64encode(os.urandom(12)).decode()
             self.codes[code] = query["code_challenge"]
             back = f"{query['redirect_uri']}?{urlencode({'code': code, 'state': query['state']})}"
@@ -187,7 +189,7 @@ class SameIssuerStack(Stack):
                 "issuer": self.same.issuer,
                 "client_id": "toolgate-app",
                 "client_secret": "calendar-secret-CANARY",
-                "scopes": ["openid"],
+                "scopes": ["calendar"],
             }
         )
         data["tenants"][0]["users"]["jwt"]["issuer"] = self.same.issuer
@@ -227,4 +229,6 @@ def test_at_the_users_own_provider_a_link_connects_only_its_user(harness: Harnes
 
     stack.same.id_token = True  # bob himself
     assert "calendar is connected" in stack.browse(stack.calendar_link("bob")).text
+    # The gateway asked for an ID token (openid) beside what the connection names.
+    assert stack.same.scopes == ["calendar openid"] * 3
     assert [c["connection"] for c in stack.connections("bob")] == ["calendar"]
