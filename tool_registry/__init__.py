@@ -25,7 +25,7 @@ from .errors import (
 from .executor import ToolExecutor, origin, read_capped
 from .jsonio import canonical, dumps, dumps_text, loads, loads_object
 from .logfields import FIELDS
-from .redact import Redactor
+from .redact import Redactor, display_url, url_secrets
 from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
@@ -102,6 +102,7 @@ __all__ = [
     "definition_bytes",
     "definition_fingerprint",
     "describe_validation_error",
+    "display_url",
     "dumps",
     "dumps_text",
     "egress_denial",
@@ -125,4 +126,5 @@ __all__ = [
     "send",
     "should_retry",
     "tool_name",
+    "url_secrets",
 ]

@@ -24,8 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import GatewayConfig
 from gateway.values import CONNECT_PATH
-from tool_registry import PUBLIC_HEADERS, HttpSpec, Redactor
-from tool_registry.redact import url_secrets
+from tool_registry import PUBLIC_HEADERS, HttpSpec, Redactor, url_secrets
 
 LINK_GIVEN = "[connect link given]"
 # A link with its ticket (``secrets.token_urlsafe``; "callback" is too short to be one),
