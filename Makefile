@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/gateway.yaml
+# pytest-xdist processes for make test (the CI machine has 2 cores; 0: one process).
+PYTEST_WORKERS ?= 2
 
 .PHONY: run test test-fast lint typecheck check bench bench-full clean
 
@@ -43,7 +45,7 @@ test: lint typecheck tests/node/node_modules/.installed
 	@scripts/ensure-redis.sh
 	@command -v $${TOOLGATE_CHROMIUM:-chromium} >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
 		|| echo "make test: no Chromium here, so the browser tests (tests/browser) are skipped: apt-get install chromium runs them"
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
 # The in-process tier alone: under a minute.
 test-fast: $(VENV)/.installed-dev

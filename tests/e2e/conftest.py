@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from gateway import GatewayConfig, create_app
 from tests.support.fake_tools import FakeTools
 from tests.support.fake_upstream import FakeUpstream, Script, say
-from tests.support.servers import ServerThread, free_port
+from tests.support.servers import START_S, ServerThread, free_port
 
 ACME_KEY = "sk-acme-test-key"
 BETA_KEY = "sk-beta-test-key"
@@ -219,7 +219,7 @@ def private_redis(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + START_S
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}", timeout=0.2)

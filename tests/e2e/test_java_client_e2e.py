@@ -69,25 +69,31 @@ def test_the_jdk_client_offers_h2c_and_sends_its_body_after_the_head() -> None:
     heads: list[bytes] = []
     listener = socket.create_server(("127.0.0.1", 0))
 
-    def answer_once() -> None:
-        connection, _ = listener.accept()
-        with connection:
-            heads.append(connection.recv(65536))
-            connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+    def answer() -> None:  # each connection's head, answered (and closed)
+        try:
+            while True:
+                connection, _ = listener.accept()
+                with connection:
+                    heads.append(connection.recv(65536))
+                    connection.sendall(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+                    )
+        except OSError:
+            return  # the listener closed
 
-    server = threading.Thread(target=answer_once)
+    server = threading.Thread(target=answer, daemon=True)
     server.start()
     try:
         port = listener.getsockname()[1]
-        subprocess.run(
+        done = subprocess.run(
             [java(), str(JDK_CLIENT), f"http://127.0.0.1:{port}", "k"],
             input=b'POST\t/x\t{"a": 1}\n',
             capture_output=True,
             timeout=120,
         )
     finally:
-        server.join(timeout=60)
         listener.close()
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
     head = heads[0].lower()
     assert b"upgrade: h2c" in head
     assert b"connection: upgrade, http2-settings" in head

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.servers import free_port
+from tests.support.servers import START_S, free_port
 
 MISSING = (
     "redis-server and redis-cli are needed for the Redis Cluster and Sentinel tiers "
@@ -27,7 +27,7 @@ def redis_tools() -> bool:
     return shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None
 
 
-def _wait(check: Callable[[], object], what: str, seconds: float = 20.0) -> None:
+def _wait(check: Callable[[], object], what: str, seconds: float = START_S) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:

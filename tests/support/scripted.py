@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from gateway import GatewayConfig, create_app
 from tests.support.recorder import Answer, Received, Recorder
-from tests.support.servers import ServerThread
+from tests.support.servers import WAIT_S, ServerThread
 
 TENANT_KEY = "sk-tenant-acme-CANARY-0001"
 OTHER_KEY = "sk-tenant-beta-CANARY-0002"
@@ -183,7 +183,7 @@ class Harness:
         return self.serve(app, port=port)
 
     def client(self, gateway: ServerThread, key: str = TENANT_KEY, **options: Any) -> httpx.Client:
-        options.setdefault("timeout", 10)
+        options.setdefault("timeout", WAIT_S)
         headers = {"authorization": f"Bearer {key}", **options.pop("headers", {})}
         client = httpx.Client(base_url=gateway.url, headers=headers, **options)
         self._clients.append(client)

@@ -23,6 +23,11 @@ from gateway.cli.protocol import EnvelopeHttpToolsProtocol
 T = TypeVar("T")
 
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+# The most a server, a process or a condition is waited for. Waits end as soon as what
+# they wait on holds (or, for a process, as soon as it has died): the bound is for a
+# crowded machine, where starting a process may take many times what it takes alone.
+START_S = 120.0
+WAIT_S = 30.0
 
 
 class ServerThread:
@@ -53,7 +58,7 @@ class ServerThread:
     def call(self, function: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run ``function()`` on the server's event loop and return its result."""
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(timeout=10)
+        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(timeout=WAIT_S)
 
     def task_count(self) -> int:
         """How many asyncio tasks the server's loop holds."""
@@ -69,7 +74,7 @@ class ServerThread:
 
     def start(self) -> ServerThread:
         self._thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_S
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the test server did not start")
@@ -78,7 +83,7 @@ class ServerThread:
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=WAIT_S)
         self._socket.close()
 
     def __enter__(self) -> ServerThread:
@@ -93,7 +98,7 @@ class ServerThread:
         self.stop()
 
 
-def wait_for(condition: Callable[[], object], seconds: float = 5.0) -> bool:
+def wait_for(condition: Callable[[], object], seconds: float = WAIT_S) -> bool:
     """Poll ``condition`` until it holds or ``seconds`` pass; whether it held."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -110,7 +115,7 @@ def free_port() -> int:
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
         try:
@@ -118,7 +123,7 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
                 return
         except httpx.TransportError:
             time.sleep(0.1)
-    raise AssertionError("toolgate serve did not become healthy")
+    raise AssertionError(f"toolgate serve did not become healthy within {START_S:g}s")
 
 
 class ServeProcess:
@@ -140,6 +145,6 @@ class ServeProcess:
         """Stop it (SIGINT, as Ctrl-C) and return everything it wrote."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=START_S)
         self._log_file.close()
         return self.log.read_text(errors="replace")
