@@ -23,7 +23,7 @@ from .errors import (
     ToolError,
 )
 from .executor import ToolExecutor, origin, read_capped
-from .jsonio import canonical, dumps, dumps_text, loads, loads_object
+from .jsonio import canonical, dumps, dumps_each, dumps_text, loads, loads_object
 from .logfields import FIELDS
 from .redact import Redactor, display_url, url_secrets
 from .registry import ToolRegistry, tool_name
@@ -104,6 +104,7 @@ __all__ = [
     "describe_validation_error",
     "display_url",
     "dumps",
+    "dumps_each",
     "dumps_text",
     "egress_denial",
     "error_result",

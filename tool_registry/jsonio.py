@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 JSONDecodeError = json.JSONDecodeError  # orjson's decode error is a subclass
 
@@ -64,3 +67,15 @@ def canonical(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps_each(items: Iterable[T], encode: Callable[[T], Any]) -> bytes:
+    """A JSON array of ``encode(item)`` for each item, written one item at a time: a long
+    list's encoded objects are never all held at once, beside the list itself."""
+    out = bytearray(b"[")
+    for index, item in enumerate(items):
+        if index:
+            out += b","
+        out += dumps(encode(item))
+    out += b"]"
+    return bytes(out)

@@ -28,7 +28,7 @@ from gateway.ops.offload import offload
 from gateway.store.guard import GuardedStore
 from gateway.upstream.chat_codec import decode_message
 from gateway.values import NO_EXTRA, CallKind, Extra, Message, Part, ToolCall
-from tool_registry import dumps, loads_object
+from tool_registry import dumps_each, loads_object
 
 logger = logging.getLogger("gateway.store")
 
@@ -83,13 +83,7 @@ async def written(messages: Sequence[Message]) -> bytes:
 
 def _written(messages: Sequence[Message]) -> bytes:
     """Record by record: a long conversation's records are never all held at once."""
-    out = bytearray(b"[")
-    for index, message in enumerate(messages):
-        if index:
-            out += b","
-        out += dumps(message_record(message))
-    out += b"]"
-    return bytes(out)
+    return dumps_each(messages, message_record)
 
 
 # -- reading ----------------------------------------------------------------------------

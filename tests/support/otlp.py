@@ -17,6 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from starlette.types import Receive, Scope, Send
 
 from tests.support.recorder import read_all
+from tests.support.servers import wait_for
 
 # Span kinds as OTLP numbers them.
 INTERNAL, SERVER, CLIENT = 1, 2, 3
@@ -92,6 +93,14 @@ class OtlpReceiver:
     def of_trace(self, trace_id: str) -> list[ReceivedSpan]:
         with self._lock:
             return [s for s in self.spans if s.trace_id == trace_id]
+
+    def tool_span_of(self, trace_id: str) -> None:
+        """Wait until a tool call's span of ``trace_id`` has come (spans are exported
+        in batches, after the answer)."""
+        came = wait_for(
+            lambda: any(s.name.startswith("execute_tool") for s in self.of_trace(trace_id))
+        )
+        assert came, "the tool call's span never came"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -22,7 +22,7 @@ from gateway.values import (
     ToolCall,
     ToolDefinition,
 )
-from tool_registry import dumps, loads_object, tool_name
+from tool_registry import dumps, dumps_each, loads_object, tool_name
 
 APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
 
@@ -412,13 +412,7 @@ def stored_items_json(items: list[dict[str, Any]]) -> bytes:
     """``stored_items`` as the JSON array the store keeps, written item by item: a long
     session's items are never all held as new objects at once (a few hundred bytes each,
     beside the request's own)."""
-    out = bytearray(b"[")
-    for index, item in enumerate(items):
-        if index:
-            out += b","
-        out += dumps(_stored(item))
-    out += b"]"
-    return bytes(out)
+    return dumps_each(items, _stored)
 
 
 def _stored(item: dict[str, Any]) -> dict[str, Any]:
