@@ -62,10 +62,10 @@ def jdk_requests(
     return answers
 
 
-def test_the_jdk_client_offers_h2c_and_sends_its_body_after_the_head() -> None:
+def test_the_jdk_client_offers_h2c_with_its_body() -> None:
     """What the other tests rest on: at its defaults the JDK's client offers the upgrade
-    and sends the head alone first (a server that ends the request at its head reads
-    no body)."""
+    on a request with a body (written after the head: on a quiet machine it comes in a
+    packet of its own)."""
     heads: list[bytes] = []
     listener = socket.create_server(("127.0.0.1", 0))
 
@@ -94,10 +94,11 @@ def test_the_jdk_client_offers_h2c_and_sends_its_body_after_the_head() -> None:
     finally:
         listener.close()
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-    head = heads[0].lower()
+    head, _, body = heads[0].lower().partition(b"\r\n\r\n")
     assert b"upgrade: h2c" in head
     assert b"connection: upgrade, http2-settings" in head
-    assert head.endswith(b"\r\n\r\n")  # the head alone: its body comes after
+    assert b"content-length: 8" in head
+    assert body in (b"", b'{"a": 1}')  # not yet read, or read with its head
 
 
 def _streamed_text(stream: bytes) -> str:
