@@ -207,5 +207,7 @@ def test_codex_searches_its_deferred_mcp_tools_through_the_gateway(
     task = [r for r in model.requests if "tool_search" in str(r.get("tools"))]
     first = [t["function"]["name"] for t in task[0]["tools"]]
     assert not any(name.endswith("open_drawer") for name in first)  # deferred at first
-    loaded = [t["function"]["name"] for t in task[1]["tools"]]
-    assert any(name.endswith("open_drawer") for name in loaded)
+    # A request after Codex answered the search offers it (under load Codex may ask
+    # again before that, so not necessarily the second).
+    later = [[t["function"]["name"] for t in request["tools"]] for request in task[1:]]
+    assert any(name.endswith("open_drawer") for loaded in later for name in loaded)
