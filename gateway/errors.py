@@ -190,6 +190,12 @@ class Overloaded(GatewayError):
     default_code = "server_overloaded"
 
 
+def expected(exc: BaseException) -> bool:
+    """Whether ``exc`` is one the gateway answers as a value (one of its own errors, or
+    a cancellation), not a fault to log with its traceback."""
+    return isinstance(exc, GatewayError) or not isinstance(exc, Exception)
+
+
 def settle(exc: BaseException) -> None:
     """Forget where ``exc`` and the errors behind it (their causes and contexts) were
     raised, once it has been logged and answered: past that point an error is a value.
@@ -199,7 +205,7 @@ def settle(exc: BaseException) -> None:
     by something those frames hold (a run's report, the request's exchange): a cycle
     that only the collector frees, which the serving process's thresholds make rare
     (``ops/gc_tuning.py``). Cutting the tracebacks lets the request's objects go as
-    soon as the request does. Frames still running are not touched."""
+    soon as the request does. The frames themselves are not touched."""
     pending: list[BaseException] = [exc]
     seen: set[int] = set()
     while pending:

@@ -36,6 +36,13 @@ def caller_identity(
     return "\0".join([tenant, *values])
 
 
+def owner_of(identity: str, user: str | None) -> str | None:
+    """Who alone (besides the operators) may read what a request keeps of its run, its
+    trace and recording: its caller, where a user made it (a digest of its identity);
+    anyone with the tenant's key, where none did (None)."""
+    return owner_digest(identity) if user is not None else None
+
+
 def owner_digest(identity: str) -> str:
     """What a stored response or conversation keeps of who made it (never the values)."""
     return hashlib.sha256(identity.encode()).hexdigest()[:32]

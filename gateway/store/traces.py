@@ -57,8 +57,8 @@ class TraceStore:
         self, tenant: str, limit: int, owner: str | None = None
     ) -> list[dict[str, Any]]:
         """The tenant's recordings still kept that ``owner`` may read (those of no
-        owner's and its own; every one for ``owner="*"``, an operator), oldest first, at
-        most ``limit`` (the newest); the index forgets those whose trace has expired."""
+        owner's and its own), oldest first, at most ``limit`` (the newest); the index
+        forgets those whose trace has expired."""
         key = self._keys.recordings(tenant)
         index = await self._store.fields(key)
         newest = sorted(index.items(), key=lambda item: float(item[1] or b"0"), reverse=True)
@@ -79,6 +79,6 @@ class TraceStore:
 
 
 def readable_by(trace: dict[str, Any], owner: str | None) -> bool:
-    """Whether a caller of ``owner`` (``"*"``: an operator) may read ``trace``."""
+    """Whether a caller of ``owner`` may read ``trace`` through the tenant's routes."""
     kept = trace.get("owner")
-    return kept is None or owner == "*" or kept == owner
+    return kept is None or kept == owner

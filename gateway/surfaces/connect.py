@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.config import McpConnection, OAuth2Connection
-from gateway.errors import BadRequest, GatewayError, NotFound, StoreUnavailable
+from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.oauth import authorize_url, callback_url, pkce_pair
 from gateway.runtime.providers import (
     ConsentConnection,
@@ -41,7 +41,7 @@ from gateway.runtime.providers import (
 )
 from gateway.store.consent import STATE_TTL_S, Consent
 from gateway.surfaces.head import Admission
-from gateway.surfaces.http import Exchange, json_response
+from gateway.surfaces.http import Exchange, json_response, page_headers, page_words
 from gateway.values import CONNECT_PATH
 
 if TYPE_CHECKING:
@@ -76,18 +76,10 @@ def page(title: str, text: str, status: int = 200) -> HTMLResponse:
 
 
 def error_page(request: Request, exc: GatewayError, request_id: str) -> Response:
-    """The boundary's rendering of what a connect page raised: a page of its own, never
-    a traceback (a store that does not answer: try again shortly)."""
-    if isinstance(exc, StoreUnavailable):
-        text = "The gateway cannot reach its store now: try the link again in a moment."
-        answer = page("Unavailable", text, exc.status)
-        answer.headers["retry-after"] = "5"
-    elif exc.status >= 500:
-        text = f"The gateway failed to answer (request {request_id}): try again later."
-        answer = page("Something went wrong", text, exc.status)
-    else:
-        answer = page("This page cannot be shown", exc.message, exc.status)
-    for name, value in exc.headers.items():
+    """The boundary's rendering of what a connect page raised: a page of its own
+    (``page_words``), never a traceback."""
+    answer = page(*page_words(exc, request_id), exc.status)
+    for name, value in page_headers(exc).items():
         answer.headers.setdefault(name, value)
     return answer
 

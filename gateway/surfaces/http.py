@@ -26,10 +26,11 @@ from gateway.errors import (
     ClientClosedRequest,
     GatewayError,
     PayloadTooLarge,
+    StoreUnavailable,
     settle,
 )
 from gateway.ops.metrics import NONE
-from gateway.policy.identity import owner_digest
+from gateway.policy.identity import owner_of
 from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.event_stream import EventStreamResponse
 from gateway.values import UsageCounts
@@ -160,10 +161,8 @@ class Exchange:
 
     @property
     def owner(self) -> str | None:
-        """Who alone (besides the operators) may read what the request keeps of its run,
-        its trace and recording: its caller, where a user made it (a digest of its
-        identity); anyone with the tenant's key, where none did (None)."""
-        return owner_digest(self.identity) if self.user is not None else None
+        """Who alone may read what the request keeps of its run (``owner_of``)."""
+        return owner_of(self.identity, self.user)
 
 
 Handler = Callable[[Request, Exchange], Awaitable[Response]]
@@ -261,6 +260,27 @@ def envelope(request: Request, exc: GatewayError, request_id: str) -> Response:
 
 
 BOUNDARY = "__toolgate_boundary__"  # set on every function ``endpoint`` makes
+
+
+def page_words(exc: GatewayError, request_id: str) -> tuple[str, str]:
+    """The title and text of a page that answers ``exc`` (the connect pages', the
+    console's): a store that does not answer, a failure of the gateway's (named by the
+    request id, never a traceback), or the error's own words."""
+    if isinstance(exc, StoreUnavailable):
+        return "Unavailable", "The gateway's store does not answer now: try again shortly."
+    if exc.status >= 500:
+        return (
+            "Something went wrong",
+            f"The gateway failed to answer (request {request_id}): try again later.",
+        )
+    return "This page cannot be shown", exc.message
+
+
+def page_headers(exc: GatewayError) -> dict[str, str]:
+    """What a page that answers ``exc`` says beside it: its own headers, and when to try
+    again where the store does not answer."""
+    retry = {"retry-after": "5"} if isinstance(exc, StoreUnavailable) else {}
+    return retry | exc.headers
 
 
 async def _respond(

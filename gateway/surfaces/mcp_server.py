@@ -33,8 +33,8 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
-from gateway.errors import AuthError, GatewayError
-from gateway.policy.identity import owner_digest
+from gateway.errors import AuthError, GatewayError, settle
+from gateway.policy.identity import owner_of
 from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing
 from gateway.policy.tenants import Tenant
@@ -162,10 +162,15 @@ class McpEndpoint:
         except Exception as exc:
             if began:
                 raise
-            if not isinstance(exc, GatewayError):
+            if isinstance(exc, GatewayError):
+                answered = exc
+            else:
                 logger.exception("unhandled error in request %s", exchange.request_id)
-                exc = GatewayError(f"The gateway failed to handle request {exchange.request_id}.")
-            response = error_response(exc, exchange.request_id)
+                answered = GatewayError(
+                    f"The gateway failed to handle request {exchange.request_id}."
+                )
+            settle(exc)  # logged and answered: a value from here
+            response = error_response(answered, exchange.request_id)
             for name, value in exchange.headers.items():
                 if name not in response.headers:
                     response.headers[name] = value
@@ -278,7 +283,7 @@ class McpEndpoint:
                 await budget.close()
             if trace is not None:
                 trace.finish_call(tenant.id, outcome)
-        owner = owner_digest(caller.identity) if caller.user is not None else None
+        owner = owner_of(caller.identity, caller.user)
         await self._observer.tool_call(
             caller.request_id,
             tenant.id,

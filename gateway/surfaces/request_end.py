@@ -17,7 +17,7 @@ import anyio
 
 from gateway.engine.loop import Run
 from gateway.engine.report import RunReport, report_of
-from gateway.errors import settle
+from gateway.errors import expected, settle
 from gateway.surfaces.forward import Meter
 from gateway.surfaces.http import Exchange
 
@@ -78,7 +78,9 @@ class RequestEnd:
                 if self._budget is not None:
                     await self._budget.close()
                 # The report holds the failure as a value now: its traceback (every
-                # frame the run passed, with the request's history) is let go.
+                # frame the run passed, with the request's history) is let go — but
+                # for an error nothing expected, still on its way to the boundary,
+                # which logs it with its traceback first, then lets it go.
                 for failure in (exc, self._failure):
-                    if failure is not None:
+                    if failure is not None and (failure is self._failure or expected(failure)):
                         settle(failure)

@@ -20,13 +20,12 @@ from starlette.templating import Jinja2Templates
 
 from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.health import Health
-from gateway.store import StoreUnavailable
 from gateway.store.approval_records import Decision
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.console.shapes import charts, kept_row, pretty, steps, when
-from gateway.surfaces.http import Exchange, Handler, endpoint
+from gateway.surfaces.http import Exchange, Handler, endpoint, page_headers, page_words
 from gateway.surfaces.inventory import (
     MAX_QUERY,
     configuration_summary,
@@ -100,23 +99,12 @@ class Console:
         ]
 
     def _error_page(self, request: Request, exc: GatewayError, request_id: str) -> Response:
-        """The boundary's rendering of what a page raised: a page (a store that does not
-        answer: 503, try again shortly; sessions and approvals live there), never a
-        traceback."""
-        if isinstance(exc, StoreUnavailable):
-            text = "The gateway's store does not answer now: try again shortly."
-            response = self._page(
-                request, "message.html", {"title": "Unavailable", "text": text}, 503
-            )
-            response.headers["retry-after"] = "5"
-            return response
-        if exc.status >= 500:
-            text = f"The gateway failed to answer (request {request_id}): try again later."
-            context = {"title": "Something went wrong", "text": text}
-        else:
-            context = {"title": "This page cannot be shown", "text": exc.message}
-        response = self._page(request, "message.html", context, exc.status)
-        for name, value in exc.headers.items():
+        """The boundary's rendering of what a page raised: a page (``page_words``: a
+        store that does not answer is a 503 to try again shortly, for sessions and
+        approvals live there), never a traceback."""
+        title, text = page_words(exc, request_id)
+        response = self._page(request, "message.html", {"title": title, "text": text}, exc.status)
+        for name, value in page_headers(exc).items():
             response.headers.setdefault(name, value)
         return response
 

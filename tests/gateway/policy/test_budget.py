@@ -233,11 +233,16 @@ async def test_a_window_that_cannot_hold_the_next_round_says_what_it_needs_and_w
     store = BudgetStore(GuardedStore(MemoryStore(), None), Keys("t:"), lambda: 1_795_000_000.0)
     windows = store.windows("acme", {"day": (None, 1_000_000_000), "month": (None, None)})
     rates = Rates(input=10_000_000, output=10_000_000)  # $10 a million tokens each way
-    spent = RunBudget(_limits(), rates, "acme", windows, store)
-    grant = await spent.before_round(46_000, 1, first=True)
-    assert isinstance(grant, RoundGrant)
-    spent.after_round(grant, {"prompt_tokens": 46_000, "completion_tokens": 0})
-    await spent.close()
+
+    async def run_spending(prompt: int, answer: int) -> None:
+        """One run of one round that used ``prompt`` and ``answer`` tokens."""
+        run = RunBudget(_limits(), rates, "acme", windows, store)
+        grant = await run.before_round(prompt, 1, first=True)
+        assert isinstance(grant, RoundGrant)
+        run.after_round(grant, {"prompt_tokens": prompt, "completion_tokens": answer})
+        await run.close()
+
+    await run_spending(46_000, 0)
     budget = RunBudget(_limits(), rates, "acme", windows, store)
     with pytest.raises(QuotaExceeded) as raised:
         await budget.before_round(60_000, None, first=True)
@@ -246,11 +251,7 @@ async def test_a_window_that_cannot_hold_the_next_round_says_what_it_needs_and_w
     assert "could cost up to $0.60016; $0.54 is left" in message
     assert "$1 (cost_usd_per_day)" in message
     assert budget.headers()["x-toolgate-budget-remaining-usd"] == "0.54"
-    spent_all = RunBudget(_limits(), rates, "acme", windows, store)
-    grant = await spent_all.before_round(53_999, 1, first=True)
-    assert isinstance(grant, RoundGrant)
-    spent_all.after_round(grant, {"prompt_tokens": 53_999, "completion_tokens": 1})
-    await spent_all.close()
+    await run_spending(53_999, 1)  # the rest, to the nano-dollar
     after = RunBudget(_limits(), rates, "acme", windows, store)
     with pytest.raises(QuotaExceeded, match="is used up"):  # nothing left: said so
         await after.before_round(10, None, True)

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
+from gateway import GatewayConfig, create_app
 from gateway.config import ServerConfig
 from gateway.policy.large_bodies import LargeBodies
 from gateway.surfaces.http import WATCH_AFTER_S, Exchange, endpoint, json_response, read_body
@@ -166,3 +169,42 @@ async def test_a_cancel_from_outside_is_not_swallowed() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.anyio
+async def test_a_fault_in_a_run_is_logged_whole_then_let_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An error nothing expected (a fault of the gateway's, here raised by the tools'
+    transport under a run) reaches the boundary with the traceback of where it was
+    raised, is logged with it, and only then let go (``errors.settle``): the run's end
+    does not cut it first."""
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("a fault deep in the run")
+
+    def model(request: httpx.Request) -> httpx.Response:
+        call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": message}]})
+
+    data = {
+        "upstreams": [{"name": "up", "base_url": "http://model.test/v1", "max_retries": 0}],
+        "models": [{"name": "m", "upstream": "up"}],
+        "tools": [{"name": "t", "description": "t", "http": {"url": "http://tools.test/t"}}],
+    }
+    app = create_app(
+        GatewayConfig.model_validate(data),
+        upstream_transport=httpx.MockTransport(model),
+        tool_transport=httpx.MockTransport(broken),
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            body = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
+            answer = await client.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 500
+    assert "a fault deep in the run" not in answer.text
+    [logged] = [r for r in caplog.records if r.getMessage().startswith("unhandled error")]
+    assert logged.exc_info is not None
+    assert ", in broken" in logging.Formatter().formatException(logged.exc_info)  # the frame
