@@ -5,7 +5,8 @@
     python -m bench.fakes tools --port 9002
     python -m bench.fakes collector --port 9003
 
-The upstream answers by model name: ``bench-tool1`` asks for one ``bench_fast`` call,
+The upstream answers by model name, in chat completions (or Anthropic Messages, at
+``/v1/messages``): ``bench-tool1`` asks for one ``bench_fast`` call,
 ``bench-tools4`` for four ``bench_slow`` calls, anything else answers at once; once the
 history holds tool results it answers. ``stream: true`` is answered as SSE: the first
 token after ``ttft-ms``, then one token every ``token-interval-ms``. The tool server
@@ -63,6 +64,27 @@ TOOLS4 = _completion(
 )
 
 
+def _message(content: list[dict[str, Any]], stop: str) -> bytes:
+    usage = {"input_tokens": 20, "output_tokens": 10}
+    message = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "bench",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+MESSAGES_ANSWER = _message([{"type": "text", "text": "The answer is 42."}], "end_turn")
+MESSAGES_TOOL1 = _message(
+    [{"type": "tool_use", "id": "toolu_0", "name": "bench_fast", "input": {"i": 0}}], "tool_use"
+)
+
+
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
     payload = {
         "id": "chatcmpl-bench",
@@ -88,6 +110,10 @@ class Upstream:
             return
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        if request.target.endswith(b"/v1/messages"):
+            asks = b'"bench-tool1"' in body and b'"tool_result"' not in body
+            response.send(200, MESSAGES_TOOL1 if asks else MESSAGES_ANSWER)
+            return
         answered = b'"role":"tool"' in body
         if not answered and b'"bench-tool1"' in body:
             response.send(200, TOOL1)

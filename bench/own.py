@@ -114,7 +114,7 @@ class Driver:
         ]
 
     def use_canned_wire(self) -> None:
-        self.app.state.gateway.upstream._wire = CannedWire()
+        self.app.state.gateway.model_servers.exchange._wire = CannedWire()
 
     async def one(self) -> None:
         scope: dict[str, Any] = {

@@ -55,11 +55,13 @@ server: {{host: 127.0.0.1, port: {port}}}
 upstreams:
   - {{name: fast, base_url: "http://127.0.0.1:{upstream}/v1", max_retries: 0}}
   - {{name: slow, base_url: "http://127.0.0.1:{slow}/v1", max_retries: 0}}
+  - {{name: claude, dialect: anthropic, base_url: "http://127.0.0.1:{upstream}", max_retries: 0}}
 models:
   - {{name: bench-plain, upstream: fast}}
   - {{name: bench-tool1, upstream: fast}}
   - {{name: bench-tools4, upstream: fast}}
   - {{name: bench-slow, upstream: slow}}
+  - {{name: bench-tool1-anthropic, upstream: claude, upstream_model: bench-tool1}}
   - {{name: bench-tool1-priced, upstream: fast, upstream_model: bench-tool1,
       price: {{input_per_mtok: 0.4, output_per_mtok: 1.6}}}}
 tools:
@@ -81,6 +83,7 @@ tenants:
 
 
 RESPONSES = "/v1/responses"
+MESSAGES = "/v1/messages"
 FLOOR = "/v1/floor/tool-round"  # the baseline proxy's hand-made tool round
 
 
@@ -88,6 +91,9 @@ def body(model: str, stream: bool = False, api: str = "chat") -> dict[str, Any]:
     payload: dict[str, Any] = {"model": model}
     if api == "responses":
         payload["input"] = "What is the answer?"
+    elif api == "messages":
+        payload["max_tokens"] = 256
+        payload["messages"] = [{"role": "user", "content": "What is the answer?"}]
     else:
         payload["messages"] = [{"role": "user", "content": "What is the answer?"}]
     if stream:
@@ -223,11 +229,12 @@ class Bench:
             "replica_a": "replica_a",
             "replica_b": "replica_b",
         }[target]
-        path = {"chat": CHAT, "responses": RESPONSES, "floor": FLOOR}[api]
+        path = {"chat": CHAT, "responses": RESPONSES, "floor": FLOOR, "messages": MESSAGES}[api]
         return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def load(self, target: str, model: str, key: str = PLAIN_KEY, **options: Any) -> Load:
-        """``api="responses"``: the same request through ``POST /v1/responses``."""
+        """``api="responses"``: the same request through ``POST /v1/responses``
+        (``"messages"``: through ``POST /v1/messages``)."""
         served = target.startswith(("toolgate", "replica"))
         headers = {"authorization": f"Bearer {key}"} if served else {}
         stream = options.pop("stream", False)
@@ -319,6 +326,17 @@ def _scenarios(
                 concurrency=32,
                 seconds=seconds,
                 api="responses",
+            ),
+            "l_tool_round_anthropic": L(
+                "toolgate", "bench-tool1-anthropic", TOOLS_KEY, concurrency=32, seconds=seconds
+            ),
+            "l_tool_round_messages": L(
+                "toolgate",
+                "bench-tool1",
+                TOOLS_KEY,
+                concurrency=32,
+                seconds=seconds,
+                api="messages",
             ),
         },
         rounds,

@@ -22,10 +22,10 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from gateway.chat_json import encode_tools
 from gateway.config import ToolSearchConfig
 from gateway.engine.offer import Offer
 from gateway.policy.tool_search import Catalogs
-from gateway.upstream.chat_codec import encode_tools
 from gateway.values import Message, ToolCall
 from tool_registry import (
     SEARCH_TOOL,

@@ -89,6 +89,19 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "max",
         ),
         (
+            "(l) a tool round on an Anthropic Messages upstream: CPU/request ≤ 115% of (d)'s",
+            r["l_tool_round_anthropic"]["server_cpu_us_per_request"]
+            / r["d_tool_round"]["server_cpu_us_per_request"],
+            1.15,
+            "max",
+        ),
+        (
+            "(l) a Messages client's tool round (POST /v1/messages): rps ≥ 90% of chat's (d)",
+            r["l_tool_round_messages"]["rps"] / r["d_tool_round"]["rps"],
+            0.90,
+            "ratio",
+        ),
+        (
             "(i) Responses tool round rps ≥ 90% of chat's (d)",
             r["i_tool_round_responses"]["rps"] / r["d_tool_round"]["rps"],
             0.90,

@@ -120,9 +120,15 @@ class StoreConfig(_Frozen):
         return url
 
 
+# The wire formats model servers speak (docs/design.md §20): chat completions, Anthropic
+# Messages.
+Dialect = Literal["openai", "anthropic"]
+
+
 class UpstreamConfig(_Frozen):
     name: str = Field(min_length=1)
     base_url: str
+    dialect: Dialect = "openai"
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
@@ -141,6 +147,15 @@ class UpstreamConfig(_Frozen):
             raise ValueError("must start with http:// or https://")
         return url.rstrip("/")
 
+    @model_validator(mode="after")
+    def _responses_on_chat_servers(self) -> UpstreamConfig:
+        if self.responses_api and self.dialect != "openai":
+            raise ValueError(
+                f"responses_api is an OpenAI server's route: the {self.dialect!r} dialect "
+                "has none (requests to Responses are translated to it instead)"
+            )
+        return self
+
 
 MAX_TOKENS = 1_000_000_000  # more tokens than any request reads or writes
 
@@ -149,12 +164,14 @@ MAX_PRICE_PER_MTOK = 10_000.0
 
 
 class ModelPrice(_Frozen):
-    """What a model costs, in USD per million tokens (docs/design.md §13). Cached input is
-    priced as input unless it has its own price."""
+    """What a model costs, in USD per million tokens (docs/design.md §13). Input read from
+    the cache, and input written to it (Anthropic's prompt caching), are priced as input
+    unless each has its own price."""
 
     input_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK)
     output_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK)
     cached_input_per_mtok: float | None = Field(default=None, ge=0, le=MAX_PRICE_PER_MTOK)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0, le=MAX_PRICE_PER_MTOK)
 
 
 class ModelConfig(_Frozen):

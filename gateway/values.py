@@ -35,21 +35,31 @@ class ToolCall:
     kind: CallKind = "function"
 
 
+# Blocks a model server must get back unchanged in the following rounds of a run, in its
+# own dialect's shape (Anthropic's thinking blocks with their signatures): never read,
+# never shown, only carried (docs/design.md §20).
+Carried = tuple[Extra, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
-    """An assistant turn: its text, its tool calls, a refusal if it refused."""
+    """An assistant turn: its text, its tool calls, a refusal if it refused, and what
+    its dialect needs back in the next rounds (``carried``)."""
 
     content: str | None
     calls: tuple[ToolCall, ...] = ()
     refusal: str | None = None
+    carried: Carried = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a server tool answered (or the gateway in its place), for the model."""
+    """What a server tool answered (or the gateway in its place), for the model;
+    ``error`` when the call failed (dialects with an error flag send it)."""
 
     call_id: str
     content: str
+    error: bool = False
 
 
 HiddenItem = AssistantMessage | ToolOutput  # an item of the rounds the client does not see
@@ -79,6 +89,7 @@ class Message:
     calls: tuple[ToolCall, ...] = ()
     call_id: str | None = None  # a tool message's: the call it answers
     extra: Extra = NO_EXTRA
+    carried: Carried = ()  # an assistant turn's, for its dialect (``AssistantMessage``)
 
     @property
     def text(self) -> str:
@@ -100,7 +111,7 @@ def as_message(item: HiddenItem) -> Message:
     if isinstance(item, ToolOutput):
         return Message("tool", item.content, call_id=item.call_id)
     extra = NULL_CONTENT if item.content is None else NO_EXTRA
-    return Message("assistant", item.content, item.calls, extra=extra)
+    return Message("assistant", item.content, item.calls, extra=extra, carried=item.carried)
 
 
 # Token usage as an upstream reported it, once believed (``upstream/numbers.py``): its
@@ -223,6 +234,9 @@ class Parameters:
     reasoning_effort: str | None = None
     user: str | None = None
     extra: Extra = NO_EXTRA
+    # The wire ``extra`` came in (a surface's dialect): only a model server of the same
+    # dialect reads it as it is (docs/design.md §20).
+    wire: str = "openai"
 
     @property
     def answer_bound(self) -> int | None:

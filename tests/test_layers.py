@@ -30,10 +30,15 @@ BASE = {
     "gateway.config",
     "gateway.users_config",
     "gateway.digits",
+    "gateway.chat_json",
 }
 APP = {"gateway", "gateway.app"}
 # Surfaces that stand beside each other, not on each other.
-SIBLINGS = (("gateway.surfaces.chat", "gateway.surfaces.responses"),)
+SIBLINGS = (
+    ("gateway.surfaces.chat", "gateway.surfaces.responses"),
+    ("gateway.surfaces.chat", "gateway.surfaces.messages"),
+    ("gateway.surfaces.responses", "gateway.surfaces.messages"),
+)
 
 
 def module_name(path: Path) -> str:
@@ -141,9 +146,44 @@ def test_the_check_sees_a_wrong_way_import() -> None:
         "gateway.surfaces.responses.render -> gateway.surfaces.chat",
         "gateway.surfaces.responses.render -> gateway.surfaces.chat.request",
     ]
-    assert layer_of("gateway.upstream.client") == "upstream"
+    assert layer_of("gateway.upstream.exchange") == "upstream"
     with pytest.raises(AssertionError, match="stands in no layer"):
         layer_of("gateway.loose_module")
+
+
+def dialect_folders() -> set[str]:
+    """The dialects: each a package under ``gateway/upstream/`` (docs/design.md §20)."""
+    upstream = ROOT / "gateway" / "upstream"
+    return {f"gateway.upstream.{path.parent.name}" for path in upstream.glob("*/__init__.py")}
+
+
+def into_a_dialect(module: str, imports: set[str], dialects: set[str]) -> list[str]:
+    """The imports of ``module`` that reach into a dialect's folder from outside
+    ``upstream/`` (or from another dialect's): only the model port's factory
+    (``upstream.servers``) names the dialects."""
+    found = []
+    for target in sorted(imports):
+        for dialect in dialects:
+            inside = target == dialect or target.startswith(dialect + ".")
+            own = module == dialect or module.startswith(dialect + ".")
+            if inside and not own and module != "gateway.upstream.servers":
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_only_the_factory_knows_the_dialects() -> None:
+    dialects = dialect_folders()
+    assert "gateway.upstream.openai" in dialects
+    reaching = [
+        line
+        for path in gateway_modules()
+        for line in into_a_dialect(module_name(path), imports_of(path), dialects)
+    ]
+    assert reaching == []
+    planted = imports_in("from gateway.upstream.openai.model import ChatModel", "gateway.surfaces")
+    assert into_a_dialect("gateway.surfaces.skeleton", planted, dialects) == [
+        "gateway.surfaces.skeleton -> gateway.upstream.openai.model"
+    ]
 
 
 def test_gateway_uses_tool_registry_through_its_face() -> None:

@@ -9,9 +9,9 @@ import json
 import sys
 from typing import Any, TextIO
 
+from gateway.chat_json import encode_tool
 from gateway.config import GatewayConfig
 from gateway.runtime.services import Gateway
-from gateway.upstream.chat_codec import encode_tool
 from tool_registry import CallContext, ToolArgumentsInvalid, error_result
 
 

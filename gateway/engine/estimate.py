@@ -12,11 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gateway.chat_json import encode_message
 from gateway.policy.prices import read_usage
-from gateway.values import AssistantMessage, HiddenItem, ToolOutput
+from gateway.values import AssistantMessage, HiddenItem, Message, ToolOutput
+from tool_registry import dumps
 
 BYTES_PER_TOKEN = 3
 ITEM_TOKENS = 8  # what a message's framing costs, beyond its text
+
+
+_PER_MESSAGE = 4
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """The tokens of messages as a model server is sent them: a token per four
+    characters of their JSON, plus a few per message (docs/responses.md says why it
+    errs high)."""
+    return sum(len(dumps(encode_message(message))) // 4 + _PER_MESSAGE for message in messages)
 
 
 def hidden_bytes(items: Sequence[HiddenItem]) -> int:

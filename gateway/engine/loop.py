@@ -10,8 +10,8 @@ run the tools or hand calls back, ask again — one round skeleton for every mod
 - ``Final``: the answer, which ends the loop.
 
 The engine works on the values of ``gateway.values`` only: it asks its ``ModelServer``
-port with a ``CompletionRequest`` and gets a ``Completion`` back (``upstream.chat_model``
-speaks the chat-completions dialect behind it). ``ToolLoop.run`` is the non-streaming
+port (``upstream.port``) with a ``CompletionRequest`` and gets a ``Completion`` back, in
+whichever dialect the upstream speaks. ``ToolLoop.run`` is the non-streaming
 driver (it keeps the last event), ``engine.stream`` the streaming one (it yields every
 event); a surface encodes what they give in its own wire format.
 """
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from gateway.engine.estimate import PromptSize
 from gateway.engine.offer import Offer
@@ -37,6 +37,7 @@ from gateway.policy.point import PolicyPoint
 from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
 from gateway.store.kept_writes import RequestWrites
 from gateway.store.result_cache import ResultCache
+from gateway.upstream.port import ModelServer
 from gateway.values import (
     AnsweredRound,
     AssistantMessage,
@@ -52,32 +53,6 @@ from gateway.values import (
 from tool_registry import CallContext, ToolExecutor
 
 T = TypeVar("T")
-
-
-class ModelServer(Protocol):
-    """The engine's port to a model: one request's model server, its visible history
-    and parameters bound (``upstream.chat_model.ChatModel``, or a fake)."""
-
-    name: str  # for errors and traces
-    client_max_tokens: int | None  # the client's bound on each answer, if it set one
-
-    @property
-    def model(self) -> str: ...  # the model name it is asked for
-
-    @property
-    def base_url(self) -> str: ...  # where it is, for telemetry
-
-    def prompt_bytes(self) -> int: ...  # what every round sends before its hidden items
-
-    def transcript(
-        self, ask: CompletionRequest
-    ) -> Iterable[dict[str, Any]]: ...  # for telemetry, lazily
-
-    async def answer(self, ask: CompletionRequest) -> Completion: ...
-
-    def stream(
-        self, ask: CompletionRequest
-    ) -> AsyncIterator[ChoiceDelta | Completion]: ...  # the Completion comes last
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from gateway.store.message_records import call_record
-from gateway.upstream.chat_codec import (
+from gateway.chat_json import (
     decode_messages,
     decode_parameters,
     decode_tools,
@@ -24,6 +23,7 @@ from gateway.upstream.chat_codec import (
     encode_parameters,
     encode_tools,
 )
+from gateway.store.message_records import call_record
 from gateway.values import (
     AnsweredRound,
     AssistantMessage,

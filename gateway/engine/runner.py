@@ -151,11 +151,11 @@ class ToolRunner:
                 self._record(
                     call.id, call.name or "", slot.result, 0.0, arguments=slot.arguments, kept=True
                 )
-                outputs.append(ToolOutput(call.id, slot.result.content))
+                outputs.append(ToolOutput(call.id, slot.result.content, not slot.result.ok))
                 continue
             if isinstance(slot, ToolResult):
                 self._record(call.id, call.name or "", slot, 0.0)
-                outputs.append(ToolOutput(call.id, slot.content))
+                outputs.append(ToolOutput(call.id, slot.content, not slot.ok))
                 continue
             first_id, result = self._done[slot]
             content = result.content
@@ -170,7 +170,7 @@ class ToolRunner:
                     arguments=arguments.get(call.id),
                     reused_from=first_id,
                 )
-            outputs.append(ToolOutput(call.id, content))
+            outputs.append(ToolOutput(call.id, content, not result.ok))
         return outputs, timed_out
 
     def _is_write(self, tool: Tool) -> bool:

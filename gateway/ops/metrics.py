@@ -30,8 +30,9 @@ NONE = "(none)"
 PRIMED_VERDICTS = ("run", "refuse", "hold")  # the policy point's (a decision adds others)
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 UPSTREAM_STATUSES = (*STATUS_CLASSES, "error", "timeout")
-# ``cached_prompt`` is part of ``prompt``, ``reasoning`` part of ``completion``.
-TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning")
+# ``cached_prompt`` (read from a prompt cache) and ``cache_write_prompt`` (written to it)
+# are parts of ``prompt``, ``reasoning`` part of ``completion``.
+TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "cache_write_prompt", "reasoning")
 RATE_KINDS = ("requests", "tokens")
 CACHE_RESULTS = ("hit", "miss")
 RELOAD_RESULTS = ("ok", "error")

@@ -25,16 +25,18 @@ class Rates:
     input: int = 0
     cached_input: int = 0
     output: int = 0
+    cache_write: int = 0
 
     @classmethod
     def of(cls, price: ModelPrice | None) -> Rates:
         if price is None:
             return cls()
-        cached = price.cached_input_per_mtok
+        cached, written = price.cached_input_per_mtok, price.cache_write_per_mtok
         return cls(
             _pico(price.input_per_mtok),
             _pico(price.input_per_mtok if cached is None else cached),
             _pico(price.output_per_mtok),
+            _pico(price.input_per_mtok if written is None else written),
         )
 
     def __bool__(self) -> bool:
@@ -63,22 +65,26 @@ def nanos_of(usd_amount: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """A round's tokens as the upstream reported them: ``cached`` is part of
-    ``input``, ``reasoning`` part of ``output``."""
+    """A round's tokens as the upstream reported them: ``cached`` (read from the cache)
+    and ``written`` (to it) are parts of ``input``, ``reasoning`` part of ``output``."""
 
     input: int
     output: int
     cached: int = 0
     reasoning: int = 0
+    written: int = 0
 
     @property
     def total(self) -> int:
         return self.input + self.output
 
     def nanos(self, rates: Rates) -> int:
-        fresh = self.input - self.cached
+        fresh = self.input - self.cached - self.written
         return _nanos(
-            fresh * rates.input + self.cached * rates.cached_input + self.output * rates.output
+            fresh * rates.input
+            + self.cached * rates.cached_input
+            + self.written * rates.cache_write
+            + self.output * rates.output
         )
 
 
@@ -128,9 +134,16 @@ def read_usage(usage: object) -> Counts | None:
     input_tokens = _count(usage.get(names[0], 0))
     output_tokens = _count(usage.get(names[1], 0))
     cached = _detail(usage, names[2], "cached_tokens")
+    written = _detail(usage, names[2], "cache_write_tokens")
     reasoning = _detail(usage, out_details, "reasoning_tokens")
-    if input_tokens is None or output_tokens is None or cached is None or reasoning is None:
+    if (
+        input_tokens is None
+        or output_tokens is None
+        or cached is None
+        or written is None
+        or reasoning is None
+    ):
         return None
-    if cached > input_tokens or reasoning > output_tokens:
+    if cached + written > input_tokens or reasoning > output_tokens:
         return None
-    return Counts(input_tokens, output_tokens, cached, reasoning)
+    return Counts(input_tokens, output_tokens, cached, reasoning, written)

@@ -246,6 +246,7 @@ class RunBudget:
                     answer if unread[1] else counts.output,
                     0 if unread[0] else counts.cached,
                     0 if unread[1] else counts.reasoning,
+                    0 if unread[0] else counts.written,
                 )
             tokens, nanos = counts.total, counts.nanos(self.rates)
         self._charge(grant, tokens, nanos)

@@ -55,7 +55,7 @@ async def probe_all(gateway: Gateway) -> list[Probe]:
 async def probe_upstreams(gateway: Gateway) -> list[Probe]:
     async def one(upstream: UpstreamConfig) -> Probe:
         try:
-            status, message = await gateway.upstream.probe(upstream, PROBE_TIMEOUT_S)
+            status, message = await gateway.model_servers.probe(upstream, PROBE_TIMEOUT_S)
         except TimeoutError:
             return Probe(
                 "model server",
@@ -75,7 +75,7 @@ async def probe_upstreams(gateway: Gateway) -> list[Probe]:
                 NO_MODEL_SERVER_HINT,
             )
         said = f"answered HTTP {status}" + (f" ({message[:80]})" if message else "")
-        if gateway.upstream.trouble.get(upstream.name) == "loading":
+        if gateway.model_servers.trouble.get(upstream.name) == "loading":
             return Probe(
                 "model server",
                 upstream.name,

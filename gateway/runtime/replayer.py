@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from gateway.chat_json import encode_tool
 from gateway.config import GatewayConfig, LimitsConfig
 from gateway.engine.loop import Final, HandBack, LoopEnd, LoopJob, ToolLoop
 from gateway.engine.recorded import Ending, RecordedTool, Recording
@@ -34,9 +35,8 @@ from gateway.policy.rules import TenantPolicy
 from gateway.policy.tenants import Tenant
 from gateway.runtime.snapshot import Runtime
 from gateway.runtime.tool_sources import static_tools
-from gateway.upstream.chat_codec import encode_tool, encode_tools
-from gateway.upstream.chat_model import ChatModel
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.servers import ModelServers
 from gateway.upstream.wire import Wire
 from gateway.values import AnsweredRound, UsageCounts
 from tool_registry import (
@@ -220,7 +220,7 @@ class Replayer:
         tool_transport: GuardedTransport,
     ) -> None:
         self._runtime = runtime
-        self._upstream = UpstreamClient(upstream)
+        self._models = ModelServers(upstream)
         self._executor = ToolExecutor(tool_transport)
 
     @classmethod
@@ -274,15 +274,16 @@ class Replayer:
         policy, _ = PolicyPoint.of_request(
             tuple(registry.names), limits, Narrowing(), client_names, registry
         )
-        chat = ChatModel(
-            self._upstream,
-            route.upstream,
-            loop_start.params,
-            loop_start.history,
-            route.model.target,
-            encode_tools(registry.definitions(policy.server_tools)),
-            client_tools,
-            client_names,
+        chat = self._models.open(
+            ModelAsk(
+                route.upstream,
+                route.model.target,
+                loop_start.params,
+                loop_start.history,
+                registry.definitions(policy.server_tools),
+                client_tools,
+                client_names,
+            )
         )
         loop = ToolLoop(self._executor)
         (run,) = loop.runs(LoopJob(chat, policy, context, record=True))

@@ -49,8 +49,7 @@ from gateway.store.result_cache import ResultCache
 from gateway.store.runs import RunLog
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
-from gateway.upstream.chat_codec import Declarations
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.servers import ModelServers
 from gateway.upstream.wire import Wire, upstream_wire
 from tool_registry import ToolExecutor, ToolRegistry, create_tool_transport
 
@@ -85,7 +84,6 @@ class Gateway:
         self._closing: list[Wire | httpx.AsyncBaseTransport] = []
         self.keys = Keys(config.store.prefix)
         self.large_bodies = LargeBodies(self.metrics)  # of this process, across reloads
-        self.declared = Declarations()  # server tools in the dialect, once per set
         # Read now: a bad OTEL_* variable or a missing gRPC extra stops the start.
         self.otel = otel_settings(config.otel, environ)
         self._span_exporter = span_exporter
@@ -158,7 +156,7 @@ class Gateway:
         self.upstream_wire = upstream
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
-        self.upstream = UpstreamClient(upstream, metrics=metrics)
+        self.model_servers = ModelServers(upstream, metrics=metrics)  # the model port
         self.executor = ToolExecutor(tools, redactor=self.redactor)
         # Providers' metadata and keys, fetched through the guard (users' and connections').
         discovery = Discovery(tools)

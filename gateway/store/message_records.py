@@ -6,7 +6,9 @@ conversations use it from their version 2 on.
 
     MESSAGE = {"role": str, "content": str | [PART, ...] (absent: no text read),
                "calls": [CALL, ...] (absent: none), "call_id": str (a tool message's),
-               "extra": {...} (absent: nothing else)}
+               "extra": {...} (absent: nothing else),
+               "carried": [{...}, ...] (an assistant turn's blocks for its dialect;
+               absent: none)}
     PART    = {"type": str, "text": str (absent: none), "extra": {...} (absent: nothing)}
     CALL    = {"id": str, "name": str | null, "arguments": str,
                "kind": "function" | "custom" | "approval"}
@@ -24,10 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar, get_args
 
+from gateway.chat_json import decode_message
 from gateway.ops.offload import offload
 from gateway.store.guard import GuardedStore
-from gateway.upstream.chat_codec import decode_message
-from gateway.values import NO_EXTRA, CallKind, Extra, Message, Part, ToolCall
+from gateway.values import NO_EXTRA, CallKind, Carried, Extra, Message, Part, ToolCall
 from tool_registry import dumps_each, loads_object
 
 logger = logging.getLogger("gateway.store")
@@ -66,6 +68,8 @@ def message_record(message: Message) -> dict[str, object]:
         record["call_id"] = message.call_id
     if message.extra:
         record["extra"] = dict(message.extra)
+    if message.carried:
+        record["carried"] = [dict(block) for block in message.carried]
     return record
 
 
@@ -115,6 +119,13 @@ def _extra(value: Any) -> Extra:
     return NO_EXTRA if value is None else MappingProxyType(mapping(value))
 
 
+def carried_blocks(value: Any) -> Carried:
+    """An assistant turn's carried blocks (absent: none)."""
+    if value is None:
+        return ()
+    return tuple(MappingProxyType(mapping(block)) for block in listed(value))
+
+
 def read_call(value: Any) -> ToolCall:
     call = mapping(value)
     kind: CallKind | None = next((k for k in get_args(CallKind) if k == call.get("kind")), None)
@@ -144,6 +155,7 @@ def read_message(value: Any) -> Message:
         tuple(read_call(call) for call in listed(record.get("calls", []))),
         optional(record.get("call_id")),
         _extra(record.get("extra")),
+        carried_blocks(record.get("carried")),
     )
 
 

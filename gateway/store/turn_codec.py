@@ -26,6 +26,7 @@ from typing import Any
 from gateway.store.message_records import (
     RecordUnreadable,
     call_record,
+    carried_blocks,
     listed,
     mapping,
     optional,
@@ -86,15 +87,21 @@ def decode(data: bytes) -> SavedTurn:
 
 
 def _turn(turn: AssistantMessage) -> dict[str, Any]:
-    return {
+    record = {
         "content": turn.content,
         "refusal": turn.refusal,
         "calls": [call_record(call) for call in turn.calls],
     }
+    if turn.carried:
+        record["carried"] = [dict(block) for block in turn.carried]
+    return record
 
 
 def _output(output: ToolOutput) -> dict[str, Any]:
-    return {"call_id": output.call_id, "content": output.content}
+    record: dict[str, Any] = {"call_id": output.call_id, "content": output.content}
+    if output.error:
+        record["error"] = True
+    return record
 
 
 def _item(item: HiddenItem) -> dict[str, Any]:
@@ -110,12 +117,15 @@ def _taint(value: Any) -> str | None:
 def _read_turn(value: Any) -> AssistantMessage:
     turn = mapping(value)
     calls = tuple(read_call(call) for call in listed(turn.get("calls")))
-    return AssistantMessage(optional(turn.get("content")), calls, optional(turn.get("refusal")))
+    carried = carried_blocks(turn.get("carried"))
+    content, refusal = optional(turn.get("content")), optional(turn.get("refusal"))
+    return AssistantMessage(content, calls, refusal, carried)
 
 
 def _read_output(value: Any) -> ToolOutput:
     output = mapping(value)
-    return ToolOutput(string(output.get("call_id")), string(output.get("content")))
+    error = output.get("error") is True
+    return ToolOutput(string(output.get("call_id")), string(output.get("content")), error)
 
 
 def _read_item(value: Any) -> HiddenItem:

@@ -13,7 +13,7 @@ from gateway.config import UpstreamConfig
 from gateway.errors import NotFound, UpstreamError
 from gateway.policy.models import ModelRoute
 from gateway.surfaces.event_stream import STREAM_HEADERS, EventStreamResponse
-from gateway.upstream.client import (
+from gateway.upstream.exchange import (
     UpstreamClient,
     close_quietly,
     map_status_error,

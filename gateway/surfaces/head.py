@@ -34,6 +34,15 @@ if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 
+def authorization(headers: Mapping[str, str]) -> str | None:
+    """The key a request names its tenant by: its bearer token, or (as Anthropic's
+    clients send it) its ``x-api-key``."""
+    given = headers.get("authorization")
+    if given is None and "x-api-key" in headers:
+        return f"Bearer {headers['x-api-key']}"
+    return given
+
+
 class Admission:
     """Who is asking, and whether the rate limits let them."""
 
@@ -44,7 +53,7 @@ class Admission:
         """The runtime snapshot this request uses to its end, and the tenant its key
         names (401 for none)."""
         runtime = self._gateway.runtime
-        tenant = runtime.tenants.authenticate(request.headers.get("authorization"))
+        tenant = runtime.tenants.authenticate(authorization(request.headers))
         exchange.tenant = tenant.id
         return runtime, tenant
 
@@ -136,6 +145,12 @@ class Head:
 
     def __post_init__(self) -> None:
         self.taint = self.policy.input_taint
+
+    def passes(self, wire: str) -> bool:
+        """Whether the request passes through as it came: no server tools are in play
+        and its model server speaks the client's ``wire`` (a dialect's name,
+        docs/design.md §20). Otherwise the loop translates, with no tools of its own."""
+        return not self.policy.server_tools and self.route.upstream.dialect == wire
 
     def tainted(self, source: str | None) -> None:
         """The request's input holds untrusted words from ``source`` (a restored turn,

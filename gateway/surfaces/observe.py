@@ -162,6 +162,7 @@ class Observer:
             ("prompt", tokens[0]),
             ("completion", tokens[1]),
             ("cached_prompt", counts.cached if counts is not None else 0),
+            ("cache_write_prompt", counts.written if counts is not None else 0),
             ("reasoning", counts.reasoning if counts is not None else 0),
         ):
             if n:

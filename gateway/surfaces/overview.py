@@ -72,7 +72,7 @@ def health_of(gateway: Gateway, checked: Checked) -> dict[str, Any]:
         "object": "toolgate.health",
         "checked_at": checked.at,
         "probes": [asdict(probe) for probe in checked.probes],
-        "upstreams_failing": dict(gateway.upstream.trouble),
+        "upstreams_failing": dict(gateway.model_servers.trouble),
     }
 
 

@@ -19,12 +19,12 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.chat_json import encode_tool
 from gateway.config import Record
 from gateway.engine.loop import Final, HandBack
 from gateway.engine.recorded import Ending, LoopStart, RecordedCall, RecordedTool, Recording
 from gateway.engine.report import RunReport
 from gateway.engine.runner import CallRecord
-from gateway.upstream.chat_codec import encode_tool
 from tool_registry import ToolRegistry, definition_fingerprint
 
 

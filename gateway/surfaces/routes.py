@@ -26,9 +26,18 @@ from gateway.surfaces.connections import Connections
 from gateway.surfaces.console.pages import Console
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
-from gateway.surfaces.http import Exchange, Handler, endpoint, json_response, read_body
+from gateway.surfaces.http import (
+    Exchange,
+    Handler,
+    Render,
+    endpoint,
+    envelope,
+    json_response,
+    read_body,
+)
 from gateway.surfaces.inventory import Inventory
 from gateway.surfaces.mcp_server import McpEndpoint
+from gateway.surfaces.messages.endpoint import ClaudeMessages, TokenCount, claude_error
 from gateway.surfaces.observe import Observer
 from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.overview import Overview
@@ -96,7 +105,7 @@ class Handlers:
             self._gateway.budgets, exchange, tenant, route, meter
         )
         return await forward_json(
-            self._gateway.upstream,
+            self._gateway.model_servers.exchange,
             route,
             path,
             raw,
@@ -160,7 +169,7 @@ class Handlers:
         except StoreUnavailable:
             return json_response({"status": "unavailable", "store": "unavailable"}, 503)
         body: dict[str, object] = {"status": "ready", "store": "ok"}
-        trouble = self._gateway.upstream.trouble
+        trouble = self._gateway.model_servers.trouble
         if trouble:
             body["upstreams"] = dict(trouble)
         return json_response(body)
@@ -171,10 +180,12 @@ def build_routes(
 ) -> list[BaseRoute]:
     handlers = Handlers(gateway, admit)
 
-    def observed_route(path: str, handler: Handler, method: str) -> Route:
+    def observed_route(
+        path: str, handler: Handler, method: str, render: Render = envelope
+    ) -> Route:
         """A route whose requests are measured, logged, kept as traces and traced."""
         template = path.replace(":path}", "}")  # as the route is named on spans
-        return Route(path, endpoint(handler, observed, template), methods=[method])
+        return Route(path, endpoint(handler, observed, template, render), methods=[method])
 
     admin = Admin(gateway)
     operator = OperatorApprovals(gateway)
@@ -191,6 +202,12 @@ def build_routes(
     return [
         observed_route("/v1/chat/completions", Skeleton(gateway, admit, ChatCompletions()), "POST"),
         observed_route("/v1/responses", Skeleton(gateway, admit, responses), "POST"),
+        observed_route(
+            "/v1/messages", Skeleton(gateway, admit, ClaudeMessages()), "POST", claude_error
+        ),
+        observed_route(
+            "/v1/messages/count_tokens", TokenCount(gateway, admit), "POST", claude_error
+        ),
         Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
         Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),
         Route(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.chat_json import encode_messages
 from gateway.engine.loop import LoopJob, Resumed, Run
 from gateway.engine.offer import Offer
 from gateway.engine.recorded import LoopStart
@@ -43,8 +44,7 @@ from gateway.surfaces.head import Admission, Asked, Head
 from gateway.surfaces.http import Exchange, read_body
 from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import StreamEncoder, event_stream
-from gateway.upstream.chat_codec import encode_messages
-from gateway.upstream.chat_model import ChatModel
+from gateway.upstream.port import ModelAsk
 from gateway.values import KeepTurn, Message, Parameters, ToolDefinition, UsageCounts
 from tool_registry import CallContext
 
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 SHADOWED_HEADER = "x-toolgate-shadowed-tools"
 OFFERED_HEADER = "x-toolgate-tools-offered"  # server tools the first round offers
 BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no server tools
+# A client's hosted (server-side) tool types left out (its tenant's ``hosted_tools: drop``).
+DROPPED_HEADER = "x-toolgate-dropped-tools"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ class Skeleton(Generic[A]):
             gateway.budgets, exchange, head.tenant, head.route, head.meter
         )
         return await forward_json(
-            gateway.upstream,
+            gateway.model_servers.exchange,
             head.route,
             self.surface.forward_path,
             raw,
@@ -259,22 +261,21 @@ class Skeleton(Generic[A]):
                 head.large, Offer.start, policy.search, plan.history, plan.params.tool_choice
             )
             first = (*registry.definitions(offer.names), *policy.search.definitions)
-            declared = gateway.declared.each(first)
         else:
             first = registry.definitions(policy.server_tools)
-            declared = gateway.declared(first)
         exchange.headers[OFFERED_HEADER] = str(len(first))
-        model = ChatModel(
-            gateway.upstream,
+        ask = ModelAsk(
             route.upstream,
+            route.model.target,
             plan.params,
             plan.history,
-            route.model.target,
-            declared,
+            first,
             plan.client_tools,
             policy.client_tools,
-            gateway.declared.each,
+            searched=offer is not None,
+            answer_tokens=route.model.max_output_tokens,
         )
+        model = gateway.model_servers.open(ask)
         if head.large:  # the history is encoded once, and measured for a budget
             await offload(True, model.prompt_bytes if budget is not None else model.prepare)
         job = LoopJob(

@@ -177,7 +177,7 @@ def test_every_fixed_series_exists_before_any_traffic(stack: StackFactory) -> No
     for histogram in ("toolgate_request_duration_seconds", "toolgate_stream_first_byte_seconds"):
         assert (f"{histogram}_count", pair) in m
         assert value(m, f"{histogram}_count", tenant="acme", model=MODEL) == 0
-    for kind in ("prompt", "completion", "cached_prompt", "reasoning"):
+    for kind in ("prompt", "completion", "cached_prompt", "cache_write_prompt", "reasoning"):
         assert value(m, "toolgate_tokens_total", tenant="acme", model=MODEL, kind=kind) == 0
     assert value(m, "toolgate_spend_usd_total", tenant="acme", model=MODEL) == 0
     labels = {("tool", "add"), ("source", "http")}

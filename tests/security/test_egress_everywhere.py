@@ -23,6 +23,7 @@ import httpx
 import pytest
 from starlette.datastructures import Headers
 
+from gateway.chat_json import encode_tool
 from gateway.config import GatewayConfig, JwtUsersConfig, McpConnection, OAuth2Connection
 from gateway.engine.recorded import decode
 from gateway.errors import GatewayError
@@ -31,7 +32,6 @@ from gateway.runtime.probe import probe_tools
 from gateway.runtime.providers import ProviderClient, ProviderRefused
 from gateway.runtime.replayer import Replayer
 from gateway.runtime.services import Gateway
-from gateway.upstream.chat_codec import encode_tool
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.servers import ServerThread
 from tool_registry import (

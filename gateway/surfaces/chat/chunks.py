@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.chat_json import call_dict
 from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
-from gateway.upstream.dialect import call_dict
 from gateway.upstream.sse import encode, error_event
 from gateway.values import ChoiceDelta, ToolCall, UsageCounts
 

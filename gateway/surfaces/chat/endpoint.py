@@ -61,14 +61,14 @@ class ChatCall:
         sent = asked.messages
         # Answered before the loop: they are the gateway's, not the model's.
         approvals = await offload(head.large, asked_in, sent)
-        server_tools = bool(head.policy.server_tools)
-        n = choices_of(asked.body, head.policy.limits.max_iterations) if server_tools else 1
+        passes = head.passes("openai")
+        n = 1 if passes else choices_of(asked.body, head.policy.limits.max_iterations)
         return Start(
             asked.parameters,
             sent,
             asked.client_tools,
             approvals,
-            forward=asked.body,
+            forward=asked.body if passes else None,
             changed=asked.changed,
             single_call_id=asked.single_call_id,
             n=n,
@@ -125,7 +125,8 @@ def choices_of(body: Mapping[str, Any], max_iterations: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_iterations:
         raise BadRequest(
             f"'n' must be an integer from 1 to {max_iterations} (max_iterations) "
-            "when server tools are in play.",
+            "when the gateway runs the request's rounds (server tools in play, or a "
+            "model server of another dialect).",
             param="n",
         )
     return n

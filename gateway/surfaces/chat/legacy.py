@@ -17,14 +17,14 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from gateway.errors import BadRequest
-from gateway.surfaces.chat.request import ChatRequest, tool_names
-from gateway.upstream.chat_codec import (
+from gateway.chat_json import (
     decode_messages,
     decode_parameters,
     decode_tools,
     encode_tools,
 )
+from gateway.errors import BadRequest
+from gateway.surfaces.chat.request import ChatRequest, tool_names
 
 LEGACY_FINISH = "function_call"
 

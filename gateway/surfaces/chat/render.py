@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.chat_json import call_dict
 from gateway.engine.loop import HandBack, LoopEnd
-from gateway.upstream.dialect import call_dict
 
 _KEPT = ("system_fingerprint", "service_tier")
 

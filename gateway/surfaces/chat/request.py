@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from gateway.chat_json import decode_messages, decode_parameters, decode_tools
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing
-from gateway.upstream.chat_codec import decode_messages, decode_parameters, decode_tools
 from gateway.values import APPROVAL_TOOL, Message, Parameters, ToolDefinition
 
 

@@ -13,14 +13,12 @@ message) errs high for English text, so a fitted conversation fits.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.upstream.chat_codec import encode_message
+from gateway.engine.estimate import estimate_tokens
 from gateway.values import NULL_CONTENT, Message, ToolCall
-from tool_registry import dumps
 
-_PER_MESSAGE = 4
 SUMMARY_TOOL = "toolgate_conversation_summary"
 SUMMARY_PREFIX = "Summary of the earlier conversation (written when it was compacted):\n"
 _SUMMARY_ASK = (
@@ -28,11 +26,6 @@ _SUMMARY_ASK = (
     "decision and open question a later answer could need, tersely, in the language of "
     "the conversation. Write only the summary."
 )
-
-
-def estimate_tokens(messages: Sequence[Message]) -> int:
-    """The tokens of messages as the model server is sent them."""
-    return sum(len(dumps(encode_message(message))) // 4 + _PER_MESSAGE for message in messages)
 
 
 def _cut(messages: list[Message], start: int) -> int:

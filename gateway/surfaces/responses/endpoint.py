@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.engine.estimate import estimate_tokens
 from gateway.engine.loop import Final, HandBack
 from gateway.engine.report import RunReport
 from gateway.errors import BadRequest, NotFound
@@ -28,7 +29,6 @@ from gateway.surfaces.listing import page
 from gateway.surfaces.responses.context_fit import (
     compact,
     compaction_threshold,
-    estimate_tokens,
     truncate,
 )
 from gateway.surfaces.responses.conversation_routes import Conversations, visible_entries
@@ -45,14 +45,13 @@ from gateway.surfaces.responses.render import (
     output_of,
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
-from gateway.surfaces.skeleton import Forward, Start
-from gateway.upstream.chat_model import ChatModel
+from gateway.surfaces.skeleton import DROPPED_HEADER, Forward, Start
+from gateway.upstream.port import ModelAsk
 from gateway.values import CompletionRequest, Message, Parameters, UsageCounts, as_message
 from tool_registry import dumps
 
 logger = logging.getLogger("gateway.responses")
 
-DROPPED_HEADER = "x-toolgate-dropped-tools"  # hosted tool types left out (hosted_tools: drop)
 
 if TYPE_CHECKING:
     from gateway.policy.models import ModelRoute
@@ -136,7 +135,7 @@ class ResponseCall:
 
     async def decode(self) -> Start | Forward:
         asked, head = self._asked, self._head
-        if not head.policy.server_tools and head.route.upstream.responses_api:
+        if head.passes("openai") and head.route.upstream.responses_api:
             if asked.hosted and head.tenant.hosted_tools == "pass":
                 return Forward("toolgate" in asked.body)  # it runs them itself
             body = self._without_hosted()
@@ -251,15 +250,14 @@ class ResponseCall:
         self, route: ModelRoute, usage: list[UsageCounts | None], messages: list[Message]
     ) -> str:
         """The same model's summary of ``messages``: one round, no tools."""
-        model = ChatModel(
-            self._gateway.upstream,
-            route.upstream,
-            Parameters(),
-            messages,
-            route.model.target,
-            [],
-            (),
-            frozenset(),
+        model = self._gateway.model_servers.open(
+            ModelAsk(
+                route.upstream,
+                route.model.target,
+                Parameters(),
+                messages,
+                answer_tokens=route.model.max_output_tokens,
+            )
         )
         await offload(self._head.large, model.prepare)  # a long conversation's encoding
         answer = await model.answer(CompletionRequest([], first=True, final=True))

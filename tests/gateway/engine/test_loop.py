@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.chat_json import encode_tools
 from gateway.config import UpstreamConfig
 from gateway.engine.loop import (
     Event,
@@ -25,8 +26,7 @@ from gateway.engine.loop import (
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
-from gateway.upstream.chat_codec import encode_tools
-from gateway.upstream.chat_model import ChatModel, Trace
+from gateway.upstream.openai.model import ChatModel, Trace
 from gateway.values import (
     AssistantMessage,
     ChoiceDelta,

@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind
 
+from gateway.chat_json import decode_messages
 from gateway.config import OtelConfig, OtlpProtocol
 from gateway.errors import ConfigError
 from gateway.ops.export import ExportQueue
 from gateway.ops.metrics import Metrics
 from gateway.ops.spans import Spans, usage_attributes
 from gateway.ops.telemetry import OtelSettings, otel_settings, traces_endpoint
-from gateway.upstream.chat_codec import decode_messages
-from gateway.upstream.dialect import genai_messages
+from gateway.upstream.rounds import genai_messages
 from tool_registry import Redactor
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}

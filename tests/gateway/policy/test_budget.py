@@ -99,8 +99,25 @@ def test_costs_are_exact_then_rounded_up(counts: Counts, price: ModelPrice, nano
 
 def test_cached_input_is_priced_as_input_unless_it_has_a_price() -> None:
     rates = Rates.of(ModelPrice(input_per_mtok=3, output_per_mtok=15))
-    assert rates.cached_input == rates.input == 3_000_000
+    assert rates.cached_input == rates.input == rates.cache_write == 3_000_000
     assert not Rates.of(None)
+
+
+def test_cache_reads_and_writes_are_parts_of_the_input_at_their_own_prices() -> None:
+    price = ModelPrice(
+        input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3, cache_write_per_mtok=3.75
+    )
+    usage = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 600, "cache_write_tokens": 300},
+    }
+    counts = read_usage(usage)
+    assert counts == Counts(1000, 10, 600, 0, 300)
+    # 100 fresh at $3, 600 read at $0.30, 300 written at $3.75, 10 out at $15 (per million)
+    assert counts.nanos(Rates.of(price)) == 300_000 + 180_000 + 1_125_000 + 150_000
+    lying = {**usage, "prompt_tokens_details": {"cached_tokens": 800, "cache_write_tokens": 300}}
+    assert read_usage(lying) is None  # more read and written than the input holds
 
 
 @given(

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.chat_json import decode_messages, encode_messages
 from gateway.config import ApprovalsConfig, LimitsConfig, PolicyConfig, TenantPolicyConfig, ToolRule
 from gateway.policy.approval_desk import Answer, ApprovalDesk, arguments_text, binding_problem
 from gateway.policy.ledger import Ledger
@@ -22,7 +23,6 @@ from gateway.store import GuardedStore, Keys
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.approval_answers import asked_in, held_calls, take_answers
-from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import Message, ToolCall
 from tool_registry import EgressPolicy, HttpTool, McpServer, McpServerConfig, ToolRegistry, ToolSpec
 from tool_registry.sources.mcp import McpTool

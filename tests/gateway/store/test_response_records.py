@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.chat_json import decode_messages, encode_messages
 from gateway.store import GuardedStore, Keys
 from gateway.store.conversations import Conversation, ConversationStore, Entry
 from gateway.store.message_records import (
@@ -24,7 +25,6 @@ from gateway.store.message_records import (
     read_v1,
 )
 from gateway.store.responses import ResponseStore, StoredResponse
-from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import NULL_CONTENT, Message, Part, ToolCall
 
 pytestmark = pytest.mark.anyio

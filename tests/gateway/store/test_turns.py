@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway import chat_json as dialect
+from gateway.chat_json import decode_messages, encode_messages
 from gateway.store import GuardedStore, Keys
 from gateway.store.message_records import RecordUnreadable
 from gateway.store.turn_codec import SavedTurn, decode, encode, put_back
 from gateway.store.turns import TurnStore, prefix_digests
 from gateway.surfaces.history import put_back_into, seen_all
-from gateway.upstream import dialect
-from gateway.upstream.chat_codec import decode_messages, encode_messages
 from gateway.values import AssistantMessage, ToolCall, ToolOutput
 from tool_registry import canonical
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.chat_codec import (
+from gateway.chat_json import (
     decode_message,
     decode_parameters,
     decode_tool,

@@ -10,8 +10,9 @@ import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream.client import UpstreamClient, map_status_error
-from gateway.upstream.dialect import RoundAssembler
+from gateway.upstream.exchange import UpstreamClient, map_status_error
+from gateway.upstream.openai.client import OpenAIClient
+from gateway.upstream.openai.codec import RoundAssembler
 from gateway.upstream.wire import HttpxWire
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +40,7 @@ async def chat(*responses: httpx.Response | Exception) -> tuple[object, list[htt
     async with httpx.MockTransport(handler) as transport:
         client = UpstreamClient(HttpxWire(transport), backoff_base_s=0)
         try:
-            return await client.chat(UPSTREAM, {"model": "m", "messages": []}), seen
+            return await OpenAIClient(client).chat(UPSTREAM, {"model": "m", "messages": []}), seen
         except UpstreamError as exc:
             return exc, seen
 

@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from gateway import chat_json
+from gateway.chat_json import decode_tool_choice, encode_tool_choice
 from gateway.errors import UpstreamError
-from gateway.upstream import dialect
-from gateway.upstream.chat_codec import decode_tool_choice, encode_tool_choice
+from gateway.upstream import rounds
+from gateway.upstream.openai import codec as dialect
 from gateway.values import AssistantMessage, Completion, ToolCall, ToolOutput
 
 
@@ -20,7 +22,7 @@ def test_a_turn_goes_back_with_only_portable_fields() -> None:
         "reasoning_content": "thinking...",
         "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}],
     }
-    assert dialect.turn_message(dialect.parse_turn(message)) == {
+    assert chat_json.turn_message(dialect.parse_turn(message)) == {
         "role": "assistant",
         "content": None,
         "tool_calls": [
@@ -67,8 +69,8 @@ def test_values_render_back_as_they_parsed() -> None:
         {"id": "b", "type": "custom", "custom": {"name": "g", "input": "hello"}},
     ]
     turn = dialect.parse_turn({"role": "assistant", "content": "so", "tool_calls": calls})
-    assert [dialect.call_dict(call) for call in turn.calls] == calls
-    history = dialect.messages([turn, ToolOutput("a", "2")])
+    assert [chat_json.call_dict(call) for call in turn.calls] == calls
+    history = chat_json.messages([turn, ToolOutput("a", "2")])
     assert history == [
         {"role": "assistant", "content": "so", "tool_calls": calls},
         {"role": "tool", "tool_call_id": "a", "content": "2"},
@@ -110,7 +112,7 @@ def test_round_tool_choice(
     if expected in ("first", "same"):
         expected = choice
     # The client's choice as a value, and the round's as the dialect writes it.
-    decided = dialect.round_tool_choice(
+    decided = rounds.round_tool_choice(
         decode_tool_choice(choice) if choice is not None else None, first, final, client
     )
     assert (encode_tool_choice(decided) if decided is not None else None) == expected

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.surfaces.chat.chunks import ChunkWriter
-from gateway.upstream.dialect import RoundAssembler
+from gateway.upstream.openai.codec import RoundAssembler
 from gateway.upstream.sse import SSEParser
 from gateway.values import AssistantMessage, Completion, ToolCall
 from tests.support.schema import assert_valid, assert_valid_error

@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.engine.loop import Final, HandBack
 from gateway.surfaces.chat.render import render_completion
-from gateway.upstream import dialect
+from gateway.upstream.openai import codec as dialect
 from gateway.values import ToolCall
 from tests.support.schema import assert_valid_completion
 

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
+from gateway.chat_json import decode_messages
+from gateway.engine.estimate import estimate_tokens
 from gateway.surfaces.responses.context_fit import (
     SUMMARY_PREFIX,
     compact,
     compaction_threshold,
-    estimate_tokens,
     summary_messages,
     truncate,
 )
-from gateway.upstream.chat_codec import decode_messages
 from gateway.values import Message
 
 pytestmark = pytest.mark.anyio

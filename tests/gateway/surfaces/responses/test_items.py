@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.chat_json import encode_messages, encode_parameters, encode_tools
 from gateway.errors import BadRequest, UpstreamError
 from gateway.surfaces.responses.items import (
     ClientName,
@@ -23,7 +24,6 @@ from gateway.surfaces.responses.items import (
 )
 from gateway.surfaces.responses.render import ResponseEvents, ResponseShape, output_of
 from gateway.surfaces.responses.request import parse_responses_request
-from gateway.upstream.chat_codec import encode_messages, encode_parameters, encode_tools
 from gateway.values import AssistantMessage, ChoiceDelta, ToolCall
 from tests.support.schema import assert_valid_response
 

@@ -1,6 +1,9 @@
-"""The chat dialect's messages and tool definitions (docs/design.md §10): a history and
-tools in the dialect decoded into values (``Message``, ``ToolDefinition``), and the
-values encoded back, losslessly.
+"""The values in chat-completions JSON (docs/design.md §10, §20): a history, tools and
+parameters decoded into values (``Message``, ``ToolDefinition``, ``Parameters``), and
+the values encoded back, losslessly. It is the gateway's own record format — what it
+stores, records and fingerprints — and the chat surface's wire; the ``openai`` dialect
+sends it as it is. Other dialects have codecs of their own, in their folders under
+``upstream/``.
 
 What the gateway reads is typed — the role, text or content parts, an assistant's tool
 calls, the call a tool message answers. Everything else, and any of those fields in a
@@ -16,12 +19,13 @@ Pure: no I/O. The decoder takes any object a client sent and never raises.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gateway.upstream.dialect import call_dict
 from gateway.values import (
+    APPROVAL_TOOL,
     NO_EXTRA,
+    AssistantMessage,
     HiddenItem,
     Message,
     Parameters,
@@ -30,8 +34,9 @@ from gateway.values import (
     ToolCall,
     ToolChoice,
     ToolDefinition,
-    as_message,
+    ToolOutput,
 )
+from tool_registry import dumps_text, parse_arguments
 
 _READ = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
@@ -123,6 +128,53 @@ def _calls(value: Any) -> tuple[ToolCall, ...] | None:
     return tuple(calls)
 
 
+def call_dict(call: ToolCall) -> dict[str, Any]:
+    """A tool call as a chat message carries it (an approval as a call of the
+    client's ``toolgate_approval`` tool: the held call's tool, its arguments, and the
+    approval's id)."""
+    if call.kind == "approval":
+        asked = {
+            "tool": call.name,
+            "arguments": parse_arguments(call.arguments),
+            "approval_id": call.id,
+        }
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": APPROVAL_TOOL, "arguments": dumps_text(asked)},
+        }
+    if call.kind == "custom":
+        return {
+            "id": call.id,
+            "type": "custom",
+            "custom": {"name": call.name, "input": call.arguments},
+        }
+    arguments = call.arguments or "{}"
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def turn_message(turn: AssistantMessage) -> dict[str, Any]:
+    """An assistant turn as it goes back into the history: only the fields every
+    server accepts (no refusal, reasoning or audio fields)."""
+    calls = [call_dict(call) for call in turn.calls]
+    return {"role": "assistant", "content": turn.content, "tool_calls": calls}
+
+
+def output_message(output: ToolOutput) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": output.call_id, "content": output.content}
+
+
+def messages(items: Iterable[HiddenItem]) -> list[dict[str, Any]]:
+    """Hidden items as chat messages."""
+    return [
+        turn_message(i) if isinstance(i, AssistantMessage) else output_message(i) for i in items
+    ]
+
+
 def encode_part(part: Part) -> dict[str, Any]:
     if part.text is None:
         return {"type": part.type, **part.extra}
@@ -148,11 +200,6 @@ def encode_message(message: Message) -> dict[str, Any]:
 
 def encode_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
     return [encode_message(message) for message in history]
-
-
-def with_hidden(history: Sequence[Message], hidden: Iterable[HiddenItem]) -> list[Message]:
-    """A history with hidden items after it, as messages."""
-    return [*history, *(as_message(item) for item in hidden)]
 
 
 # -- tool definitions ---------------------------------------------------------------
@@ -208,42 +255,6 @@ def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
 
 def encode_tools(tools: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
     return [encode_tool(tool) for tool in tools]
-
-
-class Declarations:
-    """Server tools as the dialect declares them, worked out once per distinct set: a
-    snapshot's registry hands out one tuple of definitions for the same names, so
-    the same tuple is declared once (kept with it, so its id is never another's)."""
-
-    __slots__ = ("_each", "_found", "_kept")
-
-    def __init__(self, kept: int = 256) -> None:
-        self._kept = kept
-        self._found: dict[int, tuple[tuple[ToolDefinition, ...], list[dict[str, Any]]]] = {}
-        self._each: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
-
-    def __call__(self, definitions: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-        found = self._found.get(id(definitions))
-        if found is not None and found[0] is definitions:
-            return found[1]
-        if len(self._found) >= self._kept:
-            self._found.clear()
-        declared = encode_tools(definitions)
-        self._found[id(definitions)] = (definitions, declared)
-        return declared
-
-    def each(self, definitions: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-        """Definitions whose sets vary round by round (tool search), each declared once."""
-        declared = []
-        each = self._each
-        for definition in definitions:
-            found = each.get(id(definition))
-            if found is None or found[0] is not definition:
-                if len(each) >= self._kept * 64:
-                    each.clear()
-                found = each[id(definition)] = (definition, encode_tools((definition,))[0])
-            declared.append(found[1])
-        return declared
 
 
 # -- parameters -----------------------------------------------------------------------
@@ -380,8 +391,13 @@ def decode_parameters(body: Mapping[str, Any]) -> Parameters:
     return Parameters(**typed, extra=extra or NO_EXTRA)
 
 
+# Fields of another wire's ``extra`` that chat reads under the same name and meaning.
+_SHARED = frozenset({"stop"})
+
+
 def encode_parameters(parameters: Parameters) -> dict[str, Any]:
-    """The parameters as a chat request's fields."""
+    """The parameters as a chat request's fields; what another surface's client sent
+    beyond them (``extra`` of another ``wire``) is not chat's, except ``stop``."""
     encoded: dict[str, Any] = {}
     for key in _READERS:
         value = getattr(parameters, key)
@@ -392,5 +408,8 @@ def encode_parameters(parameters: Parameters) -> dict[str, Any]:
         elif key == "response_format":
             value = _encode_response_format(value)
         encoded[key] = value
-    encoded.update(parameters.extra)
+    if parameters.wire == "openai":
+        encoded.update(parameters.extra)
+    else:
+        encoded.update((k, v) for k, v in parameters.extra.items() if k in _SHARED)
     return encoded

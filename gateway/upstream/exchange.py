@@ -1,4 +1,6 @@
-"""The client for upstream model servers: retries, key injection, error mapping.
+"""The exchange with upstream model servers that every dialect shares: retries, key
+injection, error mapping (docs/design.md §20: a dialect brings its paths, its
+credentials' headers and its codec).
 
 Every I/O error of an upstream exchange becomes the gateway's error tree in one place,
 ``upstream_errors``, as httpx's ``map_httpcore_exceptions`` does for its transports:
@@ -10,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import httpx
@@ -25,9 +27,7 @@ from gateway.upstream.wire import Answer, Wire
 from tool_registry import (
     FIELDS,
     backoff_delay,
-    dumps,
     loads,
-    loads_object,
     retry_after_s,
     should_retry,
 )
@@ -40,7 +40,16 @@ _FAILURE_CHARS = 300  # of a failed upstream's own message, passed on
 _PROBE_BYTES = 4096  # of a probe's answer, read for its message
 _URLS_KEPT = 64
 RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itself
-CHAT_PATH = "/chat/completions"
+
+# The headers that carry an upstream's credentials, made from its configuration.
+Auth = Callable[[UpstreamConfig], Mapping[str, str]]
+
+
+def bearer(upstream: UpstreamConfig) -> Mapping[str, str]:
+    """An OpenAI-compatible server's: ``Authorization: Bearer`` with its key, if any."""
+    if upstream.api_key is not None and upstream.api_key.get_secret_value():
+        return {"authorization": f"Bearer {upstream.api_key.get_secret_value()}"}
+    return {}
 
 
 Stage = Literal["send", "read", "stream"]
@@ -188,16 +197,24 @@ async def sse_data(upstream: UpstreamConfig, response: Answer) -> AsyncGenerator
 
 
 class UpstreamClient:
-    """Sends requests to upstream model servers with the upstream's own credentials."""
+    """Sends requests to upstream model servers with the upstream's own credentials
+    (``auth``: a dialect's headers for them), retrying what its dialect says is worth
+    another attempt (``retryable``). Clients of several dialects share one
+    ``trouble`` (what ``/readyz`` and the console show)."""
 
     def __init__(
         self,
         wire: Wire,
         *,
+        auth: Auth = bearer,
+        retryable: Callable[[int, Mapping[str, str]], bool] = should_retry,
         backoff_base_s: float = 0.5,
         metrics: Metrics | None = None,
+        trouble: dict[str, str] | None = None,
     ) -> None:
         self._wire = wire
+        self._auth = auth
+        self._retryable = retryable
         self._metrics = metrics
         self._backoff_base_s = backoff_base_s
         # By upstream name, for the configuration object they were made from: a reload
@@ -208,15 +225,14 @@ class UpstreamClient:
         self._urls: dict[tuple[str, str], tuple[UpstreamConfig, str]] = {}
         # By upstream name, how its last exchange went, when that was not an answer:
         # ``loading`` (its probe said so), ``unavailable`` (HTTP 503), ``unreachable``.
-        self.trouble: dict[str, str] = {}
+        self.trouble: dict[str, str] = trouble if trouble is not None else {}
 
     def _prepare(self, upstream: UpstreamConfig) -> tuple[dict[str, str], dict[str, float | None]]:
         """Headers and timeouts of an upstream, worked out once."""
         prepared = self._prepared.get(upstream.name)
         if prepared is None or prepared[0] is not upstream:
             headers = {"content-type": "application/json", **upstream.headers}
-            if upstream.api_key is not None and upstream.api_key.get_secret_value():
-                headers["authorization"] = f"Bearer {upstream.api_key.get_secret_value()}"
+            headers.update(self._auth(upstream))
             timeout = httpx.Timeout(upstream.timeout_s, connect=upstream.connect_timeout_s)
             prepared = self._prepared[upstream.name] = (upstream, headers, timeout.as_dict())
         return prepared[1], prepared[2]
@@ -232,15 +248,17 @@ class UpstreamClient:
         self._urls[(upstream.name, path)] = (upstream, url)
         return url
 
-    async def probe(self, upstream: UpstreamConfig, timeout_s: float = 3.0) -> tuple[int, str]:
-        """``GET {base_url}/models`` once (no retries, no metrics): the status it
+    async def probe(
+        self, upstream: UpstreamConfig, path: str = "/models", timeout_s: float = 3.0
+    ) -> tuple[int, str]:
+        """``GET {base_url}{path}`` once (no retries, no metrics): the status it
         answered and the start of its error message, if any. Raises
         ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
         headers, _ = self._prepare(upstream)
         async with asyncio.timeout(timeout_s):
             response = await self._wire.send(
                 "GET",
-                self._url(upstream, "/models"),
+                self._url(upstream, path),
                 {k: v for k, v in headers.items() if k != "content-type"},
                 b"",
                 httpx.Timeout(timeout_s).as_dict(),
@@ -273,7 +291,8 @@ class UpstreamClient:
     ) -> Answer:
         """Send a request and return the open response once its status is final.
 
-        Connect errors, 429 and 502/503/504 are retried ``max_retries`` times honouring
+        Connect errors, and what is ``retryable`` (429 and 502/503/504 unless the
+        dialect says more), are retried ``max_retries`` times honouring
         ``Retry-After`` when the wait it asks for fits ``RETRY_WAIT_BUDGET_S``; a longer
         wait, and other statuses, are returned as they are (a 429 reaches the client
         with the upstream's ``Retry-After``). The caller reads or
@@ -321,7 +340,7 @@ class UpstreamClient:
                     self.trouble[upstream.name] = "unavailable"
             elif self.trouble:
                 self.trouble.pop(upstream.name, None)
-            if last or not should_retry(response.status_code, response.headers):
+            if last or not self._retryable(response.status_code, response.headers):
                 return response
             asked = retry_after_s(response.headers)
             if asked is not None and asked > RETRY_WAIT_BUDGET_S:
@@ -335,50 +354,3 @@ class UpstreamClient:
             self._metrics.upstream_calls.labels(upstream.name, status).inc()
             elapsed = time.perf_counter() - started
             self._metrics.upstream_seconds.labels(upstream.name).observe(elapsed)
-
-    async def chat(
-        self,
-        upstream: UpstreamConfig,
-        body: dict[str, Any],
-        trace: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
-        response = await self.send(upstream, CHAT_PATH, dumps(body), trace=trace)
-        data = await read_all(upstream, response)
-        if response.status_code >= 300:
-            raise map_status_error(upstream.name, response, data)
-        try:
-            parsed = loads(data)
-        except ValueError as exc:
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered with invalid JSON."
-            ) from exc
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered without choices."
-            )
-        return parsed
-
-    async def chat_stream(
-        self,
-        upstream: UpstreamConfig,
-        body: dict[str, Any],
-        trace: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """One streamed chat completion: its chunks, parsed, until ``[DONE]`` or the end."""
-        response = await self.send(
-            upstream, CHAT_PATH, dumps(body), accept="text/event-stream", trace=trace
-        )
-        if response.status_code >= 300:
-            raise map_status_error(upstream.name, response, await read_all(upstream, response))
-        events = sse_data(upstream, response)
-        try:
-            async for data in events:
-                if data == "[DONE]":
-                    break
-                chunk = loads_object(data)
-                if chunk is None:
-                    raise UpstreamError("The upstream model server sent an invalid stream event.")
-                yield chunk
-        finally:
-            await events.aclose()

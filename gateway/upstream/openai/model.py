@@ -1,31 +1,24 @@
 """A chat-completions server as the engine's model server: one request's parameters,
 visible history and tools bound, each round asked with the engine's values
 (``CompletionRequest``) and answered with them (``Completion``, or ``ChoiceDelta``s then
-the ``Completion`` when streamed). The dialect's dicts go no further than this module
-and ``dialect``."""
+the ``Completion`` when streamed). The dialect's dicts go no further than its folder."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError
-from gateway.upstream.chat_codec import (
+from gateway.chat_json import (
     encode_messages,
     encode_parameters,
     encode_tool_choice,
     encode_tools,
-    with_hidden,
-)
-from gateway.upstream.dialect import (
-    RoundAssembler,
-    genai_messages,
     messages,
-    parse_completion,
-    round_body,
-    round_tool_choice,
 )
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError
+from gateway.upstream.openai.codec import RoundAssembler, parse_completion, round_body
+from gateway.upstream.rounds import genai_messages, round_tool_choice, with_hidden
 from gateway.values import (
     ChoiceDelta,
     Completion,

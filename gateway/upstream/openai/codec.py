@@ -1,6 +1,6 @@
-"""The upstream dialect: chat completions (docs/design.md §10). The one module that turns the
-engine's values (``values``) into what a chat-completions server reads — a round's
-request, the hidden history — and its answers, whole or streamed, back into values.
+"""The ``openai`` dialect's rounds (docs/design.md §10, §20): a round's request as a
+chat-completions server reads it (its messages are the values' chat JSON,
+``gateway.chat_json``), and its answers, whole or streamed, back into values.
 
 Pure: no I/O. What a server sends is hostile input: a shape the gateway relies on and
 does not get is the upstream's fault (``UpstreamError``, a 502).
@@ -9,24 +9,18 @@ does not get is the upstream's fault (``UpstreamError``, a 502).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from gateway.errors import UpstreamError
-from gateway.upstream.client import server_failed
+from gateway.upstream.exchange import server_failed
 from gateway.upstream.numbers import believed_usage
 from gateway.values import (
-    APPROVAL_TOOL,
     AssistantMessage,
     ChoiceDelta,
     Completion,
-    HiddenItem,
-    Message,
     ToolCall,
-    ToolChoice,
-    ToolOutput,
 )
-from tool_registry import dumps_text, parse_arguments
+from tool_registry import dumps_text
 
 T = TypeVar("T")
 
@@ -56,117 +50,6 @@ def round_body(
     if tool_choice is not None:
         body["tool_choice"] = tool_choice
     return body
-
-
-def round_tool_choice(
-    choice: ToolChoice | None, first: bool, final: bool, client_tools: frozenset[str]
-) -> ToolChoice | None:
-    """The ``tool_choice`` of a round (docs/design.md §6): the forced last round's is
-    ``"none"``; the first round's is the client's.
-
-    After the first round, ``"required"`` or a named client tool stays while the client
-    has tools of its own: the answer it sees must be the tool call it demanded, so
-    hidden rounds go on until the model makes it. Forcing a server tool, or
-    ``"required"`` with server tools only, was met by the first round: ``"auto"``.
-    """
-    if final:
-        return _NONE
-    if first or choice is None:
-        return choice
-    if choice.unread is not None:  # a shape the gateway does not read: as named, if at all
-        raw = choice.unread
-        kind = raw.get("type") if isinstance(raw, dict) else None
-        named = raw.get(kind) if isinstance(raw, dict) and isinstance(kind, str) else None
-        if isinstance(named, dict) and named.get("name") in client_tools:
-            return choice
-        return _AUTO
-    if choice.name is not None:
-        return choice if choice.name in client_tools else _AUTO
-    if choice.allowed is None and choice.mode in ("auto", "none"):
-        return choice
-    if choice.allowed is None and choice.mode == "required" and client_tools:
-        return choice
-    return _AUTO
-
-
-_AUTO, _NONE = ToolChoice("auto"), ToolChoice("none")
-
-
-def call_dict(call: ToolCall) -> dict[str, Any]:
-    """A tool call as a chat message carries it (an approval as a call of the
-    client's ``toolgate_approval`` tool: the held call's tool, its arguments, and the
-    approval's id)."""
-    if call.kind == "approval":
-        asked = {
-            "tool": call.name,
-            "arguments": parse_arguments(call.arguments),
-            "approval_id": call.id,
-        }
-        return {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": APPROVAL_TOOL, "arguments": dumps_text(asked)},
-        }
-    if call.kind == "custom":
-        return {
-            "id": call.id,
-            "type": "custom",
-            "custom": {"name": call.name, "input": call.arguments},
-        }
-    arguments = call.arguments or "{}"
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": arguments},
-    }
-
-
-def turn_message(turn: AssistantMessage) -> dict[str, Any]:
-    """An assistant turn as it goes back into the history: only the fields every
-    server accepts (no refusal, reasoning or audio fields)."""
-    calls = [call_dict(call) for call in turn.calls]
-    return {"role": "assistant", "content": turn.content, "tool_calls": calls}
-
-
-def output_message(output: ToolOutput) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": output.call_id, "content": output.content}
-
-
-def messages(items: Iterable[HiddenItem]) -> list[dict[str, Any]]:
-    """Hidden items as chat messages."""
-    return [
-        turn_message(i) if isinstance(i, AssistantMessage) else output_message(i) for i in items
-    ]
-
-
-def genai_messages(history: Iterable[Message]) -> Iterator[dict[str, Any]]:
-    """Messages as the GenAI conventions write input messages (for telemetry that
-    records content), one at a time: a role and parts (text, tool calls, tool call
-    responses). What is not text (images, audio, files) is named by its type, never
-    copied."""
-    for message in history:
-        parts: list[dict[str, Any]] = []
-        content = message.content
-        response = message.role == "tool"
-        if isinstance(content, str):
-            parts.append(_content_part(response, content, message))
-        elif content is not None:
-            for part in content:
-                if part.text is not None:
-                    parts.append(_content_part(response, part.text, message))
-                else:
-                    parts.append({"type": part.type})
-        for call in message.calls:
-            parts.append(
-                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
-            )
-        yield {"role": message.role, "parts": parts}
-
-
-def _content_part(response: bool, text: str, message: Message) -> dict[str, Any]:
-    if response:
-        return {"type": "tool_call_response", "id": message.call_id, "response": text}
-    return {"type": "text", "content": text}
 
 
 # ---------------------------------------------------------------- answers
