@@ -121,14 +121,20 @@ class StoreConfig(_Frozen):
 
 
 # The wire formats model servers speak (docs/design.md §20): chat completions, Anthropic
-# Messages.
-Dialect = Literal["openai", "anthropic"]
+# Messages, Bedrock Converse.
+Dialect = Literal["openai", "anthropic", "bedrock"]
 
 
 class UpstreamConfig(_Frozen):
     name: str = Field(min_length=1)
     base_url: str
     dialect: Dialect = "openai"
+    # Anthropic and Bedrock upstreams: mark the tools and the system prompt for the
+    # model server's prompt cache (what every round of a run sends again, read at a
+    # tenth of the price on later rounds).
+    cache_prompt: bool = False
+    # A bedrock upstream's AWS region (else read from its bedrock-runtime host).
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)

@@ -101,6 +101,11 @@ class Handlers:
             )
         route = runtime.models.resolve(model, tenant)
         exchange.model = model
+        if route.upstream.dialect != "openai":  # OpenAI's routes, to OpenAI-compatible servers
+            raise NotFound(
+                f"The model's upstream speaks {route.upstream.dialect!r}, which has no "
+                f"{request.url.path}."
+            )
         meter, on_usage = await pass_through_meter(
             self._gateway.budgets, exchange, tenant, route, meter
         )

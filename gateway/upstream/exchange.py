@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Literal
 
@@ -43,6 +43,8 @@ RETRY_WAIT_BUDGET_S = 2.0  # the longest Retry-After the gateway waits out itsel
 
 # The headers that carry an upstream's credentials, made from its configuration.
 Auth = Callable[[UpstreamConfig], Mapping[str, str]]
+# A request's headers signed (method, URL, headers, body): AWS's SigV4, per attempt.
+Sign = Callable[[UpstreamConfig, str, str, Mapping[str, str], bytes], Awaitable[Mapping[str, str]]]
 
 
 def bearer(upstream: UpstreamConfig) -> Mapping[str, str]:
@@ -120,17 +122,21 @@ def upstream_error_message(body: bytes) -> str | None:
     return None
 
 
-def map_status_error(upstream: str, response: Answer, body: bytes) -> UpstreamError:
+def map_status_error(
+    upstream: str, response: Answer, body: bytes, said: str | None = None
+) -> UpstreamError:
     """The error a client gets for an upstream's error status.
 
     What the client caused (400, 413, 422) or may retry (429) keeps its status and the
     upstream's message; the upstream refusing the gateway itself (401, 403, 404) is a
     502 that does not pass the upstream's words on; its failing (5xx) is the 502 of
-    ``server_failed``.
+    ``server_failed``. ``said``: the upstream's message, where its dialect does not
+    write OpenAI's error shape.
     """
     status = response.status_code
+    said = upstream_error_message(body) if said is None else said[:_MESSAGE_CHARS]
     if status in _PASSED_STATUSES:
-        message = upstream_error_message(body) or f"The upstream answered HTTP {status}."
+        message = said or f"The upstream answered HTTP {status}."
         headers = {}
         if status == 429:
             for name in ("retry-after", "retry-after-ms"):
@@ -147,7 +153,7 @@ def map_status_error(upstream: str, response: Answer, body: bytes) -> UpstreamEr
         extra={FIELDS: {"upstream": upstream, "status": status}},
     )
     if status >= 500:
-        return server_failed(upstream, f"HTTP {status}", upstream_error_message(body))
+        return server_failed(upstream, f"HTTP {status}", said)
     return UpstreamStatusError(
         f"The upstream model server {upstream!r} answered HTTP {status}.", status=502
     )
@@ -207,6 +213,7 @@ class UpstreamClient:
         wire: Wire,
         *,
         auth: Auth = bearer,
+        sign: Sign | None = None,
         retryable: Callable[[int, Mapping[str, str]], bool] = should_retry,
         backoff_base_s: float = 0.5,
         metrics: Metrics | None = None,
@@ -214,6 +221,7 @@ class UpstreamClient:
     ) -> None:
         self._wire = wire
         self._auth = auth
+        self._sign = sign
         self._retryable = retryable
         self._metrics = metrics
         self._backoff_base_s = backoff_base_s
@@ -252,16 +260,17 @@ class UpstreamClient:
         self, upstream: UpstreamConfig, path: str = "/models", timeout_s: float = 3.0
     ) -> tuple[int, str]:
         """``GET {base_url}{path}`` once (no retries, no metrics): the status it
-        answered and the start of its error message, if any. Raises
-        ``httpx.TransportError`` or ``TimeoutError`` when nothing did."""
-        headers, _ = self._prepare(upstream)
+        answered and the start of its error message, if any (signed as every request
+        is, so that a refused credential shows). Raises ``httpx.TransportError`` or
+        ``TimeoutError`` when nothing did."""
+        prepared, _ = self._prepare(upstream)
+        headers: Mapping[str, str] = {k: v for k, v in prepared.items() if k != "content-type"}
+        url = self._url(upstream, path)
         async with asyncio.timeout(timeout_s):
+            if self._sign is not None:
+                headers = await self._sign(upstream, "GET", url, headers, b"")
             response = await self._wire.send(
-                "GET",
-                self._url(upstream, path),
-                {k: v for k, v in headers.items() if k != "content-type"},
-                b"",
-                httpx.Timeout(timeout_s).as_dict(),
+                "GET", url, headers, b"", httpx.Timeout(timeout_s).as_dict()
             )
             try:
                 body = await anext(aiter(response.aiter_raw()), b"")
@@ -308,9 +317,12 @@ class UpstreamClient:
         for attempt in range(upstream.max_retries + 1):
             last = attempt == upstream.max_retries
             started = time.perf_counter()
+            sent: Mapping[str, str] = headers
+            if self._sign is not None:  # each attempt signed anew (its time is in it)
+                sent = await self._sign(upstream, method, url, headers, content)
             try:
                 with upstream_errors(upstream.name, "send"):
-                    response = await self._wire.send(method, url, headers, content, timeout)
+                    response = await self._wire.send(method, url, sent, content, timeout)
             except UpstreamTimeout:
                 self._observe(upstream, "timeout", started)
                 raise

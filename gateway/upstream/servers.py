@@ -8,6 +8,7 @@ from collections.abc import Callable
 from gateway.config import UpstreamConfig
 from gateway.ops.metrics import Metrics
 from gateway.upstream.anthropic import AnthropicDialect
+from gateway.upstream.bedrock import BedrockDialect
 from gateway.upstream.openai import OpenAIDialect
 from gateway.upstream.port import Dialect, ModelAsk, OpenedServer
 from gateway.upstream.wire import Wire
@@ -17,6 +18,7 @@ from gateway.upstream.wire import Wire
 DIALECTS: dict[str, Callable[[Wire, dict[str, str], Metrics | None, float], Dialect]] = {
     "openai": OpenAIDialect,
     "anthropic": AnthropicDialect,
+    "bedrock": BedrockDialect,
 }
 
 

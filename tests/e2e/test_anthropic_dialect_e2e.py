@@ -279,6 +279,16 @@ def test_responses_reach_a_messages_model_too(harness: Harness) -> None:
     assert model.refused == []
 
 
+def test_openais_other_routes_are_not_sent_to_a_messages_server(harness: Harness) -> None:
+    model = Messages([text("x")])
+    _, _, gateway = start(harness, model)
+    client = harness.client(gateway)
+    answer = client.post("/v1/embeddings", json={"model": MODEL, "input": "hi"})
+    assert answer.status_code == 404
+    assert "'anthropic'" in answer.json()["error"]["message"]
+    assert model.recorder.hits == []
+
+
 def test_an_overloaded_server_is_retried_then_its_failure_is_a_502(harness: Harness) -> None:
     calls: list[int] = []
 

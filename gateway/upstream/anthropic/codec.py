@@ -249,6 +249,18 @@ def declare(tool: ToolDefinition) -> dict[str, Any]:
     return declared
 
 
+EPHEMERAL = MappingProxyType({"type": "ephemeral"})
+
+
+def cached(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``blocks`` (the system prompt's, or the tools) with the last marked for the prompt
+    cache, as the operator asks (``cache_prompt``): what comes before it is read from the
+    cache on the run's later rounds. A client's own mark is kept."""
+    if not blocks or _CACHE in blocks[-1]:
+        return blocks
+    return [*blocks[:-1], {**blocks[-1], _CACHE: dict(EPHEMERAL)}]
+
+
 def tool_choice(choice: ToolChoice | None, parallel: bool | None) -> dict[str, Any] | None:
     """A round's ``tool_choice``: ``auto``, ``any`` (chat's ``required``), ``tool`` (one
     named), ``none``; parallel calls turned off where the client asked."""

@@ -12,6 +12,7 @@ from gateway.upstream.anthropic.codec import (
     DEFAULT_MAX_TOKENS,
     StreamAssembler,
     Turn,
+    cached,
     declare,
     hidden_turns,
     joined,
@@ -115,6 +116,8 @@ class MessagesModel:
                 self._declared_client = [declare(tool) for tool in self._client_tools]
                 self._tools = [*self._tools, *self._declared_client]
             self._system, self._visible = system_and_turns(self._history)
+            if self.upstream.cache_prompt:
+                self._system = cached(self._system)
         return self._visible
 
     def prompt_bytes(self) -> int:
@@ -145,6 +148,8 @@ class MessagesModel:
         tools = self._tools
         if ask.tools is not None:
             tools = [*self._declare(ask.tools), *self._declared_client]
+        if self.upstream.cache_prompt:
+            tools = cached(tools)
         choice = round_tool_choice(self._choice, ask.first, ask.final, self._client_names)
         if tools:
             body["tools"] = tools

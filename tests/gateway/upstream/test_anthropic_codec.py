@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.config import UpstreamConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.anthropic.codec import (
     StreamAssembler,
@@ -25,8 +26,10 @@ from gateway.upstream.anthropic.codec import (
     tool_choice,
     usage_of,
 )
+from gateway.upstream.anthropic.model import MessagesModel
 from gateway.values import (
     AssistantMessage,
+    CompletionRequest,
     Message,
     Parameters,
     Part,
@@ -280,12 +283,13 @@ def test_arguments_that_never_close_reach_the_runner_as_written() -> None:
     assert call.arguments == '{"a": [1, 2'
 
 
+def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Lists and objects of ``inner`` (a named function: hypothesis reads its source)."""
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8), _nested, max_leaves=8
 )
 _event = st.fixed_dictionaries(
     {
@@ -345,3 +349,47 @@ def test_no_whole_answer_raises_anything_but_the_upstreams_fault(answer: Any) ->
         parse_message(
             answer if not isinstance(answer, dict) else {**answer, "content": answer.get("content")}
         )
+
+
+class _Recording:
+    """A Messages client that records the bodies it is given and answers plainly."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    async def message(
+        self, upstream: Any, body: dict[str, Any], trace: Any = None
+    ) -> dict[str, Any]:
+        self.bodies.append(body)
+        return message([text("ok")])
+
+    def message_stream(self, upstream: Any, body: dict[str, Any], trace: Any = None) -> Any:
+        raise AssertionError("not streamed here")
+
+
+@pytest.mark.anyio
+async def test_the_operator_marks_the_tools_and_system_prompt_for_the_prompt_cache() -> None:
+
+    client = _Recording()
+    upstream = UpstreamConfig(
+        name="claude", base_url="https://api.anthropic.com", dialect="anthropic", cache_prompt=True
+    )
+    tool = ToolDefinition("find", "Finds.", {"type": "object", "properties": {}})
+    model = MessagesModel(
+        client,
+        upstream,
+        Parameters(),
+        [Message("system", "Be brief."), Message("user", "hi")],
+        "claude-test",
+        [declare(tool)],
+        (),
+        frozenset(),
+        lambda tools: [declare(t) for t in tools],
+    )
+    await model.answer(CompletionRequest([], first=True, final=False))
+    [sent] = client.bodies
+    assert sent["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert sent["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert request_errors(sent) == []

@@ -1,0 +1,237 @@
+"""The ``bedrock`` dialect's client: ``Converse`` and ``ConverseStream`` on
+``bedrock-runtime``, over the shared exchange.
+
+Credentials are botocore's: a Bedrock API key (the upstream's ``api_key``, sent as a
+bearer token), or else the standard AWS chain — the environment, a profile, web identity
+(EKS service accounts), the instance's role — refreshed as botocore refreshes them, each
+request signed with SigV4 by botocore's own signer (docs/design.md §20: never a
+hand-written signer). A refresh that reaches the network runs off the event loop.
+
+A stream is AWS's binary event stream: its frames are cut out as they arrive (a frame
+larger than ``MAX_FRAME_BYTES`` is refused before it is buffered) and each is checked
+and decoded by botocore's parser."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import botocore.session
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials, RefreshableCredentials
+from botocore.eventstream import EventStreamBuffer, ParserError
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError
+from gateway.upstream.exchange import (
+    UpstreamClient,
+    close_quietly,
+    map_status_error,
+    read_all,
+    upstream_errors,
+)
+from tool_registry import dumps, loads_object
+
+SERVICE = "bedrock"
+MAX_FRAME_BYTES = 1024 * 1024  # far more than any event Converse streams
+_PRELUDE = 12
+_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # as the AWS SDKs retry them
+
+
+def retryable(status: int, headers: Mapping[str, str]) -> bool:
+    """Throttling (429, ``ModelNotReadyException`` too), timeouts and the service's own
+    failures, as the AWS SDKs' standard mode retries them."""
+    return status in RETRY_STATUSES
+
+
+def api_key(upstream: UpstreamConfig) -> Mapping[str, str]:
+    """A Bedrock API key, when the upstream has one, as its bearer token."""
+    if upstream.api_key is not None and upstream.api_key.get_secret_value():
+        return {"authorization": f"Bearer {upstream.api_key.get_secret_value()}"}
+    return {}
+
+
+def region_of(upstream: UpstreamConfig) -> str:
+    """The upstream's region: configured, or read from its ``bedrock-runtime`` host."""
+    if upstream.region is not None:
+        return upstream.region
+    found = _HOST.search(urlsplit(upstream.base_url).netloc)
+    if found is None:
+        raise UpstreamError(
+            f"The upstream {upstream.name!r} names no AWS region: set its 'region', or a "
+            "base_url on bedrock-runtime.<region>.amazonaws.com."
+        )
+    return found.group(1)
+
+
+class AwsSigner:
+    """SigV4 with the standard credential chain, resolved once (off the loop) and
+    refreshed by botocore as they near their expiry."""
+
+    def __init__(self) -> None:
+        self._credentials: Credentials | None = None
+        self._lock = threading.Lock()
+
+    def _resolve(self) -> Credentials:
+        with self._lock:
+            if self._credentials is None:
+                found = botocore.session.get_session().get_credentials()
+                if found is None:
+                    raise UpstreamError(
+                        "No AWS credentials were found for a Bedrock upstream: set its "
+                        "api_key (a Bedrock API key), or give the gateway AWS credentials "
+                        "(the environment, a profile, web identity or an instance role)."
+                    )
+                self._credentials = found
+            return self._credentials
+
+    async def frozen(self) -> Any:
+        credentials = self._credentials
+        if credentials is None:
+            credentials = await asyncio.to_thread(self._resolve)
+        if isinstance(credentials, RefreshableCredentials) and credentials.refresh_needed():
+            return await asyncio.to_thread(credentials.get_frozen_credentials)
+        return credentials.get_frozen_credentials()
+
+    async def __call__(
+        self,
+        upstream: UpstreamConfig,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Mapping[str, str]:
+        """``headers`` with the request's SigV4 signature (none with an API key)."""
+        if upstream.api_key is not None and upstream.api_key.get_secret_value():
+            return headers
+        credentials = await self.frozen()
+        request = AWSRequest(method=method, url=url, data=body, headers=dict(headers))
+        SigV4Auth(credentials, SERVICE, region_of(upstream)).add_auth(request)
+        return dict(request.headers.items())
+
+
+def model_path(model: str, stream: bool) -> str:
+    """The operation's path: the model id (or its ARN) encoded as one segment."""
+    operation = "converse-stream" if stream else "converse"
+    return f"/model/{quote(model, safe='')}/{operation}"
+
+
+def error_message(body: bytes, headers: Mapping[str, str]) -> str | None:
+    """An AWS error's words: its body's ``message``, else the kind its header names."""
+    found = loads_object(body) or {}
+    said = found.get("message", found.get("Message"))
+    if isinstance(said, str):
+        return said
+    kind = headers.get("x-amzn-errortype", "")
+    return kind.split(":", 1)[0] or None
+
+
+class BedrockClient:
+    """Sends Converse requests, signed."""
+
+    __slots__ = ("_exchange",)
+
+    def __init__(self, exchange: UpstreamClient) -> None:
+        self._exchange = exchange
+
+    async def converse(
+        self,
+        upstream: UpstreamConfig,
+        model: str,
+        body: dict[str, Any],
+        trace: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        path = model_path(model, False)
+        response = await self._exchange.send(upstream, path, dumps(body), trace=trace)
+        data = await read_all(upstream, response)
+        if response.status_code >= 300:
+            said = error_message(data, response.headers)
+            raise map_status_error(upstream.name, response, data, said)
+        parsed = loads_object(data)
+        if parsed is None:
+            raise UpstreamError(
+                f"The upstream model server {upstream.name!r} answered with invalid JSON."
+            )
+        return parsed
+
+    async def converse_stream(
+        self,
+        upstream: UpstreamConfig,
+        model: str,
+        body: dict[str, Any],
+        trace: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """One streamed answer: its events as (type, payload), as they come."""
+        path = model_path(model, True)
+        response = await self._exchange.send(
+            upstream, path, dumps(body), accept="application/vnd.amazon.eventstream", trace=trace
+        )
+        if response.status_code >= 300:
+            data = await read_all(upstream, response)
+            said = error_message(data, response.headers)
+            raise map_status_error(upstream.name, response, data, said)
+        frames = Frames()
+        try:
+            with upstream_errors(upstream.name, "stream"):
+                async for chunk in response.aiter_raw():
+                    for event in frames.feed(chunk):
+                        yield event
+            if frames.pending:
+                raise UpstreamError("The upstream model server broke off its event stream.")
+        finally:
+            await close_quietly(response)
+
+
+class Frames:
+    """AWS event-stream frames cut from the bytes as they come, each decoded by
+    botocore's parser (its checksums, its header rules); hostile frames are the
+    upstream's fault."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, chunk: bytes) -> list[tuple[str, dict[str, Any]]]:
+        self._buffer += chunk
+        events = []
+        while len(self._buffer) >= _PRELUDE:
+            total = int.from_bytes(self._buffer[:4], "big")
+            if not _PRELUDE + 4 <= total <= MAX_FRAME_BYTES:
+                raise UpstreamError(
+                    "The upstream model server sent an event frame of no size it may."
+                )
+            if len(self._buffer) < total:
+                break
+            frame = bytes(self._buffer[:total])
+            del self._buffer[:total]
+            events.append(_event(frame))
+        return events
+
+
+def _event(frame: bytes) -> tuple[str, dict[str, Any]]:
+    parser = EventStreamBuffer()
+    try:
+        parser.add_data(frame)
+        decoded: list[Any] = list(parser)  # botocore's stubs type the iterator wrongly
+        [message] = decoded
+    except (ParserError, ValueError) as exc:
+        raise UpstreamError("The upstream model server sent a broken event frame.") from exc
+    headers = message.headers
+    kind = headers.get(":event-type") or headers.get(":exception-type")
+    payload = loads_object(message.payload) if message.payload else {}
+    if not isinstance(kind, str) or payload is None:
+        raise UpstreamError("The upstream model server sent an event it did not name.")
+    if headers.get(":message-type") == "exception" and not kind.endswith("Exception"):
+        kind += "Exception"
+    return kind, payload
