@@ -6,7 +6,8 @@
     python -m bench.fakes collector --port 9003
 
 The upstream answers by model name, in chat completions (or Anthropic Messages, at
-``/v1/messages``): ``bench-tool1`` asks for one ``bench_fast`` call,
+``/v1/messages``, or Bedrock Converse, at ``/model/{id}/converse``): ``bench-tool1``
+asks for one ``bench_fast`` call,
 ``bench-tools4`` for four ``bench_slow`` calls, anything else answers at once; once the
 history holds tool results it answers. ``stream: true`` is answered as SSE: the first
 token after ``ttft-ms``, then one token every ``token-interval-ms``. The tool server
@@ -85,6 +86,23 @@ MESSAGES_TOOL1 = _message(
 )
 
 
+def _converse(content: list[dict[str, Any]], stop: str) -> bytes:
+    usage = {"inputTokens": 20, "outputTokens": 10, "totalTokens": 30}
+    answer = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": usage,
+        "metrics": {"latencyMs": 1},
+    }
+    return json.dumps(answer, separators=(",", ":")).encode()
+
+
+CONVERSE_ANSWER = _converse([{"text": "The answer is 42."}], "end_turn")
+CONVERSE_TOOL1 = _converse(
+    [{"toolUse": {"toolUseId": "tooluse_0", "name": "bench_fast", "input": {"i": 0}}}], "tool_use"
+)
+
+
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
     payload = {
         "id": "chatcmpl-bench",
@@ -110,6 +128,10 @@ class Upstream:
             return
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        if request.target.startswith(b"/model/"):
+            asks = b"/bench-tool1/" in request.target and b'"toolResult"' not in body
+            response.send(200, CONVERSE_TOOL1 if asks else CONVERSE_ANSWER)
+            return
         if request.target.endswith(b"/v1/messages"):
             asks = b'"bench-tool1"' in body and b'"tool_result"' not in body
             response.send(200, MESSAGES_TOOL1 if asks else MESSAGES_ANSWER)

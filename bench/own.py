@@ -4,10 +4,13 @@ client, no server), its upstream a canned wire that answers at once, its tools a
 parsing, policy, the loop, metrics, redaction, the answer — in microseconds, without
 the HTTP machinery on either side that ``make bench`` measures too.
 
-    python -m bench.own pass|round [--requests N] [--profile FILE]
+    python -m bench.own pass|round [--dialect openai|anthropic|bedrock] [--requests N]
+                                   [--profile FILE]
 
 ``pass`` is a pass-through (no tools in play), ``round`` a chat tool round (ask, one
-tool call, ask again). It prints five timings of N requests each (the least is the
+tool call, ask again), with its model on an upstream of ``--dialect`` (a round's
+translation to Anthropic Messages or Bedrock Converse, SigV4 signing included, against
+chat completions'). It prints five timings of N requests each (the least is the
 one to compare: the others carry the machine's noise); ``--profile`` writes cProfile
 statistics of one more batch to FILE. Garbage collection is tuned as ``toolgate serve``
 tunes it. Compare two checkouts by running each's copy, interleaved.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import time
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any
@@ -30,7 +34,8 @@ from gateway import GatewayConfig, create_app
 from gateway.ops.gc_tuning import tune_gc
 from gateway.upstream.wire import Answer, Timeouts
 
-from .run import PLAIN_KEY, TOOLS_KEY, gateway_config
+from .fakes import CONVERSE_ANSWER, CONVERSE_TOOL1, MESSAGES_ANSWER, MESSAGES_TOOL1
+from .run import AWS, PLAIN_KEY, TOOLS_KEY, gateway_config
 
 CHAT = "/v1/chat/completions"
 _USAGE = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
@@ -82,6 +87,12 @@ class CannedWire:
     async def send(
         self, method: str, url: str, headers: Mapping[str, str], content: bytes, phases: Timeouts
     ) -> Answer:
+        if "/model/" in url:  # Bedrock Converse
+            asks = b'"toolResult"' not in content
+            return _Canned(CONVERSE_TOOL1 if asks else CONVERSE_ANSWER)
+        if url.endswith("/v1/messages"):  # Anthropic Messages
+            asks = b'"tool_result"' not in content
+            return _Canned(MESSAGES_TOOL1 if asks else MESSAGES_ANSWER)
         if b'"tools"' in content and b'"role":"tool"' not in content:
             return _Canned(CALLS)
         return _Canned(ANSWER)
@@ -97,7 +108,8 @@ def _tool(request: httpx.Request) -> httpx.Response:
 class Driver:
     """Sends one request at a time to the app as uvicorn would, and checks the answer."""
 
-    def __init__(self, which: str) -> None:
+    def __init__(self, which: str, dialect: str = "openai") -> None:
+        os.environ.update(AWS)  # the bedrock upstream's requests are signed
         config = GatewayConfig.model_validate(yaml.safe_load(gateway_config(1, 2, 3, 4)))
         self.app = create_app(
             config,
@@ -105,6 +117,8 @@ class Driver:
             tool_transport=httpx.MockTransport(_tool),
         )
         model, key = ("bench-tool1", TOOLS_KEY) if which == "round" else ("bench-plain", PLAIN_KEY)
+        if dialect != "openai":
+            model = f"{model}-{dialect}"
         self.body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "Hi"}]})
         self.headers = [
             (b"host", b"127.0.0.1:8080"),
@@ -114,7 +128,8 @@ class Driver:
         ]
 
     def use_canned_wire(self) -> None:
-        self.app.state.gateway.model_servers.exchange._wire = CannedWire()
+        for dialect in self.app.state.gateway.model_servers._dialects.values():
+            dialect.exchange._wire = CannedWire()
 
     async def one(self) -> None:
         scope: dict[str, Any] = {
@@ -153,8 +168,8 @@ class Driver:
             raise SystemExit(f"answered {sent[0]['status']}: {sent[1].get('body', b'')[:300]!r}")
 
 
-async def main(which: str, requests: int, profile: str | None) -> None:
-    driver = Driver(which)
+async def main(which: str, dialect: str, requests: int, profile: str | None) -> None:
+    driver = Driver(which, dialect)
     async with driver.app.router.lifespan_context(driver.app):
         driver.use_canned_wire()
         for _ in range(300):  # warm: caches filled, first-time imports done
@@ -167,7 +182,9 @@ async def main(which: str, requests: int, profile: str | None) -> None:
                 await driver.one()
             timings.append((time.perf_counter() - started) / requests * 1e6)
         print(
-            f"{which}: " + " ".join(f"{t:.1f}" for t in timings) + f" µs; least {min(timings):.1f}"
+            f"{which} ({dialect}): "
+            + " ".join(f"{t:.1f}" for t in timings)
+            + f" µs; least {min(timings):.1f}"
         )
         if profile:
             profiler = cProfile.Profile()
@@ -181,6 +198,7 @@ async def main(which: str, requests: int, profile: str | None) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", choices=["pass", "round"])
+    parser.add_argument("--dialect", choices=["openai", "anthropic", "bedrock"], default="openai")
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--profile", help="write cProfile statistics of one more batch here")
     args = parser.parse_args()
@@ -190,4 +208,4 @@ if __name__ == "__main__":
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(main(args.which, args.requests, args.profile))
+    asyncio.run(main(args.which, args.dialect, args.requests, args.profile))

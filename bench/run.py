@@ -56,12 +56,15 @@ upstreams:
   - {{name: fast, base_url: "http://127.0.0.1:{upstream}/v1", max_retries: 0}}
   - {{name: slow, base_url: "http://127.0.0.1:{slow}/v1", max_retries: 0}}
   - {{name: claude, dialect: anthropic, base_url: "http://127.0.0.1:{upstream}", max_retries: 0}}
+  - {{name: bedrock, dialect: bedrock, base_url: "http://127.0.0.1:{upstream}", region: us-east-1,
+      max_retries: 0}}
 models:
   - {{name: bench-plain, upstream: fast}}
   - {{name: bench-tool1, upstream: fast}}
   - {{name: bench-tools4, upstream: fast}}
   - {{name: bench-slow, upstream: slow}}
   - {{name: bench-tool1-anthropic, upstream: claude, upstream_model: bench-tool1}}
+  - {{name: bench-tool1-bedrock, upstream: bedrock, upstream_model: bench-tool1}}
   - {{name: bench-tool1-priced, upstream: fast, upstream_model: bench-tool1,
       price: {{input_per_mtok: 0.4, output_per_mtok: 1.6}}}}
 tools:
@@ -84,6 +87,12 @@ tenants:
 
 RESPONSES = "/v1/responses"
 MESSAGES = "/v1/messages"
+# Static keys from the environment: each of the bedrock upstream's requests is signed.
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIDBENCH",
+    "AWS_SECRET_ACCESS_KEY": "bench-secret",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 FLOOR = "/v1/floor/tool-round"  # the baseline proxy's hand-made tool round
 
 
@@ -172,6 +181,7 @@ class Bench:
             "toolgate",
             [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
             p["gw"],
+            env=AWS,  # the bedrock upstream's requests are signed, as in production
         )
         self.pids["toolgate"] = self.gateway.pid
         # Every gateway logs as the measured one does (warnings only): a log line per
@@ -329,6 +339,9 @@ def _scenarios(
             ),
             "l_tool_round_anthropic": L(
                 "toolgate", "bench-tool1-anthropic", TOOLS_KEY, concurrency=32, seconds=seconds
+            ),
+            "l_tool_round_bedrock": L(
+                "toolgate", "bench-tool1-bedrock", TOOLS_KEY, concurrency=32, seconds=seconds
             ),
             "l_tool_round_messages": L(
                 "toolgate",

@@ -96,6 +96,13 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "max",
         ),
         (
+            "(l) a tool round on a Bedrock Converse upstream (SigV4): CPU/request ≤ 125% of (d)'s",
+            r["l_tool_round_bedrock"]["server_cpu_us_per_request"]
+            / r["d_tool_round"]["server_cpu_us_per_request"],
+            1.25,
+            "max",
+        ),
+        (
             "(l) a Messages client's tool round (POST /v1/messages): rps ≥ 90% of chat's (d)",
             r["l_tool_round_messages"]["rps"] / r["d_tool_round"]["rps"],
             0.90,

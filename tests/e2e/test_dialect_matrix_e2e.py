@@ -217,6 +217,12 @@ def final_round(view: dict[str, Any]) -> bool:
 ASK: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
 
 
+def measures(view: dict[str, Any]) -> dict[str, Any]:
+    """One server tool round, then an answer with what it read."""
+    done = tool_results(view)
+    return says(f"length {done['l1']}") if done else asks(call("string_length", {"s": "x"}, "l1"))
+
+
 @pytest.mark.parametrize(("dialect", "kind"), COMBOS)
 def test_caps_end_a_run_that_would_go_on(harness: Harness, dialect: str, kind: str) -> None:
     def forever(view: dict[str, Any]) -> dict[str, Any]:
@@ -278,12 +284,6 @@ def test_untrusted_words_cannot_make_the_model_write(
 
 @pytest.mark.parametrize(("dialect", "kind"), COMBOS)
 def test_a_round_is_priced_and_charged(harness: Harness, dialect: str, kind: str) -> None:
-    def measures(view: dict[str, Any]) -> dict[str, Any]:
-        done = tool_results(view)
-        return (
-            says(f"length {done['l1']}") if done else asks(call("string_length", {"s": "x"}, "l1"))
-        )
-
     s = start(harness, dialect, kind, measures)
     reply = s.client.ask(ASK)
     assert reply.text == "length 7"
@@ -353,12 +353,6 @@ def test_a_tool_that_needs_the_users_connection_sends_them_to_make_it(
 
 @pytest.mark.parametrize(("dialect", "kind"), COMBOS)
 def test_a_run_is_traced_recorded_and_replayed(harness: Harness, dialect: str, kind: str) -> None:
-    def measures(view: dict[str, Any]) -> dict[str, Any]:
-        done = tool_results(view)
-        return (
-            says(f"length {done['l1']}") if done else asks(call("string_length", {"s": "x"}, "l1"))
-        )
-
     s = start(harness, dialect, kind, measures)
     reply = s.client.ask(ASK)
     request_id = reply.headers["x-request-id"]

@@ -11,34 +11,30 @@ that Messages cannot carry (audio, a file by id) is the client's (``BadRequest``
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.exchange import server_failed
-from gateway.upstream.numbers import believed_usage
+from gateway.upstream.turns import Content, cache_usage, call_input
 from gateway.values import (
     AssistantMessage,
     ChoiceDelta,
     Completion,
-    HiddenItem,
-    Message,
     Parameters,
     Part,
     ToolCall,
     ToolChoice,
     ToolDefinition,
-    ToolOutput,
     UsageCounts,
 )
-from tool_registry import dumps_text, loads_object
+from tool_registry import dumps_text
 
 # The ``anthropic-version`` every request names unless the upstream's ``headers`` name
 # another: the API version whose fields this codec writes (the ``anthropic`` SDK's own
 # since 2.14, which has no sampling parameters: ``temperature`` and ``top_p`` are not sent).
 VERSION = "2026-10-21"
-DEFAULT_MAX_TOKENS = 4096  # Messages needs a bound; a model with no configured one gets this
 
 # Fields of a client's request that Messages reads as they are (a chat client's
 # ``extra``, or a Claude client's own); every other field the dialect does not map is
@@ -67,111 +63,42 @@ _STOPS = {
 }
 _EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 
-Turn = dict[str, Any]  # {"role": ..., "content": [block, ...]}
-
 
 # ---------------------------------------------------------------- requests
 
 
-def system_and_turns(history: Iterable[Message]) -> tuple[list[dict[str, Any]], list[Turn]]:
-    """A history as Messages reads it: the system and developer messages' text as the
-    ``system`` blocks, the rest as turns, a tool message's result in a user turn, and
-    consecutive turns of one role joined (Messages alternates)."""
-    system: list[dict[str, Any]] = []
-    turns: list[Turn] = []
-    for message in history:
-        role = message.role
-        if role in ("system", "developer"):
-            system.extend(_blocks(message.content, role))
-            continue
-        if role == "tool":
-            blocks = [_tool_result(message.call_id or "", message.content, _errored(message))]
-            role = "user"
-        elif role == "assistant":
-            blocks = _assistant(message.content, message.calls, message.carried)
+class _MessagesBlocks:
+    """How Messages writes a turn's blocks (``turns.Blocks``)."""
+
+    def content(self, content: Content, role: str) -> list[dict[str, Any]]:
+        return _blocks(content, role)
+
+    def tool_use(self, call: ToolCall) -> dict[str, Any]:
+        return {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name or "",
+            "input": call_input(call),
+        }
+
+    def tool_result(self, call_id: str, content: Content, error: bool) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+        if isinstance(content, str) or content is None:
+            block["content"] = content or ""
         else:
-            blocks = _blocks(message.content, "user")
-            role = "user"
-        _append(turns, role, blocks)
-    return system, turns
+            block["content"] = _blocks(content, "tool")
+        if error:
+            block["is_error"] = True
+        return block
+
+    def kept(self, block: Mapping[str, Any]) -> bool:
+        return block.get("type") in _THINKING
 
 
-def hidden_turns(items: Iterable[HiddenItem]) -> list[Turn]:
-    """The hidden rounds as turns (their carried blocks back in place, a failed call's
-    result flagged)."""
-    turns: list[Turn] = []
-    for item in items:
-        if isinstance(item, ToolOutput):
-            _append(turns, "user", [_tool_result(item.call_id, item.content, item.error)])
-        else:
-            _append(turns, "assistant", _assistant(item.content, item.calls, item.carried))
-    return turns
+BLOCKS = _MessagesBlocks()
 
 
-def joined(visible: list[Turn], hidden: list[Turn]) -> list[Turn]:
-    """The visible turns then the hidden ones, the two joined where their roles meet."""
-    if not hidden:
-        return visible
-    if visible and visible[-1]["role"] == hidden[0]["role"]:
-        last, first = visible[-1], hidden[0]
-        return [
-            *visible[:-1],
-            {"role": last["role"], "content": [*last["content"], *first["content"]]},
-            *hidden[1:],
-        ]
-    return [*visible, *hidden]
-
-
-def _append(turns: list[Turn], role: str, blocks: list[dict[str, Any]]) -> None:
-    if not blocks:
-        return
-    if turns and turns[-1]["role"] == role:
-        turns[-1]["content"].extend(blocks)
-    else:
-        turns.append({"role": role, "content": blocks})
-
-
-def _errored(message: Message) -> bool:
-    return message.extra.get("is_error") is True
-
-
-def _tool_result(
-    call_id: str, content: str | tuple[Part, ...] | None, error: bool
-) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-    if isinstance(content, str) or content is None:
-        block["content"] = content or ""
-    else:
-        block["content"] = _blocks(content, "tool")
-    if error:
-        block["is_error"] = True
-    return block
-
-
-def _assistant(
-    content: str | tuple[Part, ...] | None,
-    calls: Sequence[ToolCall],
-    carried: Iterable[Mapping[str, Any]],
-) -> list[dict[str, Any]]:
-    """An assistant turn's blocks: its thinking first (as Messages requires), its text,
-    its calls."""
-    blocks = [dict(block) for block in carried if block.get("type") in _THINKING]
-    blocks.extend(_blocks(content, "assistant"))
-    blocks.extend(_tool_use(call) for call in calls)
-    return blocks
-
-
-def _tool_use(call: ToolCall) -> dict[str, Any]:
-    if call.kind == "custom":
-        arguments: Any = {"input": call.arguments}
-    else:
-        arguments = loads_object(call.arguments) if call.arguments.strip() else {}
-        if arguments is None:  # a model's malformed arguments: kept, so it reads them back
-            arguments = {"arguments": call.arguments}
-    return {"type": "tool_use", "id": call.id, "name": call.name or "", "input": arguments}
-
-
-def _blocks(content: str | tuple[Part, ...] | None, role: str) -> list[dict[str, Any]]:
+def _blocks(content: Content, role: str) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -320,27 +247,17 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
 def usage_of(usage: Any, upstream: str) -> UsageCounts | None:
-    """Messages' usage in the gateway's counting names (chat's): input tokens with the
-    cache's reads and writes among them, each also said apart."""
+    """Messages' usage in the gateway's counting names (``turns.cache_usage``)."""
     if not isinstance(usage, dict):
         return None
-    fresh, out = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
-    wrote = _int(usage.get("cache_creation_input_tokens")) or 0
-    read = _int(usage.get("cache_read_input_tokens")) or 0
-    counted: dict[str, Any] = {}
-    if fresh is not None:
-        counted["prompt_tokens"] = fresh + wrote + read
-        counted["prompt_tokens_details"] = {"cached_tokens": read, "cache_write_tokens": wrote}
-    if out is not None:
-        counted["completion_tokens"] = out
-    if fresh is not None and out is not None:
-        counted["total_tokens"] = fresh + wrote + read + out
-    return believed_usage(counted, upstream) if counted else None
+    return cache_usage(
+        usage.get("input_tokens"),
+        usage.get("output_tokens"),
+        usage.get("cache_read_input_tokens"),
+        usage.get("cache_creation_input_tokens"),
+        upstream,
+    )
 
 
 def finish_reason(stop: Any) -> str | None:

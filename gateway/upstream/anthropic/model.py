@@ -1,27 +1,24 @@
 """A Messages server as the engine's model server (docs/design.md §20): one request's
-parameters, visible history and tools bound, each round asked with the engine's values
-and answered with them. Messages' dicts go no further than this folder."""
+parameters, visible history and tools bound (``turn_model.TurnModel``), each round asked
+with the engine's values and answered with them. Messages' dicts go no further than
+this folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.upstream.anthropic.codec import (
-    DEFAULT_MAX_TOKENS,
+    BLOCKS,
     StreamAssembler,
-    Turn,
     cached,
     declare,
-    hidden_turns,
-    joined,
     parameters,
     parse_message,
-    system_and_turns,
     tool_choice,
 )
-from gateway.upstream.rounds import genai_messages, round_tool_choice, with_hidden
+from gateway.upstream.turn_model import Declare, TurnModel
 from gateway.values import (
     ChoiceDelta,
     Completion,
@@ -30,10 +27,8 @@ from gateway.values import (
     Parameters,
     ToolDefinition,
 )
-from tool_registry import dumps
 
 Trace = Mapping[str, str] | None
-Declare = Callable[[tuple[ToolDefinition, ...]], list[Any]]
 
 
 class MessagesClient(Protocol):
@@ -48,34 +43,12 @@ class MessagesClient(Protocol):
     ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
-class MessagesModel:
-    """One request's model server over Anthropic Messages.
+class MessagesModel(TurnModel):
+    """One request's model server over Anthropic Messages. The last round keeps the
+    tools declared and says ``tool_choice: none``, as a history with ``tool_use`` blocks
+    needs its tools."""
 
-    The server's tools (declared already) then the client's own are offered; the last
-    round keeps them declared and says ``tool_choice: none``, as a history with
-    ``tool_use`` blocks needs its tools. ``tool_choice`` follows docs/design.md §6 round
-    by round; a round whose server tools a search chose offers those.
-    """
-
-    __slots__ = (
-        "_choice",
-        "_client",
-        "_client_names",
-        "_client_tools",
-        "_declare",
-        "_declared_client",
-        "_history",
-        "_max_tokens",
-        "_parallel",
-        "_params",
-        "_prompt_bytes",
-        "_system",
-        "_tools",
-        "_visible",
-        "client_max_tokens",
-        "name",
-        "upstream",
-    )
+    __slots__ = ("_client", "_parallel", "_params")
 
     def __init__(
         self,
@@ -87,73 +60,38 @@ class MessagesModel:
         declared: list[dict[str, Any]],
         client_tools: Sequence[ToolDefinition],
         client_names: frozenset[str],
-        declare: Declare,
+        declare_each: Declare,
         answer_tokens: int | None = None,
     ) -> None:
+        super().__init__(
+            BLOCKS,
+            upstream,
+            params,
+            history,
+            model,
+            declared,
+            client_tools,
+            client_names,
+            declare_each,
+            declare,
+            cached,
+            answer_tokens,
+        )
         self._client = client
-        self.upstream = upstream
-        self.name = upstream.name
-        self._history = history
-        self._visible: list[Turn] | None = None
-        self._system: list[dict[str, Any]] = []
-        self._choice = params.tool_choice
         self._parallel = params.parallel_tool_calls
-        self._params = parameters(params)
-        self._params["model"] = model
-        self.client_max_tokens = params.answer_bound
-        self._max_tokens = self.client_max_tokens or answer_tokens or DEFAULT_MAX_TOKENS
-        self._client_tools = client_tools
-        self._client_names = client_names
-        self._tools = declared
-        self._declare = declare
-        self._declared_client: list[dict[str, Any]] = []
-        self._prompt_bytes: int | None = None
-
-    def prepare(self) -> list[Turn]:
-        """The system blocks, the visible turns and the tools, encoded once."""
-        if self._visible is None:
-            if self._client_tools:
-                self._declared_client = [declare(tool) for tool in self._client_tools]
-                self._tools = [*self._tools, *self._declared_client]
-            self._system, self._visible = system_and_turns(self._history)
-            if self.upstream.cache_prompt:
-                self._system = cached(self._system)
-        return self._visible
-
-    def prompt_bytes(self) -> int:
-        if self._prompt_bytes is None:
-            visible = len(dumps(self.prepare())) + len(dumps(self._system))
-            self._prompt_bytes = visible + (len(dumps(self._tools)) if self._tools else 0)
-        return self._prompt_bytes
-
-    @property
-    def model(self) -> str:
-        return str(self._params["model"])
-
-    @property
-    def base_url(self) -> str:
-        return self.upstream.base_url
-
-    def transcript(self, ask: CompletionRequest) -> Iterator[dict[str, Any]]:
-        return genai_messages(with_hidden(self._history, ask.hidden))
+        self._params = {**parameters(params), "model": model}
 
     def body(self, ask: CompletionRequest, stream: bool) -> dict[str, Any]:
         """The request of one round."""
-        visible = self.prepare()
-        turns = joined(visible, hidden_turns(ask.hidden)) if ask.hidden else visible
-        body = {**self._params, "max_tokens": ask.max_tokens or self._max_tokens}
-        body["messages"] = turns
-        if self._system:
-            body["system"] = self._system
-        tools = self._tools
-        if ask.tools is not None:
-            tools = [*self._declare(ask.tools), *self._declared_client]
-        if self.upstream.cache_prompt:
-            tools = cached(tools)
-        choice = round_tool_choice(self._choice, ask.first, ask.final, self._client_names)
+        body = {**self._params, "max_tokens": ask.max_tokens or self.max_tokens}
+        body["messages"] = self.turns(ask)
+        system = self.system()
+        if system:
+            body["system"] = system
+        tools = self.tools(ask)
         if tools:
             body["tools"] = tools
-            encoded = tool_choice(choice, self._parallel)
+            encoded = tool_choice(self.choice(ask), self._parallel)
             if encoded is not None:
                 body["tool_choice"] = encoded
         if stream:

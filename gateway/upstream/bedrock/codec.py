@@ -11,30 +11,26 @@ that Converse cannot carry (audio, an image by address) is the client's (``BadRe
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.exchange import server_failed
-from gateway.upstream.numbers import believed_usage
+from gateway.upstream.turns import Content, cache_usage, call_input
 from gateway.values import (
     AssistantMessage,
     ChoiceDelta,
     Completion,
-    HiddenItem,
-    Message,
     Parameters,
     Part,
     ToolCall,
     ToolChoice,
     ToolDefinition,
-    ToolOutput,
     UsageCounts,
 )
-from tool_registry import dumps_text, loads_object
+from tool_registry import dumps_text
 
-DEFAULT_MAX_TOKENS = 4096
 _STOPS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -57,102 +53,39 @@ NATIVE = frozenset(
     }
 )
 
-Turn = dict[str, Any]
-
 
 # ---------------------------------------------------------------- requests
 
 
-def system_and_turns(history: Iterable[Message]) -> tuple[list[dict[str, Any]], list[Turn]]:
-    """A history as Converse reads it: system text apart, alternating turns, a tool
-    message's result in a user turn, consecutive turns of one role joined."""
-    system: list[dict[str, Any]] = []
-    turns: list[Turn] = []
-    for message in history:
-        role = message.role
-        if role in ("system", "developer"):
-            system.extend(_blocks(message.content, role))
-            continue
-        if role == "tool":
-            error = message.extra.get("is_error") is True
-            blocks = [_tool_result(message.call_id or "", message.content, error)]
-            role = "user"
-        elif role == "assistant":
-            blocks = _assistant(message.content, message.calls, message.carried)
+class _ConverseBlocks:
+    """How Converse writes a turn's blocks (``turns.Blocks``)."""
+
+    def content(self, content: Content, role: str) -> list[dict[str, Any]]:
+        return _blocks(content, role)
+
+    def tool_use(self, call: ToolCall) -> dict[str, Any]:
+        return {
+            "toolUse": {"toolUseId": call.id, "name": call.name or "", "input": call_input(call)}
+        }
+
+    def tool_result(self, call_id: str, content: Content, error: bool) -> dict[str, Any]:
+        if isinstance(content, str) or content is None:
+            given = [{"text": content or " "}]  # Converse refuses an empty text block
         else:
-            blocks = _blocks(message.content, "user")
-            role = "user"
-        _append(turns, role, blocks)
-    return system, turns
+            given = _blocks(content, "tool") or [{"text": " "}]
+        result: dict[str, Any] = {"toolUseId": call_id, "content": given}
+        if error:
+            result["status"] = "error"
+        return {"toolResult": result}
+
+    def kept(self, block: Mapping[str, Any]) -> bool:
+        return "reasoningContent" in block
 
 
-def hidden_turns(items: Iterable[HiddenItem]) -> list[Turn]:
-    turns: list[Turn] = []
-    for item in items:
-        if isinstance(item, ToolOutput):
-            _append(turns, "user", [_tool_result(item.call_id, item.content, item.error)])
-        else:
-            _append(turns, "assistant", _assistant(item.content, item.calls, item.carried))
-    return turns
+BLOCKS = _ConverseBlocks()
 
 
-def joined(visible: list[Turn], hidden: list[Turn]) -> list[Turn]:
-    if not hidden:
-        return visible
-    if visible and visible[-1]["role"] == hidden[0]["role"]:
-        last, first = visible[-1], hidden[0]
-        return [
-            *visible[:-1],
-            {"role": last["role"], "content": [*last["content"], *first["content"]]},
-            *hidden[1:],
-        ]
-    return [*visible, *hidden]
-
-
-def _append(turns: list[Turn], role: str, blocks: list[dict[str, Any]]) -> None:
-    if not blocks:
-        return
-    if turns and turns[-1]["role"] == role:
-        turns[-1]["content"].extend(blocks)
-    else:
-        turns.append({"role": role, "content": blocks})
-
-
-def _tool_result(
-    call_id: str, content: str | tuple[Part, ...] | None, error: bool
-) -> dict[str, Any]:
-    if isinstance(content, str) or content is None:
-        given = [{"text": content or " "}]  # Converse refuses an empty text block
-    else:
-        given = _blocks(content, "tool") or [{"text": " "}]
-    result: dict[str, Any] = {"toolUseId": call_id, "content": given}
-    if error:
-        result["status"] = "error"
-    return {"toolResult": result}
-
-
-def _assistant(
-    content: str | tuple[Part, ...] | None,
-    calls: Sequence[ToolCall],
-    carried: Iterable[Mapping[str, Any]],
-) -> list[dict[str, Any]]:
-    blocks = [dict(block) for block in carried if "reasoningContent" in block]
-    blocks.extend(_blocks(content, "assistant"))
-    blocks.extend(_tool_use(call) for call in calls)
-    return blocks
-
-
-def _tool_use(call: ToolCall) -> dict[str, Any]:
-    if call.kind == "custom":
-        given: Any = {"input": call.arguments}
-    else:
-        given = loads_object(call.arguments) if call.arguments.strip() else {}
-        if given is None:
-            given = {"arguments": call.arguments}
-    return {"toolUse": {"toolUseId": call.id, "name": call.name or "", "input": given}}
-
-
-def _blocks(content: str | tuple[Part, ...] | None, role: str) -> list[dict[str, Any]]:
+def _blocks(content: Content, role: str) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -271,27 +204,17 @@ def _new_id() -> str:
     return f"tooluse_{secrets.token_hex(12)}"
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
 def usage_of(usage: Any, upstream: str) -> UsageCounts | None:
-    """Converse's usage in the gateway's counting names: its input tokens with the
-    cache's reads and writes among them, each also said apart."""
+    """Converse's usage in the gateway's counting names (``turns.cache_usage``)."""
     if not isinstance(usage, dict):
         return None
-    fresh, out = _int(usage.get("inputTokens")), _int(usage.get("outputTokens"))
-    read = _int(usage.get("cacheReadInputTokens")) or 0
-    wrote = _int(usage.get("cacheWriteInputTokens")) or 0
-    counted: dict[str, Any] = {}
-    if fresh is not None:
-        counted["prompt_tokens"] = fresh + read + wrote
-        counted["prompt_tokens_details"] = {"cached_tokens": read, "cache_write_tokens": wrote}
-    if out is not None:
-        counted["completion_tokens"] = out
-    if fresh is not None and out is not None:
-        counted["total_tokens"] = fresh + read + wrote + out
-    return believed_usage(counted, upstream) if counted else None
+    return cache_usage(
+        usage.get("inputTokens"),
+        usage.get("outputTokens"),
+        usage.get("cacheReadInputTokens"),
+        usage.get("cacheWriteInputTokens"),
+        upstream,
+    )
 
 
 def finish_reason(stop: Any) -> str | None:

@@ -16,17 +16,16 @@ from hypothesis import strategies as st
 from gateway.config import UpstreamConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.anthropic.codec import (
+    BLOCKS,
     StreamAssembler,
     declare,
-    hidden_turns,
-    joined,
     parameters,
     parse_message,
-    system_and_turns,
     tool_choice,
     usage_of,
 )
 from gateway.upstream.anthropic.model import MessagesModel
+from gateway.upstream.turns import hidden_turns, joined, system_and_turns
 from gateway.values import (
     AssistantMessage,
     CompletionRequest,
@@ -69,7 +68,7 @@ def test_a_chat_history_becomes_alternating_turns_with_system_apart() -> None:
         Message("tool", "two", call_id="c2", extra={"is_error": True}),
         Message("user", "thanks"),
     ]
-    system, turns = system_and_turns(history)
+    system, turns = system_and_turns(history, BLOCKS)
     assert system == [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Cite."}]
     assert [turn["role"] for turn in turns] == ["user", "assistant", "user"]
     assert turns[0]["content"][1] == {
@@ -91,7 +90,7 @@ def test_a_chat_history_becomes_alternating_turns_with_system_apart() -> None:
 
 def test_hidden_rounds_join_the_visible_turns_where_roles_meet() -> None:
     turn = AssistantMessage("let me", (ToolCall("c1", "f", "{}"),))
-    hidden = hidden_turns([turn, ToolOutput("c1", "failed", error=True)])
+    hidden = hidden_turns([turn, ToolOutput("c1", "failed", error=True)], BLOCKS)
     visible = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
     whole = joined(visible, hidden)
     assert [t["role"] for t in whole] == ["user", "assistant", "user"]
@@ -104,7 +103,7 @@ def test_hidden_rounds_join_the_visible_turns_where_roles_meet() -> None:
 
 
 def test_malformed_arguments_go_back_as_the_model_wrote_them() -> None:
-    [turn] = hidden_turns([AssistantMessage(None, (ToolCall("c", "f", "{oops"),))])
+    [turn] = hidden_turns([AssistantMessage(None, (ToolCall("c", "f", "{oops"),))], BLOCKS)
     assert turn["content"][0]["input"] == {"arguments": "{oops"}
 
 
@@ -119,7 +118,7 @@ def test_malformed_arguments_go_back_as_the_model_wrote_them() -> None:
 )
 def test_content_messages_cannot_carry_is_the_clients_400(part: Part) -> None:
     with pytest.raises(BadRequest) as caught:
-        system_and_turns([Message("user", (part,))])
+        system_and_turns([Message("user", (part,))], BLOCKS)
     assert caught.value.status == 400
 
 

@@ -19,16 +19,15 @@ from gateway.config import UpstreamConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.bedrock.client import MAX_FRAME_BYTES, Frames, model_path, region_of
 from gateway.upstream.bedrock.codec import (
+    BLOCKS,
     StreamAssembler,
     declare,
-    hidden_turns,
-    joined,
     parameters,
     parse_answer,
-    system_and_turns,
     tool_choice,
 )
 from gateway.upstream.bedrock.model import ConverseModel
+from gateway.upstream.turns import hidden_turns, joined, system_and_turns
 from gateway.values import (
     AssistantMessage,
     CompletionRequest,
@@ -59,9 +58,9 @@ def test_a_history_as_converse_reads_it() -> None:
         ),
         Message("tool", "", call_id="c1", extra={"is_error": True}),
     ]
-    system, turns = system_and_turns(history)
+    system, turns = system_and_turns(history, BLOCKS)
     hidden = hidden_turns(
-        [AssistantMessage("next", (ToolCall("c2", "g", ""),)), ToolOutput("c2", "ok")]
+        [AssistantMessage("next", (ToolCall("c2", "g", ""),)), ToolOutput("c2", "ok")], BLOCKS
     )
     whole = joined(turns, hidden)
     assert system == [{"text": "Be brief."}]
@@ -112,7 +111,7 @@ def test_content_converse_cannot_carry_is_the_clients_400() -> None:
         Part("image_url", None, {"image_url": {"url": "data:image/tiff;base64,AA=="}}),
     ):
         with pytest.raises(BadRequest):
-            system_and_turns([Message("user", (part,))])
+            system_and_turns([Message("user", (part,))], BLOCKS)
 
 
 def test_a_whole_answer_and_a_stream_make_the_same_round() -> None:
