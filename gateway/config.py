@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import re2
 from pydantic import (
@@ -120,6 +121,8 @@ class StoreConfig(_Frozen):
         return url
 
 
+_BEDROCK_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?::\d+)?$")
+
 # The wire formats model servers speak (docs/design.md §20): chat completions, Anthropic
 # Messages, Bedrock Converse.
 Dialect = Literal["openai", "anthropic", "bedrock"]
@@ -152,6 +155,21 @@ class UpstreamConfig(_Frozen):
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return url.rstrip("/")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bedrock_region(cls, data: Any) -> Any:
+        """A bedrock upstream's region: given, or read from its bedrock-runtime host."""
+        if not isinstance(data, dict) or data.get("dialect") != "bedrock" or data.get("region"):
+            return data
+        url = data.get("base_url")
+        found = _BEDROCK_HOST.search(urlsplit(url).netloc) if isinstance(url, str) else None
+        if found is None:
+            raise ValueError(
+                "a bedrock upstream needs its AWS region: set 'region', or a base_url on "
+                "bedrock-runtime.<region>.amazonaws.com"
+            )
+        return {**data, "region": found.group(1)}
 
     @model_validator(mode="after")
     def _responses_on_chat_servers(self) -> UpstreamConfig:

@@ -116,7 +116,7 @@ def _part(block: dict[str, Any], param: str) -> Part:
         text = block.get("text")
         if not isinstance(text, str):
             raise _bad(f"'{param}.text' must be a string.", param)
-        rest = {k: v for k, v in block.items() if k in ("cache_control", "citations")}
+        rest = {k: v for k, v in block.items() if k == "cache_control"}
         return Part("text", text, MappingProxyType(rest) if rest else NO_EXTRA)
     if kind == "image":
         url = _data_url(block.get("source"), param)

@@ -14,11 +14,10 @@ and decoded by botocore's parser."""
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import botocore.session
 from botocore.auth import SigV4Auth
@@ -40,7 +39,6 @@ from tool_registry import dumps, loads_object
 SERVICE = "bedrock"
 MAX_FRAME_BYTES = 1024 * 1024  # far more than any event Converse streams
 _PRELUDE = 12
-_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # as the AWS SDKs retry them
 
 
@@ -58,16 +56,11 @@ def api_key(upstream: UpstreamConfig) -> Mapping[str, str]:
 
 
 def region_of(upstream: UpstreamConfig) -> str:
-    """The upstream's region: configured, or read from its ``bedrock-runtime`` host."""
-    if upstream.region is not None:
-        return upstream.region
-    found = _HOST.search(urlsplit(upstream.base_url).netloc)
-    if found is None:
-        raise UpstreamError(
-            f"The upstream {upstream.name!r} names no AWS region: set its 'region', or a "
-            "base_url on bedrock-runtime.<region>.amazonaws.com."
-        )
-    return found.group(1)
+    """The upstream's region (the configuration reads it from a ``bedrock-runtime`` host
+    where it was not given, and refuses a bedrock upstream with neither)."""
+    if upstream.region is None:  # only a configuration built past its validation
+        raise UpstreamError(f"The upstream {upstream.name!r} names no AWS region.")
+    return upstream.region
 
 
 class AwsSigner:

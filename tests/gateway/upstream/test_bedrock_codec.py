@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from gateway.config import UpstreamConfig
 from gateway.errors import BadRequest, UpstreamError
@@ -27,7 +28,9 @@ from gateway.upstream.bedrock.codec import (
     tool_choice,
 )
 from gateway.upstream.bedrock.model import ConverseModel
+from gateway.upstream.servers import ModelServers
 from gateway.upstream.turns import hidden_turns, joined, system_and_turns
+from gateway.upstream.wire import upstream_wire
 from gateway.values import (
     AssistantMessage,
     CompletionRequest,
@@ -40,6 +43,8 @@ from gateway.values import (
     ToolOutput,
 )
 from tests.support.bedrock_upstream import answer_of, body_errors, event, reasoning, stream_of, text
+from tests.support.recorder import Answer, Recorder
+from tests.support.scripted import Harness
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
@@ -155,8 +160,8 @@ def test_paths_and_regions() -> None:
         name="b", base_url="https://bedrock-runtime.eu-west-3.amazonaws.com", dialect="bedrock"
     )
     assert region_of(named) == "eu-west-3"
-    with pytest.raises(UpstreamError, match="region"):
-        region_of(UpstreamConfig(name="b", base_url="http://127.0.0.1:1", dialect="bedrock"))
+    with pytest.raises(ValidationError, match="region"):  # refused as the file is read
+        UpstreamConfig(name="b", base_url="http://127.0.0.1:1", dialect="bedrock")
 
 
 def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -265,3 +270,33 @@ def test_the_operator_adds_cache_points_after_the_tools_and_system_prompt() -> N
     assert sent["system"][-1] == {"cachePoint": {"type": "default"}}
     assert sent["toolConfig"]["tools"][-1] == {"cachePoint": {"type": "default"}}
     assert body_errors("Converse", "m", sent) == []
+
+
+def test_the_probe_is_signed_so_that_refused_credentials_show(
+    monkeypatch: pytest.MonkeyPatch, harness: Harness
+) -> None:
+    """``toolgate check --probe`` asks a Bedrock endpoint ``GET /`` signed as every
+    request is: an unsigned one would be refused whatever the credentials."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDPROBE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "probe-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    endpoint = Recorder(lambda hit: Answer(404, b'{"message": "UnknownOperationException"}'))
+    url = harness.serve(endpoint).url
+    upstream = UpstreamConfig(name="b", base_url=url, dialect="bedrock", region="us-west-2")
+
+    async def probe() -> int:
+        wire = upstream_wire()
+        try:
+            status, _ = await ModelServers(wire).probe(upstream, 5.0)
+        finally:
+            await wire.aclose()
+        return status
+
+    assert asyncio.run(probe()) == 404
+    [hit] = endpoint.hits
+    assert (hit.method, hit.raw_path) == ("GET", "/")
+    signed = hit.headers["authorization"]
+    assert signed.startswith("AWS4-HMAC-SHA256 Credential=AKIDPROBE/")
+    assert "/us-west-2/bedrock/aws4_request" in signed
