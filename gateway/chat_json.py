@@ -392,12 +392,13 @@ def decode_parameters(body: Mapping[str, Any]) -> Parameters:
 
 
 # Fields of another wire's ``extra`` that chat reads under the same name and meaning.
-_SHARED = frozenset({"stop"})
+_SHARED = frozenset({"stop", "seed"})
 
 
 def encode_parameters(parameters: Parameters) -> dict[str, Any]:
     """The parameters as a chat request's fields; what another surface's client sent
-    beyond them (``extra`` of another ``wire``) is not chat's, except ``stop``."""
+    beyond them (``extra`` of another ``wire``) is not chat's, except ``stop`` and
+    ``seed``."""
     encoded: dict[str, Any] = {}
     for key in _READERS:
         value = getattr(parameters, key)

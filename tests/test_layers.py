@@ -38,6 +38,9 @@ SIBLINGS = (
     ("gateway.surfaces.chat", "gateway.surfaces.responses"),
     ("gateway.surfaces.chat", "gateway.surfaces.messages"),
     ("gateway.surfaces.responses", "gateway.surfaces.messages"),
+    ("gateway.surfaces.chat", "gateway.surfaces.ollama"),
+    ("gateway.surfaces.responses", "gateway.surfaces.ollama"),
+    ("gateway.surfaces.messages", "gateway.surfaces.ollama"),
 )
 
 

@@ -13,7 +13,8 @@ STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 class EventStreamResponse(StreamingResponse):
-    """A ``text/event-stream`` response that stops producing when the client disconnects.
+    """A streamed response (``text/event-stream``, or a surface's own framing) that stops
+    producing when the client disconnects.
 
     Starlette watches for the disconnect only under some ASGI spec versions; this does
     it always, so a client that leaves cancels the upstream call and running tools.
@@ -67,14 +68,18 @@ async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
 
 
 async def start_event_stream(
-    events: AsyncIterator[bytes], first_byte: Callable[[], None] | None = None
+    events: AsyncIterator[bytes],
+    first_byte: Callable[[], None] | None = None,
+    media_type: str = "text/event-stream",
 ) -> EventStreamResponse:
     """Wait for the first event before answering, so that anything failing before it is
     still an ordinary HTTP error (raised from here)."""
     first = await anext(events)
     if first_byte is not None:
         first_byte()
-    response = EventStreamResponse(_chain(first, events), headers=STREAM_HEADERS)
+    response = EventStreamResponse(
+        _chain(first, events), headers=STREAM_HEADERS, media_type=media_type
+    )
     if isinstance(events, AsyncGenerator):
         response.source = events
     return response

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-HOT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages"})
+HOT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/api/chat"})
 
 
 def hot_endpoints(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoint]:

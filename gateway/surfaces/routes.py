@@ -39,6 +39,13 @@ from gateway.surfaces.inventory import Inventory
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.messages.endpoint import ClaudeMessages, TokenCount, claude_error
 from gateway.surfaces.observe import Observer
+from gateway.surfaces.ollama.endpoint import (
+    CHANGES_A_SERVER,
+    OllamaChat,
+    OllamaGenerate,
+    OllamaInfo,
+    ollama_error,
+)
 from gateway.surfaces.operator import OperatorApprovals
 from gateway.surfaces.overview import Overview
 from gateway.surfaces.responses.conversation_routes import Conversations
@@ -204,6 +211,7 @@ def build_routes(
     connect = Connect(gateway, admit)
     conversations = Conversations(gateway, admit)
     responses = Responses(gateway, admit, conversations)
+    ollama = OllamaInfo(gateway, admit)
     return [
         observed_route("/v1/chat/completions", Skeleton(gateway, admit, ChatCompletions()), "POST"),
         observed_route("/v1/responses", Skeleton(gateway, admit, responses), "POST"),
@@ -212,6 +220,22 @@ def build_routes(
         ),
         observed_route(
             "/v1/messages/count_tokens", TokenCount(gateway, admit), "POST", claude_error
+        ),
+        observed_route("/api/chat", Skeleton(gateway, admit, OllamaChat()), "POST", ollama_error),
+        observed_route(
+            "/api/generate", Skeleton(gateway, admit, OllamaGenerate()), "POST", ollama_error
+        ),
+        *(
+            Route(path, endpoint(handler, render=ollama_error), methods=[method])
+            for path, method, handler in (
+                ("/api/tags", "GET", ollama.tags),
+                ("/api/ps", "GET", ollama.ps),
+                ("/api/show", "POST", ollama.show),
+                ("/api/version", "GET", ollama.version),
+                *((f"/api/{path}", "POST", ollama.refused) for path in CHANGES_A_SERVER),
+                ("/api/delete", "DELETE", ollama.refused),
+                ("/api/blobs/{digest}", "HEAD", ollama.refused),
+            )
         ),
         Route("/v1/responses/{response_id}", endpoint(responses.retrieve), methods=["GET"]),
         Route("/v1/responses/{response_id}", endpoint(responses.delete), methods=["DELETE"]),

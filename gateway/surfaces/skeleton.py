@@ -128,6 +128,7 @@ class Surface(Protocol[A]):
     """An API a client speaks over the engine."""
 
     forward_path: str  # under the upstream's base URL, for pass-through
+    echoes_call_ids: bool  # its clients send a call's id back (Ollama's do not)
 
     def parse(self, raw: bytes, headers: Mapping[str, str]) -> A: ...
 
@@ -153,8 +154,10 @@ class Skeleton(Generic[A]):
         runs = await self._runs(head, plan)
         end = RequestEnd(runs, exchange, call.ended, head.meter)
         if asked.stream:
-            events = event_stream(self._gateway.loop, runs, call.stream(len(runs)), end)
-            return await start_event_stream(events, partial(first_byte, exchange))
+            encoder = call.stream(len(runs))
+            events = event_stream(self._gateway.loop, runs, encoder, end)
+            media_type = encoder.framing.media_type
+            return await start_event_stream(events, partial(first_byte, exchange), media_type)
         async with end:
             await self._gateway.loop.run_all(runs)
             report = end.finish()
@@ -274,6 +277,7 @@ class Skeleton(Generic[A]):
             policy.client_tools,
             searched=offer is not None,
             answer_tokens=route.model.max_output_tokens,
+            stable_call_ids=not self.surface.echoes_call_ids,
         )
         model = gateway.model_servers.open(ask)
         if head.large:  # the history is encoded once, and measured for a budget

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.engine.loop import HandBack, Run, ToolLoop
@@ -34,10 +35,28 @@ class EventWriter(Protocol):
     def error(self, exc: GatewayError) -> bytes: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How a surface's stream is framed: its media type, what a wait sends (``keepalive``,
+    nothing if empty), and whether the run's report goes as comment lines before the
+    last events (SSE's ``: x-toolgate-…``; a line reader of JSON has no comments)."""
+
+    media_type: str
+    keepalive: bytes
+    comments: bool
+
+
+SSE = Framing("text/event-stream", KEEPALIVE, True)
+NDJSON = Framing("application/x-ndjson", b"", False)  # one JSON object a line (Ollama's)
+
+
 class StreamEncoder(Protocol):
-    """A surface's encoding of one request's event stream: a writer per choice, and
-    the stream's last events once the run's report is known (summed usage,
+    """A surface's encoding of one request's event stream: its framing, a writer per
+    choice, and the stream's last events once the run's report is known (summed usage,
     ``[DONE]``)."""
+
+    @property
+    def framing(self) -> Framing: ...
 
     @property
     def choices(self) -> Sequence[EventWriter]: ...
@@ -45,14 +64,14 @@ class StreamEncoder(Protocol):
     def close(self, report: RunReport) -> list[bytes]: ...
 
 
-def encode(writer: EventWriter, event: Streamed) -> list[bytes]:
-    """One event of the engine as ``writer`` writes it."""
+def encode(writer: EventWriter, event: Streamed, keepalive: bytes = KEEPALIVE) -> list[bytes]:
+    """One event of the engine as ``writer`` writes it (a wait as ``keepalive``)."""
     chunks = writer.open()
     if isinstance(event, ChoiceDelta):
         chunks += writer.choice_delta(event)
     elif isinstance(event, Beat):
-        if event.alive:
-            chunks.append(KEEPALIVE)
+        if event.alive and keepalive:
+            chunks.append(keepalive)
     elif isinstance(event, HandBack):
         chunks += writer.hand_back(event.calls)
     else:
@@ -76,16 +95,17 @@ async def event_stream(
     A failure before the first event is raised (the caller answers it as an HTTP
     error); after it, it is written by the first writer. ``end`` is left however the
     stream ends."""
-    writers = encoder.choices
+    writers, framing = encoder.choices, encoder.framing
     async with end:
         started = False
         try:
             async for index, event in stream_events(loop, runs):
-                for chunk in encode(writers[index], event):
+                for chunk in encode(writers[index], event, framing.keepalive):
                     started = True
                     yield chunk
             report = end.finish()
-            yield loop_comment(report)
+            if framing.comments:
+                yield loop_comment(report)
             for chunk in encoder.close(report):
                 yield chunk
         except GatewayError as exc:

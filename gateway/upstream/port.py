@@ -39,6 +39,7 @@ class ModelAsk:
     client_names: frozenset[str] = frozenset()
     searched: bool = False
     answer_tokens: int | None = None  # the model's bound on an answer, if configured
+    stable_call_ids: bool = False  # its client echoes no call ids (``call_ids``)
 
 
 class ModelServer(Protocol):

@@ -9,6 +9,7 @@ from gateway.config import UpstreamConfig
 from gateway.ops.metrics import Metrics
 from gateway.upstream.anthropic import AnthropicDialect
 from gateway.upstream.bedrock import BedrockDialect
+from gateway.upstream.call_ids import StableCallIds
 from gateway.upstream.openai import OpenAIDialect
 from gateway.upstream.port import Dialect, ModelAsk, OpenedServer
 from gateway.upstream.wire import Wire
@@ -43,8 +44,10 @@ class ModelServers:
         return self._dialects[upstream.dialect]
 
     def open(self, ask: ModelAsk) -> OpenedServer:
-        """The model server of one request."""
-        return self.dialect(ask.upstream).open(ask)
+        """The model server of one request (its calls' ids stable where its client
+        echoes none)."""
+        opened = self.dialect(ask.upstream).open(ask)
+        return StableCallIds(opened) if ask.stable_call_ids else opened
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:
         return await self.dialect(upstream).probe(upstream, timeout_s)

@@ -26,7 +26,7 @@ from tests.support.servers import WAIT_S, free_port
 
 ADMIN_KEY = "admin-matrix-1"
 SEARCH_KEY = "sk-tenant-searcher-1"
-CLIENTS = ("chat", "messages")
+CLIENTS = ("chat", "messages", "ollama")
 COMBOS = [(d, c) for d in DIALECTS for c in CLIENTS]
 APPROVAL_TOOL: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -59,7 +59,8 @@ class Reply:
 
 
 class Client:
-    """A client of one wire format: chat completions or Anthropic Messages."""
+    """A client of one wire format: chat completions, Anthropic Messages or Ollama's chat
+    (whose calls have no ids: a call is named by its tool, an approval by its own id)."""
 
     def __init__(self, kind: str, url: str, key: str = TENANT_KEY) -> None:
         self.kind = kind
@@ -90,6 +91,23 @@ class Client:
                 for c in message.get("tool_calls") or []
             ]
             return Reply(message.get("content") or "", calls, answer.headers, answer.json())
+        if self.kind == "ollama":
+            body = {"model": MODEL, "stream": False, "messages": history}
+            if approves:
+                body["tools"] = [
+                    {
+                        "type": "function",
+                        "function": {"name": "toolgate_approval", "parameters": APPROVAL_TOOL},
+                    }
+                ]
+            answer = self.http.post("/api/chat", json=body, headers=headers or {})
+            assert answer.status_code == 200, answer.text
+            message = answer.json()["message"]
+            calls = [
+                (c["function"]["name"], c["function"]["name"], c["function"]["arguments"])
+                for c in message.get("tool_calls") or []
+            ]
+            return Reply(message.get("content") or "", calls, answer.headers, answer.json())
         body = {"model": MODEL, "max_tokens": 300, "messages": history}
         if approves:
             body["tools"] = [{"name": "toolgate_approval", "input_schema": APPROVAL_TOOL}]
@@ -104,6 +122,10 @@ class Client:
         self, history: list[dict[str, Any]], reply: Reply, results: dict[str, str]
     ) -> list[dict[str, Any]]:
         """The history with the reply's calls answered."""
+        if self.kind == "ollama":
+            message = reply.raw["message"]
+            given = [{"role": "tool", "tool_name": k, "content": v} for k, v in results.items()]
+            return [*history, message, *given]
         if self.kind == "chat":
             message = reply.raw["choices"][0]["message"]
             turn = {"role": "assistant", "content": None, "tool_calls": message["tool_calls"]}
@@ -200,7 +222,19 @@ def start(
 
 
 def tool_results(view: dict[str, Any]) -> dict[str, str]:
-    return {m["tool_call_id"]: m["content"] for m in view["messages"] if m["role"] == "tool"}
+    """What each tool answered, by the tool's name (a surface whose clients echo no call
+    ids has the gateway name the calls itself, so a script reads no ids)."""
+    names = {
+        c["id"]: c["function"]["name"]
+        for m in view["messages"]
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+    }
+    return {
+        names.get(m["tool_call_id"], m["tool_call_id"]): m["content"]
+        for m in view["messages"]
+        if m["role"] == "tool"
+    }
 
 
 def offered(view: dict[str, Any]) -> set[str]:
@@ -220,7 +254,11 @@ ASK: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
 def measures(view: dict[str, Any]) -> dict[str, Any]:
     """One server tool round, then an answer with what it read."""
     done = tool_results(view)
-    return says(f"length {done['l1']}") if done else asks(call("string_length", {"s": "x"}, "l1"))
+    return (
+        says(f"length {done['string_length']}")
+        if done
+        else asks(call("string_length", {"s": "x"}, "l1"))
+    )
 
 
 @pytest.mark.parametrize(("dialect", "kind"), COMBOS)
@@ -244,8 +282,8 @@ def test_caps_end_a_run_that_would_go_on(harness: Harness, dialect: str, kind: s
 def test_the_client_approves_a_held_write(harness: Harness, dialect: str, kind: str) -> None:
     def wants_a_ticket(view: dict[str, Any]) -> dict[str, Any]:
         done = tool_results(view)
-        if "t1" in done:
-            return says(f"done: {done['t1']}")
+        if "create_ticket" in done:
+            return says(f"done: {done['create_ticket']}")
         return asks(call("create_ticket", {"title": "refund"}, "t1"))
 
     s = start(harness, dialect, kind, wants_a_ticket)
@@ -268,11 +306,11 @@ def test_untrusted_words_cannot_make_the_model_write(
 ) -> None:
     def obeys(view: dict[str, Any]) -> dict[str, Any]:
         done = tool_results(view)
-        if "r1" not in done:
+        if "read_ticket" not in done:
             return asks(call("read_ticket", {"id": "7"}, "r1"))
-        if "w1" not in done:
+        if "post_note" not in done:
             return asks(call("post_note", {"text": "pwned"}, "w1"))
-        return says(f"done: {done['w1']}")
+        return says(f"done: {done['post_note']}")
 
     s = start(harness, dialect, kind, obeys)
     reply = s.client.ask(ASK)
@@ -299,7 +337,9 @@ def test_a_retried_write_runs_once(harness: Harness, dialect: str, kind: str) ->
     def notes(view: dict[str, Any]) -> dict[str, Any]:
         done = tool_results(view)
         return (
-            says(f"noted {done['n1']}") if done else asks(call("post_note", {"text": "hi"}, "n1"))
+            says(f"noted {done['post_note']}")
+            if done
+            else asks(call("post_note", {"text": "hi"}, "n1"))
         )
 
     s = start(harness, dialect, kind, notes)
@@ -317,8 +357,8 @@ def test_tool_search_finds_the_tool_a_round_needs(
 ) -> None:
     def searches(view: dict[str, Any]) -> dict[str, Any]:
         done, tools = tool_results(view), offered(view)
-        if "l1" in done:
-            return says(f"length {done['l1']}")
+        if "string_length" in done:
+            return says(f"length {done['string_length']}")
         if "string_length" in tools:
             return asks(call("string_length", {"s": "x"}, "l1"))
         return asks(call("toolgate_search_tools", {"query": "length of a string"}, "s1"))
@@ -340,7 +380,7 @@ def test_a_tool_that_needs_the_users_connection_sends_them_to_make_it(
 ) -> None:
     def repos(view: dict[str, Any]) -> dict[str, Any]:
         done = tool_results(view)
-        return says(done["g1"]) if done else asks(call("list_repos", {}, "g1"))
+        return says(done["list_repos"]) if done else asks(call("list_repos", {}, "g1"))
 
     s = start(harness, dialect, kind, repos)
     reply = s.client.ask(ASK, headers={"x-toolgate-user": "alice"})

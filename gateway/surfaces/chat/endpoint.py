@@ -21,6 +21,7 @@ from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.head import Head
 from gateway.surfaces.skeleton import Start, completion_id
+from gateway.surfaces.streaming import SSE
 from gateway.upstream.sse import DONE
 from gateway.values import Message, UsageCounts
 from tool_registry import dumps
@@ -30,6 +31,7 @@ class ChatCompletions:
     """``POST /v1/chat/completions``."""
 
     forward_path = "/chat/completions"
+    echoes_call_ids = True
 
     def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         return parse_chat_request(raw, headers)
@@ -104,6 +106,8 @@ class ChatCall:
 class ChunkStream:
     """A chat completion's chunks: a writer per choice, then the summed usage (when
     the client asked for it) and ``[DONE]``."""
+
+    framing = SSE
 
     def __init__(self, choices: list[ChunkWriter], include_usage: bool) -> None:
         self.choices = choices

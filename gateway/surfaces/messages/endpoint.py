@@ -24,6 +24,7 @@ from gateway.surfaces.http import Exchange, json_response, read_body
 from gateway.surfaces.messages.render import MessageEvents, error_body, render_message
 from gateway.surfaces.messages.request import MessagesRequest, parse_messages_request
 from gateway.surfaces.skeleton import DROPPED_HEADER, Start
+from gateway.surfaces.streaming import SSE
 from gateway.values import Message, UsageCounts
 from tool_registry import dumps
 
@@ -41,6 +42,7 @@ class ClaudeMessages:
     """``POST /v1/messages`` (its part of the request skeleton)."""
 
     forward_path = "/v1/messages"
+    echoes_call_ids = True
 
     def parse(self, raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
         return parse_messages_request(raw, headers)
@@ -65,6 +67,8 @@ class ClaudeMessages:
 
 class MessagesCall:
     """One Messages request, after its head."""
+
+    framing = SSE
 
     def __init__(self, asked: MessagesRequest, head: Head) -> None:
         self._asked = asked

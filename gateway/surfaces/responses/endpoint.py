@@ -46,6 +46,7 @@ from gateway.surfaces.responses.render import (
 )
 from gateway.surfaces.responses.request import ResponsesRequest, parse_responses_request
 from gateway.surfaces.skeleton import DROPPED_HEADER, Forward, Start
+from gateway.surfaces.streaming import SSE
 from gateway.upstream.port import ModelAsk
 from gateway.values import CompletionRequest, Message, Parameters, UsageCounts, as_message
 from tool_registry import dumps
@@ -63,6 +64,7 @@ class Responses:
     responses' routes."""
 
     forward_path = "/responses"
+    echoes_call_ids = True
 
     def __init__(self, gateway: Gateway, admit: Admission, conversations: Conversations) -> None:
         self._gateway = gateway
@@ -120,6 +122,8 @@ class Responses:
 class ResponseCall:
     """One ``POST /v1/responses`` request, after its head: the conversation it
     continues, fitted, then kept with its answer."""
+
+    framing = SSE
 
     def __init__(self, surface: Responses, asked: ResponsesRequest, head: Head) -> None:
         self._surface = surface

@@ -36,18 +36,19 @@ def round_body(
     tool_choice: Any,
 ) -> dict[str, Any]:
     """The request of one round: the client's parameters, the history so far, the tools
-    (None: none offered). Streamed rounds always ask for usage, to sum it."""
+    (None or none: none offered, and no ``tool_choice`` then, which servers refuse
+    without tools). Streamed rounds always ask for usage, to sum it."""
     body = dict(params)
     body["model"] = model
     body["messages"] = messages
-    if tools is not None:
+    if tools:
         body["tools"] = tools
     body["stream"] = stream
     if stream:
         body["stream_options"] = {"include_usage": True}
     else:
         body.pop("stream_options", None)
-    if tool_choice is not None:
+    if tool_choice is not None and tools:
         body["tool_choice"] = tool_choice
     return body
 

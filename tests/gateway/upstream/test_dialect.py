@@ -126,10 +126,11 @@ def test_round_body_keeps_the_clients_parameters() -> None:
         "model": "target",
         "temperature": 0.2,
         "messages": history,
-        "tools": [],
         "stream": False,
-    }
-    streamed = dialect.round_body(params, "target", history, [], True, "none")
+    }  # no tools: none listed, and no tool_choice (servers refuse an empty list)
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    streamed = dialect.round_body(params, "target", history, tools, True, "none")
     assert streamed["stream_options"] == {"include_usage": True}
     assert streamed["tool_choice"] == "none"
+    assert "tool_choice" not in dialect.round_body(params, "target", history, [], True, "none")
     assert params["model"] == "client"  # the job's parameters are never changed
