@@ -3,12 +3,13 @@ request asks for (the ``toolgate`` body field and ``x-toolgate-*`` headers, docs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.config import MAX_TOKENS
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
+from gateway.values import Message
 from tool_registry import loads
 
 _NARROWING_KEYS = frozenset(
@@ -131,6 +132,14 @@ def _untrusted_input(headers: Mapping[str, str]) -> bool:
             "'x-toolgate-input' must be 'trusted' or 'untrusted'.", param="x-toolgate-input"
         )
     return found
+
+
+def user_text(messages: Sequence[Message]) -> str:
+    """The last user message's text (what a background rule reads of a request)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.text
+    return ""
 
 
 def model_request(raw: bytes) -> tuple[dict[str, Any], str]:

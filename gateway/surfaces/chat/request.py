@@ -11,7 +11,7 @@ from typing import Any
 from gateway.chat_json import decode_messages, decode_parameters, decode_tools
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
-from gateway.surfaces.request_fields import model_request, parse_narrowing
+from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.values import APPROVAL_TOOL, Message, Parameters, ToolDefinition
 
 
@@ -32,10 +32,7 @@ class ChatRequest:
     client_approves: bool = False
 
     def user_text(self) -> str:
-        for message in reversed(self.messages):
-            if message.role == "user":
-                return message.text
-        return ""
+        return user_text(self.messages)
 
 
 def _check_messages(messages: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
-from gateway.surfaces.request_fields import model_request, parse_narrowing
+from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.values import (
     APPROVAL_TOOL,
     NO_EXTRA,
@@ -74,10 +74,7 @@ class MessagesRequest:
     thinking: bool = False  # the client asked to see the model's thinking
 
     def user_text(self) -> str:
-        for message in reversed(self.messages):
-            if message.role == "user":
-                return message.text
-        return ""
+        return user_text(self.messages)
 
 
 def _bad(message: str, param: str) -> BadRequest:

@@ -17,7 +17,7 @@ from typing import Any
 from gateway.chat_json import decode_tool
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
-from gateway.surfaces.request_fields import model_request, parse_narrowing
+from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.upstream.call_ids import stable_id
 from gateway.values import (
     APPROVAL_TOOL,
@@ -54,10 +54,7 @@ class OllamaRequest:
     generate: bool = False  # ``/api/generate``: a prompt in, its text out, no tools
 
     def user_text(self) -> str:
-        for message in reversed(self.messages):
-            if message.role == "user":
-                return message.text
-        return ""
+        return user_text(self.messages)
 
 
 def _bad(message: str, param: str) -> BadRequest:
