@@ -81,7 +81,7 @@ class MessagesCall:
         if asked.hosted:
             types = dict.fromkeys(h.type for h in asked.hosted)
             head.exchange.headers[DROPPED_HEADER] = ",".join(types)
-        approvals = asked_in(asked.messages)
+        approvals = await offload(self._head.large, asked_in, asked.messages)
         return Start(asked.parameters, asked.messages, asked.client_tools, approvals)
 
     async def fit(self, history: list[Message], usage: list[UsageCounts | None]) -> list[Message]:

@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from gateway.engine.report import RunReport
 from gateway.errors import GatewayError, PolicyDenied
+from gateway.ops.offload import offload
 from gateway.policy.tenants import Tenant
 from gateway.surfaces.approval_answers import asked_in
 from gateway.surfaces.head import Admission, Head
@@ -84,7 +85,7 @@ class OllamaCall:
 
     async def decode(self) -> Start:
         asked = self._asked
-        approvals = asked_in(asked.messages)
+        approvals = await offload(self._head.large, asked_in, asked.messages)
         return Start(asked.parameters, asked.messages, asked.client_tools, approvals)
 
     async def fit(self, history: list[Message], usage: list[UsageCounts | None]) -> list[Message]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -102,7 +103,7 @@ def decode_messages(raw: Any) -> tuple[Message, ...]:
     if not isinstance(raw, list) or not raw:
         raise _bad("'messages' must be a non-empty array.", "messages")
     messages: list[Message] = []
-    unanswered: list[ToolCall] = []  # the last assistant turn's calls not yet answered
+    unanswered = _Unanswered()  # the last assistant turn's calls not yet answered
     for index, message in enumerate(raw):
         param = f"messages[{index}]"
         if not isinstance(message, dict) or message.get("role") not in _ROLES:
@@ -119,25 +120,39 @@ def decode_messages(raw: Any) -> tuple[Message, ...]:
         said: str | tuple[Part, ...] = (Part("text", content), *parts) if parts else content
         if role == "assistant":
             calls = _calls(message.get("tool_calls"), f"{param}.tool_calls")
-            unanswered = list(calls)
+            unanswered = _Unanswered(calls)
             extra = MappingProxyType({"content": None}) if calls and not content else NO_EXTRA
             messages.append(Message("assistant", said or None, calls, extra=extra))
         elif role == "tool":
-            messages.append(Message("tool", content, call_id=_answered(message, unanswered)))
+            messages.append(Message("tool", content, call_id=unanswered.take(message)))
         else:
             messages.append(Message(role, said))
     return tuple(messages)
 
 
-def _answered(message: dict[str, Any], unanswered: list[ToolCall]) -> str:
-    """The call a tool message answers: the first unanswered call of its ``tool_name``
-    (of any name when it names none), else a name of its own that matches nothing."""
-    name = message.get("tool_name") or message.get("name")
-    for call in unanswered:
-        if not isinstance(name, str) or call.name == name:
-            unanswered.remove(call)
-            return call.id
-    return stable_id(name if isinstance(name, str) else "", {}, -1)
+class _Unanswered:
+    """The last assistant turn's calls not yet answered: by name, and in order (for a
+    tool message that names none). Each answer takes one in constant time, so a turn of
+    many calls and as many answers costs no more than reading them."""
+
+    def __init__(self, calls: tuple[ToolCall, ...] = ()) -> None:
+        self._order = deque(calls)
+        self._named: dict[str | None, deque[ToolCall]] = {}
+        for call in calls:
+            self._named.setdefault(call.name, deque()).append(call)
+        self._taken: set[str] = set()
+
+    def take(self, message: dict[str, Any]) -> str:
+        """The call a tool message answers: the first unanswered call of its
+        ``tool_name`` (of any name when it names none), else an id that matches none."""
+        name = message.get("tool_name") or message.get("name")
+        queue = self._named.get(name) if isinstance(name, str) else self._order
+        while queue:
+            call = queue.popleft()
+            if call.id not in self._taken:
+                self._taken.add(call.id)
+                return call.id
+        return stable_id(name if isinstance(name, str) else "", {}, -1)
 
 
 def _tools(raw: Any) -> tuple[list[ToolDefinition], bool]:
