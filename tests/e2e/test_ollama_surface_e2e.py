@@ -291,22 +291,22 @@ def test_a_stream_that_fails_midway_ends_with_an_error_line(harness: Harness) ->
 
 
 def test_a_body_past_the_limit_is_refused_in_ollamas_shape(harness: Harness) -> None:
-    _, _, _, url = start(harness, lambda view: says("x"))
-    huge = (
-        b'{"model": "'
-        + MODEL.encode()
-        + b'", "messages": [{"role": "user", "content": "'
-        + b"x" * (101 * 1024 * 1024)
-        + b'"}]}'
-    )
+    """A line past ``server.max_body_bytes`` (the default is 32 MiB; a small bound here,
+    so the whole body is sent before the answer and no connection is cut mid-send)."""
+    model = ScriptedServer("openai", lambda view: says("x"))
+    data = config(harness.serve(model.recorder).url, [])
+    data["server"] = {"max_body_bytes": 4096, "large_body_bytes": 1024}
+    url = harness.gateway(data).url
+    line = {"model": MODEL, "messages": [{"role": "user", "content": "x" * 10_000}]}
     answer = httpx.post(
         f"{url}/api/chat",
-        content=huge,
+        content=json.dumps(line).encode(),
         headers={"authorization": f"Bearer {TENANT_KEY}", "content-type": "application/json"},
         timeout=WAIT_S,
     )
     assert answer.status_code == 413
     assert set(answer.json()) == {"error"}
+    assert model.recorder.hits == []
 
 
 def test_ollama_js_streams_and_hands_back(harness: Harness) -> None:
