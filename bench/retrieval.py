@@ -157,7 +157,7 @@ def gateway(tools: list[HttpTool], cases: list[Case], k: int) -> list[set[str]]:
     settings = ToolSearchConfig(mode="on", preselect=k, max_loaded=max(k, 1))
     catalog = catalogs.of(registry.names, settings, frozenset())
     assert catalog is not None
-    return [set(catalog.preselected(case.history)) for case in cases]
+    return [set(catalog.preselected(case.history).names) for case in cases]
 
 
 def share(cases: list[Case], found: list[set[str]], keep: Any = None) -> tuple[float, int]:

@@ -351,17 +351,34 @@ class BackgroundRule(_Frozen):
         return self
 
 
+class EmbeddingsConfig(_Frozen):
+    """Tool search's dense vectors (docs/tools.md, "Tool search"): ``model`` on the
+    ``upstream`` named (an ``openai`` dialect one's ``/v1/embeddings``; the first such
+    upstream when unnamed). A request's vectors are one call of at most ``timeout_ms``;
+    the catalog's are computed in batches of ``batch`` and kept in the store."""
+
+    model: str = Field(min_length=1, max_length=256)
+    upstream: str | None = None
+    timeout_ms: int = Field(default=300, ge=10, le=60_000)
+    batch: int = Field(default=64, ge=1, le=2048)
+
+
 class ToolSearchConfig(_Frozen):
     """Tool search (docs/design.md §17): with many server tools in play, a round offers the
-    ``always`` tools, the ``preselect`` best matches for the conversation and a search
-    function; what a search finds is offered from the next round on, ``max_loaded`` at
-    most in a round. A tenant's settings win over the gateway's, field by field."""
+    ``always`` tools, the ``preselect`` best matches for the conversation (and
+    ``per_part`` more for each further part of the request) and a search function; what
+    a search finds (``search_limit`` tools unless it asks for fewer or more) is offered
+    from the next round on, ``max_loaded`` at most in a round. A tenant's settings win
+    over the gateway's, field by field; ``embeddings`` are the gateway's alone."""
 
     mode: SearchMode = "auto"  # auto: on when more than ``auto_above`` tools are in play
     auto_above: int = Field(default=32, ge=0, le=1_000_000)
     preselect: int = Field(default=8, ge=0, le=256)
+    per_part: int = Field(default=4, ge=0, le=256)
     always: tuple[str, ...] = ()  # globs of names, or of sources (mcp:*)
     max_loaded: int = Field(default=32, ge=1, le=1024)
+    search_limit: int = Field(default=8, ge=1, le=1024)
+    embeddings: EmbeddingsConfig | None = None
 
     def under(self, tenant: ToolSearchConfig | None) -> ToolSearchConfig:
         """These settings with the fields ``tenant`` sets in their place."""
@@ -384,6 +401,16 @@ class TenantConfig(_Frozen):
     background: list[BackgroundRule] = Field(default_factory=list)  # no server tools
     tool_search: ToolSearchConfig | None = None  # its fields in place of the gateway's
     users: UsersConfig | None = None  # verified end users (docs/design.md §18)
+
+    @field_validator("tool_search")
+    @classmethod
+    def _no_embeddings_of_its_own(cls, search: ToolSearchConfig | None) -> ToolSearchConfig | None:
+        if search is not None and search.embeddings is not None:
+            raise ValueError(
+                "embeddings: the catalog's vectors are the gateway's (one index per "
+                "snapshot): set tool_search.embeddings at the top level"
+            )
+        return search
 
     @field_validator("keys")
     @classmethod
@@ -517,6 +544,28 @@ class GatewayConfig(_Frozen):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     # Where each of ``tools`` was defined (the loader sets it: tool files are merged in).
     _tool_origins: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _embeddings_have_an_upstream(self) -> GatewayConfig:
+        if self.embedding_upstream is None and self.tool_search.embeddings is not None:
+            named = self.tool_search.embeddings.upstream
+            raise ValueError(
+                f"tool_search.embeddings.upstream: no openai upstream named {named!r}"
+                if named
+                else "tool_search.embeddings: no upstream of the openai dialect to ask"
+            )
+        return self
+
+    @property
+    def embedding_upstream(self) -> UpstreamConfig | None:
+        """The upstream tool search asks for embeddings (``/v1/embeddings``), if any."""
+        settings = self.tool_search.embeddings
+        if settings is None:
+            return None
+        for upstream in self.upstreams:
+            if upstream.dialect == "openai" and settings.upstream in (None, upstream.name):
+                return upstream
+        return None
 
     @model_validator(mode="after")
     def _connections_have_what_they_need(self) -> GatewayConfig:

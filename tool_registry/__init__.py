@@ -37,6 +37,7 @@ from .sources.mcp import McpServer, McpServerConfig
 from .sources.openapi import OpenApiSource, openapi_tools
 from .sources.yaml import describe_validation_error, load_tool_file, read_yaml
 from .spec import PUBLIC_HEADERS, HttpSpec, ResultSpec, ToolSpec
+from .tasks import Chosen, Pick
 from .tool import (
     CallContext,
     Effects,
@@ -59,6 +60,7 @@ __all__ = [
     "AiohttpTimeouts",
     "Backoff",
     "CallContext",
+    "Chosen",
     "Effects",
     "EgressDenied",
     "EgressPolicy",
@@ -76,6 +78,7 @@ __all__ = [
     "OpenApiSource",
     "OperationLeftOut",
     "Outcome",
+    "Pick",
     "PreparedCall",
     "Redactor",
     "RefError",

@@ -33,14 +33,16 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 from .definition import ToolDefinition
 from .errors import ToolArgumentsInvalid
 from .jsonio import dumps_text
+from .producers import producers
 from .results import ToolResult
+from .tasks import Chosen, Pick, deal, parts
 from .tool import CallContext, Effects, HttpRunner, PreparedCall, Tool
 
 TOOL_WORDS = 512  # the most words one tool is indexed under
@@ -59,6 +61,10 @@ _FOUND_KEPT = 1024  # searches remembered by a search tool (they repeat across r
 _STEMS_KEPT = 1 << 16  # stemmed words remembered
 REACH_TIMES = 3  # distinct words past this many times the catalog's median cost a tool
 FIT = 0.2  # of the best score, the least a preselected tool's may be
+EMBEDDED_CHARS = 1024  # of a tool's description, the most embedded
+CONTEXT = 0.5  # how much the whole request's score weighs beside a part's own
+MEANING = 1.0  # how much the embeddings' score weighs beside BM25's
+ALIKE = 0.7  # tools sharing this share of their distinct words are nearly one
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # of an ASCII word
@@ -195,6 +201,17 @@ class ToolIndex:
         most = REACH_TIMES * float(np.median(distinct)) if len(distinct) else 0.0
         self._reach = np.minimum(1.0, most / np.maximum(distinct, 1.0)).astype(np.float32)
         self._masks: dict[frozenset[str], Any] = {}
+        self._vectors: Any = None  # each tool's unit vector, once an embeddings model gave them
+        self._texts = {
+            tool.name: f"{' '.join(_CAMEL.findall(tool.name)) or tool.name}: "
+            f"{(tool.description or '')[:EMBEDDED_CHARS]}"
+            for tool in listed
+        }
+        self._distinct = {
+            tool.name: frozenset(found) for tool, found in zip(listed, corpus, strict=True)
+        }
+        # The tools that produce each tool's arguments (producers.py).
+        self.producers = producers(listed, lambda text: list(words(text)))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -216,6 +233,35 @@ class ToolIndex:
             self._masks[key] = mask
         return mask
 
+    def scores(self, query: str, allowed: Collection[str] | None = None) -> Any:
+        """Each tool's score for ``query`` (a NumPy array in the index's order; 0 for
+        a tool outside ``allowed`` or matching no word of the query), or None when no
+        word of the query is indexed."""
+        if not self.names:
+            return None
+        found = [word for word in query_words(query) if word in self._vocabulary]
+        if not found:
+            return None
+        mask = self._mask(allowed) if allowed is not None else None
+        import numpy as np
+
+        return np.asarray(self._bm25.get_scores(found, weight_mask=mask)) * self._reach
+
+    def best(self, scores: Any, limit: int, at_least: float = 0.0) -> list[str]:
+        """The names of the ``limit`` best-scoring tools, best first, each scoring more
+        than 0 and at least ``at_least`` of the best score."""
+        import numpy as np
+
+        if scores is None or limit < 1:
+            return []
+        floor = at_least * float(scores.max()) if at_least > 0 else 0.0
+        matching = np.flatnonzero(scores > floor) if floor > 0 else np.flatnonzero(scores > 0)
+        if len(matching) > limit:
+            top = np.argpartition(-scores[matching], limit - 1)[:limit]
+            matching = matching[top]
+        ranked = sorted(matching.tolist(), key=lambda index: (-scores[index], index))
+        return [self.names[index] for index in ranked]
+
     def search(
         self,
         query: str,
@@ -227,22 +273,95 @@ class ToolIndex:
         ``limit``, only among ``allowed`` (None: every tool), each scoring at least
         ``at_least`` of the best score; a tool that matches no word of the query is
         never found."""
-        if limit < 1 or not self.names:
+        if limit < 1:
             return []
-        found = [word for word in query_words(query) if word in self._vocabulary]
-        if not found:
-            return []
-        mask = self._mask(allowed) if allowed is not None else None
+        return self.best(self.scores(query, allowed), limit, at_least)
+
+    def has_words(self, text: str) -> bool:
+        """Whether ``text`` holds a word some tool is indexed under."""
+        return any(word in self._vocabulary for word in query_words(text))
+
+    def alike(self, one: str, other: str) -> bool:
+        """Whether two tools are nearly one: they share ``ALIKE`` of their words."""
+        a, b = self._distinct.get(one, frozenset()), self._distinct.get(other, frozenset())
+        return bool(a and b) and len(a & b) >= ALIKE * len(a | b)
+
+    def parts(self, text: str) -> tuple[str, ...]:
+        """A request's parts (``tasks.parts``) that hold a word some tool is indexed
+        under."""
+        return parts(text[:QUERY_CHARS], self.has_words)
+
+    def fused(self, query: str, allowed: Collection[str] | None, meaning: Any = None) -> Any:
+        """``query``'s scores: BM25's, scaled to its best, plus ``MEANING`` times the
+        cosine of each tool's vector with ``meaning`` (the query's), scaled alike;
+        None when neither finds anything."""
         import numpy as np
 
-        scores = np.asarray(self._bm25.get_scores(found, weight_mask=mask)) * self._reach
-        floor = at_least * float(scores.max()) if at_least > 0 else 0.0
-        matching = np.flatnonzero(scores > floor) if floor > 0 else np.flatnonzero(scores > 0)
-        if len(matching) > limit:
-            best = np.argpartition(-scores[matching], limit - 1)[:limit]
-            matching = matching[best]
-        ranked = sorted(matching.tolist(), key=lambda index: (-scores[index], index))
-        return [self.names[index] for index in ranked]
+        words_ = self.scores(query, allowed)
+        if words_ is not None:
+            top = float(words_.max())
+            words_ = words_ / top if top > 0 else None
+        dense = self._vectors
+        if meaning is None or dense is None:
+            return words_
+        near = np.maximum(dense @ meaning, 0.0)
+        if allowed is not None:
+            near = near * self._mask(allowed)
+        top = float(near.max())
+        if top <= 0:
+            return words_
+        near = MEANING * near / top
+        return near if words_ is None else words_ + near
+
+    def choose(
+        self,
+        text: str,
+        limit: int,
+        allowed: Collection[str] | None = None,
+        at_least: float = 0.0,
+        meanings: Mapping[str, Any] | None = None,
+        cut: tuple[str, ...] | None = None,
+        lead: int = 0,
+        whole_ranked: bool = True,
+    ) -> Chosen:
+        """The tools for a request's parts (``tasks.py``): each part's best matches dealt
+        round by round, each with its producers, at most ``limit``. ``meanings``: the
+        vectors of the text and its parts, where an embeddings model gave them;
+        ``lead``: how many of the whole text's best come first; ``whole_ranked``: whether
+        the whole text is ranked beside its parts (else only they are)."""
+        cut = self.parts(text) if cut is None else cut
+        meanings = meanings or {}
+        whole = self.fused(text, allowed, meanings.get(text))
+        if whole is None:
+            return Chosen((), ())
+        whole = whole / float(whole.max())
+        ranked = [self.best(whole, limit, at_least)]
+        if len(cut) > 1:  # each part's words, in the light of the whole request's
+            if not whole_ranked:
+                ranked = [[]]
+            context = CONTEXT * whole
+            for part in cut:
+                own = self.fused(part, allowed, meanings.get(part))
+                best = [] if own is None else self.best(own / float(own.max()) + context, limit)
+                ranked.append(best)
+        within = (lambda name: True) if allowed is None else allowed.__contains__
+        picks = deal(ranked, limit, self.producers, within, self.alike, lead)
+        return Chosen((text[:QUERY_CHARS], *cut) if len(cut) > 1 else (text[:QUERY_CHARS],), picks)
+
+    def texts(self) -> dict[str, str]:
+        """What each tool is embedded as: its name's words and its description."""
+        return dict(self._texts)
+
+    def attach(self, vectors: Any) -> None:
+        """The tools' unit vectors (rows in the index's order), once an embeddings model
+        gave them: from then on ``fused`` weighs meaning beside words."""
+        if vectors is not None and len(vectors) != len(self.names):
+            raise ValueError("one vector per tool")
+        self._vectors = vectors
+
+    @property
+    def has_vectors(self) -> bool:
+        return self._vectors is not None
 
 
 _SEARCH_PARAMETERS: dict[str, Any] = {
@@ -280,14 +399,21 @@ class SearchTool(Tool):
     request may use (``allowed``), answered by the gateway itself (nothing leaves it).
     Its results are a pure function of its arguments: ``found`` gives them again."""
 
-    __slots__ = ("_allowed", "_found", "_index", "limit")
+    __slots__ = ("_found", "allowed", "default", "index", "limit")
 
-    def __init__(self, index: ToolIndex, allowed: frozenset[str], limit: int) -> None:
-        """``limit``: how many tools a search gives, unless it asks for fewer, and the
-        most it may ask for."""
+    def __init__(
+        self, index: ToolIndex, allowed: frozenset[str], limit: int, default: int | None = None
+    ) -> None:
+        """``limit``: the most tools a search may ask for; ``default``: how many it
+        gives unless it asks (``limit`` when unsaid)."""
+        self.default = limit if default is None else max(1, min(default, limit))
         parameters = dict(_SEARCH_PARAMETERS)
         properties = dict(parameters["properties"])
-        properties["limit"] = {**properties["limit"], "maximum": limit}
+        properties["limit"] = {
+            **properties["limit"],
+            "maximum": limit,
+            "description": f"How many tools, at most (default {self.default}).",
+        }
         parameters["properties"] = properties
         in_play = [name for name in index.names if name in allowed]
         super().__init__(
@@ -297,29 +423,30 @@ class SearchTool(Tool):
             source="gateway",
             origin="the gateway's tool search",
         )
-        self._index = index
-        self._allowed = allowed
+        self.index = index
+        self.allowed = allowed
         self.limit = limit
-        self._found: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._found: OrderedDict[str, Chosen] = OrderedDict()
 
     @property
     def effects(self) -> Effects:
         return "read"
 
-    def search(
-        self, query: str, limit: int | None = None, at_least: float = 0.0
-    ) -> tuple[str, ...]:
-        """The names of the tools that best fit ``query``, best first (each scoring at
-        least ``at_least`` of the best one's)."""
-        wanted = self.limit if limit is None else max(1, min(limit, self.limit))
-        key = f"{wanted}:{at_least}:{query[:QUERY_CHARS]}"
+    def chosen(self, query: str, limit: int | None = None) -> Chosen:
+        """The tools that best fit ``query``, part by part (``ToolIndex.choose``)."""
+        wanted = self.default if limit is None else max(1, min(limit, self.limit))
+        key = f"{wanted}:{query[:QUERY_CHARS]}"
         found = self._found.get(key)
         if found is None:
-            found = tuple(self._index.search(query, wanted, self._allowed, at_least))
+            found = self.index.choose(query, wanted, self.allowed, whole_ranked=False)
             if len(self._found) >= _FOUND_KEPT:
                 self._found.popitem(last=False)
             self._found[key] = found
         return found
+
+    def search(self, query: str, limit: int | None = None) -> tuple[str, ...]:
+        """The names of the tools that best fit ``query``, in the order chosen."""
+        return self.chosen(query, limit).names
 
     def query(self, arguments: str | None) -> str | None:
         """The query of a call with these arguments, as it is read; None for arguments
@@ -329,6 +456,15 @@ class SearchTool(Tool):
         except ToolArgumentsInvalid:
             return None
         return str(call.arguments["query"])[:QUERY_CHARS]
+
+    def picked(self, arguments: str | None) -> Chosen | None:
+        """What a call with these arguments finds, part by part; None for arguments
+        that are not a search's."""
+        try:
+            call = self.prepare(arguments, _NO_CONTEXT)
+        except ToolArgumentsInvalid:
+            return None
+        return self.chosen(call.arguments["query"], call.arguments.get("limit"))
 
     def found(self, arguments: str | None) -> tuple[str, ...]:
         """What a call with these arguments (as the model wrote them) finds; nothing for
@@ -340,18 +476,34 @@ class SearchTool(Tool):
         return self.search(call.arguments["query"], call.arguments.get("limit"))
 
     def answer(self, query: str, limit: int | None = None) -> str:
-        """What the model reads: the tools found, each with a line about it."""
-        names = self.search(query, limit)
-        about = self._index.about
-        if not names:
+        """What the model reads: the tools found, each with a line about it (and the
+        tool it gives an argument to, for a producer brought along), grouped by the
+        part of the query they serve when it has several."""
+        chosen = self.chosen(query, limit)
+        about = self.index.about
+        if not chosen.picks:
             note = (
                 "No tool you may use matches these words. Search again with other words "
                 "(what to do, the thing it acts on, the service)."
             )
             return dumps_text({"tools": [], "note": note})
-        tools = [{"name": name, "description": about.get(name, "")} for name in names]
         note = "These tools are offered from your next step on: call them by name."
-        return dumps_text({"tools": tools, "note": note})
+        groups = chosen.groups()
+        if len(groups) == 1:
+            tools = [self._line(pick, about) for pick in groups[0][1]]
+            return dumps_text({"tools": tools, "note": note})
+        parts = [
+            {"part": part, "tools": [self._line(pick, about) for pick in picks]}
+            for part, picks in groups
+        ]
+        return dumps_text({"parts": parts, "note": note})
+
+    @staticmethod
+    def _line(pick: Pick, about: dict[str, str]) -> dict[str, str]:
+        line = {"name": pick.name, "description": about.get(pick.name, "")}
+        if pick.produces_for is not None:
+            line["gives_arguments_to"] = pick.produces_for
+        return line
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
         return ToolResult(self.answer(call.arguments["query"], call.arguments.get("limit")), "ok")

@@ -171,6 +171,9 @@ class ToolSpec(_Frozen):
     result: ResultSpec = Field(default_factory=ResultSpec)
     cache_ttl_s: float | None = Field(default=None, gt=0)  # GET tools: reuse results
     auth: AuthSpec | None = None  # calls carry the user's own token (docs/design.md §18)
+    # The JSON Schema of what it answers: tool search brings it along for a tool that
+    # needs one of its fields as an argument (docs/tools.md, "Tool search").
+    returns: dict[str, Any] | None = None
 
     @field_validator("name")
     @classmethod

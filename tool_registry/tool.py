@@ -108,11 +108,13 @@ class Tool(ABC):
         "bind_sources",
         "definition",
         "description",
+        "feeds",
         "fingerprint",
         "label",
         "name",
         "origin",
         "parameters",
+        "returns",
         "source",
     )
 
@@ -126,8 +128,16 @@ class Tool(ABC):
         origin: str,
         label: str | None = None,
         bind: Mapping[str, str] | None = None,
+        returns: Mapping[str, Any] | None = None,
+        feeds: tuple[str, ...] = (),
     ) -> None:
+        """``returns``: the JSON Schema of what the tool answers, where its source says
+        (an MCP output schema, an OpenAPI response body); ``feeds``: the tools whose
+        arguments its answer supplies, where its source says (OpenAPI links). Tool
+        search reads both to bring a tool's producers along (``producers.py``)."""
         self.name = name
+        self.returns = returns if isinstance(returns, Mapping) else None
+        self.feeds = feeds
         self.label = label or source
         self.description = description
         self.parameters = parameters
@@ -223,7 +233,13 @@ class HttpTool(Tool):
     __slots__ = ("request", "spec")
 
     def __init__(
-        self, spec: ToolSpec, *, source: str = "http", origin: str = "", label: str | None = None
+        self,
+        spec: ToolSpec,
+        *,
+        source: str = "http",
+        origin: str = "",
+        label: str | None = None,
+        feeds: tuple[str, ...] = (),
     ) -> None:
         super().__init__(
             spec.name,
@@ -233,12 +249,15 @@ class HttpTool(Tool):
             origin=origin or f"tool {spec.name!r}",
             label=label,
             bind=spec.bind,
+            returns=spec.returns,
+            feeds=feeds,
         )
         self.spec = spec
         self._problem = None  # a ToolSpec's parameters passed ``schema_problem`` already
         self.request = RequestTemplate(spec.http)
-        # Headers left out: a rotated credential does not change what the tool answers.
-        shape = spec.model_dump_json(exclude={"http": {"headers"}})
+        # Headers left out: a rotated credential does not change what the tool answers;
+        # nor does the schema it says it answers in.
+        shape = spec.model_dump_json(exclude={"http": {"headers"}, "returns": True})
         self.fingerprint = hashlib.sha256(shape.encode()).hexdigest()[:16]
 
     @property

@@ -317,9 +317,12 @@ class Run:
         calls = tuple(call.name for call in answer.turn.calls)
         offered: tuple[str, ...] | None = None
         searches: tuple[Search, ...] = ()
+        preselected: tuple[tuple[str, tuple[str, ...]], ...] = ()
         if searched and self.offer is not None:
             offered = self.offer.names
             searches = self.offer.searches(answer.turn.calls)
+            if not any(line.choice == choice for line in ledger.rounds):
+                preselected = self.offer.preselection()
             if self._metrics is not None:
                 self._metrics_of_search(self.offer, offered, searches)
         ledger.rounds.append(
@@ -335,6 +338,7 @@ class Run:
                 offered,
                 searches,
                 started,
+                preselected,
             )
         )
 

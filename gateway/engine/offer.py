@@ -10,12 +10,14 @@ search function. A turn's calls make the next offer (``after``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.policy.ledger import Search
 from gateway.policy.tool_search import Catalog
 from gateway.values import Message, ToolCall, ToolChoice
+from tool_registry import Chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,15 +26,23 @@ class Offer:
     pinned: tuple[str, ...]  # always offered: the catalog's, and the client's choice
     preselected: tuple[str, ...]
     loaded: tuple[str, ...] = ()  # found or used, newest last, at most ``max_loaded``
+    # Why each preselected tool was chosen: the part of the request it answers.
+    chosen: Chosen | None = field(default=None, compare=False)
 
     @classmethod
     def start(
-        cls, catalog: Catalog, history: Sequence[Message], choice: ToolChoice | None
+        cls,
+        catalog: Catalog,
+        history: Sequence[Message],
+        choice: ToolChoice | None,
+        meanings: Mapping[str, Any] | None = None,
     ) -> Offer:
         """A run's first offer: the history's searches and calls (a turn put back after a
-        hand-back keeps what it had found) count as found."""
+        hand-back keeps what it had found) count as found. ``meanings``: the vectors
+        of the request's texts, where an embeddings model gave them."""
         pinned = tuple(dict.fromkeys((*catalog.always, *catalog.pinned(choice))))
-        offer = cls(catalog, pinned, catalog.preselected(history))
+        chosen = catalog.preselected(history, meanings)
+        offer = cls(catalog, pinned, chosen.names, chosen=chosen)
         calls = [call for message in history for call in message.calls]
         return offer.after(calls) if calls else offer
 
@@ -53,16 +63,22 @@ class Offer:
                 loaded.pop(name, None)
                 loaded[name] = None
         kept = tuple(loaded)[-catalog.max_loaded :]
-        return self if kept == self.loaded else Offer(catalog, self.pinned, self.preselected, kept)
+        if kept == self.loaded:
+            return self
+        return Offer(catalog, self.pinned, self.preselected, kept, self.chosen)
 
     def searches(self, calls: Iterable[ToolCall]) -> tuple[Search, ...]:
         """The searches among ``calls``, with what each finds."""
         search = self.catalog.tool
         return tuple(
-            Search(query, search.found(call.arguments))
+            Search(query, search.found(call.arguments), _grouped(search.picked(call.arguments)))
             for call in calls
             if call.name == search.name and (query := search.query(call.arguments)) is not None
         )
+
+    def preselection(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The preselected tools by the part of the request each answers."""
+        return _grouped(self.chosen, every=True)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -75,3 +91,13 @@ class Offer:
             chosen[name] = None
         place = self.catalog.place
         return tuple(sorted(chosen, key=place.__getitem__))
+
+
+def _grouped(chosen: Chosen | None, every: bool = False) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``chosen``'s names by part: when it has several parts, or ``every`` time."""
+    if chosen is None or not chosen.picks:
+        return ()
+    groups = chosen.groups()
+    if len(groups) < 2 and not every:
+        return ()
+    return tuple((part, tuple(pick.name for pick in picks)) for part, picks in groups)

@@ -23,9 +23,14 @@ class Search:
 
     query: str
     found: tuple[str, ...]
+    # The parts of the query and what each found, when it has several.
+    parts: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def line(self) -> dict[str, object]:
-        return {"query": self.query, "found": list(self.found)}
+        line: dict[str, object] = {"query": self.query, "found": list(self.found)}
+        if self.parts:
+            line["parts"] = [{"part": part, "tools": list(names)} for part, names in self.parts]
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,8 @@ class RoundLine:
     offered: tuple[str, ...] | None = None  # the server tools a search chose for it
     searches: tuple[Search, ...] = ()  # the searches its turn made
     started: float = 0.0  # when the model was asked (``time.perf_counter``)
+    # The first round's: the tools preselected for each part of the request.
+    preselected: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def line(self, origin: float | None = None) -> dict[str, object]:
         """As the trace shows it; ``origin``: the request's start (``perf_counter``),
@@ -67,6 +74,10 @@ class RoundLine:
             line["tools_offered"] = list(self.offered)
         if self.searches:
             line["searches"] = [search.line() for search in self.searches]
+        if self.preselected:
+            line["tools_preselected"] = [
+                {"part": part, "tools": list(names)} for part, names in self.preselected
+            ]
         return line
 
 

@@ -11,8 +11,9 @@ best matches for its conversation (``preselected``).
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.config import ToolSearchConfig
 from gateway.values import Message, ToolChoice, ToolDefinition
@@ -20,6 +21,8 @@ from tool_registry import (
     FIT,
     QUERY_CHARS,
     SEARCH_TOOL,
+    Chosen,
+    Pick,
     SearchTool,
     ToolIndex,
     ToolRegistry,
@@ -40,6 +43,7 @@ class Catalog:
     always: tuple[str, ...]  # offered in every round
     preselect: int
     max_loaded: int
+    per_part: int
     # Where each tool in play comes in the registry's order.
     place: dict[str, int] = field(repr=False)
     # The search function's definition, one tuple for every round that offers it.
@@ -56,19 +60,43 @@ class Catalog:
         sent = sum(sizes.get(name, 0) for name in offered) + self.search_bytes
         return self.total_bytes - sent
 
-    def preselected(self, history: Sequence[Message]) -> tuple[str, ...]:
-        """The tools that best fit the conversation: its last user message first, then
-        its recent messages' words, at most ``preselect``."""
-        wanted = self.preselect
-        if wanted < 1:
-            return ()
+    def request_text(self, history: Sequence[Message]) -> str:
+        """What a first round's tools are chosen for: the last user message's text."""
         users = [m for m in history if m.role == "user"]
-        found = list(self.tool.search(users[-1].text, wanted, FIT)) if users else []
-        if len(found) < wanted:
+        return users[-1].text[:QUERY_CHARS] if users else ""
+
+    def texts_to_embed(self, history: Sequence[Message]) -> tuple[str, ...]:
+        """The texts whose vectors a preselection weighs: the request and its parts."""
+        text = self.request_text(history)
+        if not text:
+            return ()
+        cut = self.tool.index.parts(text)
+        return (text, *cut) if len(cut) > 1 else (text,)
+
+    def preselected(
+        self, history: Sequence[Message], meanings: Mapping[str, Any] | None = None
+    ) -> Chosen:
+        """The tools that best fit the conversation: its last user message's best
+        (``preselect``), then its parts' (``per_part`` more for each part past the
+        first), each with its producers, at most ``max_loaded``; then its recent
+        messages' words where that found too few. ``meanings``: the texts' vectors,
+        where an embeddings model gave them (``texts_to_embed``)."""
+        if self.preselect < 1:
+            return Chosen((), ())
+        index, allowed = self.tool.index, self.tool.allowed
+        text = self.request_text(history)
+        cut = index.parts(text)
+        wanted = min(self.max_loaded, self.preselect + self.per_part * max(0, len(cut) - 1))
+        chosen = index.choose(text, wanted, allowed, FIT, meanings, cut, lead=self.preselect)
+        if len(chosen.picks) < wanted:
             recent = " ".join(m.text[:QUERY_CHARS] for m in history[-_CONTEXT_MESSAGES:])
-            more = self.tool.search(recent, wanted, FIT)
-            found += [name for name in more if name not in found][: wanted - len(found)]
-        return tuple(found)
+            have = set(chosen.names)
+            more = [n for n in index.search(recent, wanted, allowed, FIT) if n not in have]
+            if more:
+                parts = (*chosen.parts, "the recent conversation")
+                extra = tuple(Pick(name, len(parts) - 1) for name in more)
+                chosen = Chosen(parts, chosen.picks + extra[: wanted - len(chosen.picks)])
+        return chosen
 
     def pinned(self, choice: ToolChoice | None) -> tuple[str, ...]:
         """The tools in play a client's ``tool_choice`` names: offered in every round."""
@@ -115,7 +143,7 @@ class Catalogs:
 
     def _catalog(self, tools: tuple[str, ...], settings: ToolSearchConfig) -> Catalog:
         registry = self._registry
-        tool = SearchTool(self.index, frozenset(tools), settings.max_loaded)
+        tool = SearchTool(self.index, frozenset(tools), settings.max_loaded, settings.search_limit)
         always = tuple(
             name
             for name in tools
@@ -132,6 +160,7 @@ class Catalogs:
             always,
             settings.preselect,
             settings.max_loaded,
+            settings.per_part,
             {name: place for place, name in enumerate(tools)},
             (tool.definition,),
             frozenset((*tools, tool.name)),

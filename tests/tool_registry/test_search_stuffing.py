@@ -241,7 +241,7 @@ def _preselected(tools: list[HttpTool], request: str, preselect: int = 4) -> tup
         registry.names, ToolSearchConfig(mode="on", preselect=preselect, max_loaded=8), frozenset()
     )
     assert catalog is not None
-    return catalog.preselected([Message("user", request)])
+    return catalog.preselected([Message("user", request)]).names
 
 
 def _stuffed() -> HttpTool:

@@ -1,0 +1,173 @@
+"""Which tools produce another tool's arguments (docs/tools.md, "Tool search").
+
+A task's steps are not all named: a hotel search needs a destination id that only a
+destination search gives, a weather call the coordinates a geocoder gives. Tool search
+brings such producers along with the tools it selects. A tool P produces an argument of
+a tool C, both of one source (an OpenAPI document, an MCP server, one YAML file's kind),
+when one of C's required parameters is
+
+1. a field of what P answers (its ``returns`` schema: an MCP output schema, an OpenAPI
+   response body): named alike (``access_token``; ``travel_cost`` in
+   ``travel_cost_list``), or named in the parameter's description (``receiver_id``:
+   "User ID of the user" and a ``user_id`` field);
+2. said to come from P: the parameter's description names P (``dest_id``: "retrieve it
+   from Search Hotel Destination");
+3. an identifier (``dest_id``, ``cityCode``) with no field to match, and P looks it up:
+   P's name starts with a look-up verb (search, find, list, get…) and holds the
+   identifier's noun (``searchHotelDestination`` for ``dest``), and P does not need the
+   identifier itself;
+
+or P's source links its answer to C (OpenAPI links: ``feeds``). A tool needing what it
+produces itself is no producer of it. At most ``PRODUCERS`` producers a tool, strongest
+rule first. Everything read is hostile text: the walks are bounded, and the work per
+source grows with its tools and their fields, not with pairs of tools.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .tool import Tool
+
+PRODUCERS = 3  # the most producers one tool brings along
+_FIELDS = 64  # of a tool's answer, the most fields read
+_DEPTH = 3  # how deep a schema's fields are read
+_MENTION_WORDS = 4  # the longest tool name looked for in a description, in words
+_GENERIC = frozenset(
+    {"id", "name", "type", "valu", "data", "result", "query", "text", "messag", "content"}
+)  # field names too common to say what produced them (stemmed)
+_IDENTIFIERS = frozenset({"id", "ids", "code", "key", "token", "uuid", "slug"})
+_LOOKUPS = frozenset(
+    {"search", "find", "list", "get", "lookup", "look", "resolv", "fetch", "queri", "retriev"}
+)
+
+
+def _fields(schema: Any, depth: int = 0) -> Iterator[str]:
+    """The property names of an answer's schema, nested ones and items' too."""
+    if not isinstance(schema, Mapping) or depth > _DEPTH:
+        return
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for name, inner in list(properties.items())[:_FIELDS]:
+            yield str(name)
+            yield from _fields(inner, depth + 1)
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        yield from _fields(items, depth + 1)
+
+
+def _required(tool: Tool) -> list[tuple[str, str]]:
+    """A tool's required parameters: each name and description."""
+    schema = tool.definition.parameters or {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return []
+    out = []
+    for name in required[:_FIELDS]:
+        inner = properties.get(name) if isinstance(name, str) else None
+        if isinstance(inner, Mapping):
+            about = inner.get("description")
+            out.append((name, about[:1024] if isinstance(about, str) else ""))
+    return out
+
+
+def _runs(words: Sequence[str], longest: int) -> Iterator[tuple[str, ...]]:
+    """Every run of up to ``longest`` consecutive words."""
+    for start in range(len(words)):
+        for end in range(start + 1, min(start + longest, len(words)) + 1):
+            yield tuple(words[start:end])
+
+
+def producers(tools: Iterable[Tool], split: Any) -> dict[str, tuple[str, ...]]:
+    """Each tool's producers (only tools that have any), strongest first; ``split`` a
+    text's words (``search.words``)."""
+    by_source: dict[str, list[Tool]] = defaultdict(list)
+    for tool in tools:
+        by_source[tool.label].append(tool)
+    found: dict[str, tuple[str, ...]] = {}
+    for listed in by_source.values():
+        found.update(_of_source(listed, split))
+    return found
+
+
+def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
+    named = {tool.name: tool for tool in tools}
+    needs = {tool.name: _required(tool) for tool in tools}
+    needed = {name: {p for p, _ in params} for name, params in needs.items()}
+    # What each tool answers, by a field's words, and by its name's words.
+    by_field: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    by_word: dict[str, list[str]] = defaultdict(list)
+    for tool in tools:
+        for field in dict.fromkeys(_fields(tool.returns)):
+            key = tuple(split(field))
+            if key and (len(key) > 1 or key[0] not in _GENERIC):
+                by_field[key].append(tool.name)
+                for word in key:
+                    by_word[word].append(tool.name)
+    by_name: dict[tuple[str, ...], str] = {}
+    lookups: dict[str, list[str]] = defaultdict(list)  # a look-up tool, by its name's words
+    for tool in tools:
+        key = tuple(split(tool.name))
+        if 1 < len(key) <= _MENTION_WORDS:
+            by_name.setdefault(key, tool.name)
+        if key and key[0] in _LOOKUPS:
+            for word in key[1:]:
+                lookups[word].append(tool.name)
+    ranked: dict[str, dict[str, int]] = defaultdict(dict)  # consumer -> producer -> rule
+
+    def add(consumer: str, producer: str, rule: int, param: str) -> None:
+        if producer == consumer or param in needed.get(producer, ()):
+            return
+        kept = ranked[consumer]
+        kept[producer] = min(rule, kept.get(producer, rule))
+
+    for tool in tools:
+        for producer in tool.feeds:
+            if producer in named:
+                add(producer, tool.name, 0, "")
+    for consumer, params in needs.items():
+        for param, about in params:
+            key = tuple(split(param))
+            if not key:
+                continue
+            # 1. a field named alike: the same words, or the parameter's within a field's
+            for producer in by_field.get(key, ()):
+                add(consumer, producer, 1, param)
+            if len(key) > 1:
+                holders = set.intersection(*(set(by_word.get(w, ())) for w in key))
+                for producer in sorted(holders):
+                    add(consumer, producer, 2, param)
+            described = list(split(about))
+            for run in _runs(described, _MENTION_WORDS):
+                # ... or a field named in the parameter's description
+                if len(run) > 1 or run[0] in _IDENTIFIERS:
+                    for producer in by_field.get(run, ()):
+                        add(consumer, producer, 2, param)
+                # 2. a tool named in it
+                producer_named = by_name.get(run)
+                if producer_named is not None:
+                    add(consumer, producer_named, 1, param)
+            # 3. an identifier looked up by its noun
+            if len(key) > 1 and key[-1] in _IDENTIFIERS:
+                noun = key[-2]
+                for producer in _looked_up(lookups, noun):
+                    add(consumer, producer, 3, param)
+    return {
+        consumer: tuple(sorted(kept, key=lambda p: (kept[p], p))[:PRODUCERS])
+        for consumer, kept in ranked.items()
+        if kept
+    }
+
+
+def _looked_up(lookups: Mapping[str, list[str]], noun: str) -> list[str]:
+    """The look-up tools whose name holds ``noun``, or a word it begins (``dest`` of
+    ``destin``)."""
+    exact = lookups.get(noun)
+    if exact:
+        return exact
+    if len(noun) < 3:
+        return []
+    return [name for word, names in lookups.items() if word.startswith(noun) for name in names]
