@@ -154,7 +154,7 @@ def gateway(tools: list[HttpTool], cases: list[Case], k: int) -> list[set[str]]:
     """The gateway's own first round: ``Catalog.preselected``, as a request runs it."""
     registry = ToolRegistry(tools)
     catalogs = Catalogs.build(registry)
-    settings = ToolSearchConfig(mode="on", preselect=k, max_loaded=max(k, 1))
+    settings = ToolSearchConfig(mode="on", preselect=k, per_part=0, max_loaded=max(k, 32))
     catalog = catalogs.of(registry.names, settings, frozenset())
     assert catalog is not None
     return [set(catalog.preselected(case.history).names) for case in cases]

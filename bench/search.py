@@ -22,6 +22,8 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gateway.chat_json import encode_tools
 from gateway.config import ToolSearchConfig
 from gateway.engine.offer import Offer
@@ -215,14 +217,87 @@ def latency(tools: list[HttpTool], queries: int) -> dict[str, Any]:
         started = time.perf_counter()
         index.search(query, 8, allowed)
         timings.append(time.perf_counter() - started)
-    timings.sort()
+    registry = ToolRegistry(tools)
+    catalogs = Catalogs(registry, index)
+    catalog = catalogs.of(tuple(sorted(allowed)), ToolSearchConfig(mode="on"), frozenset())
+    assert catalog is not None
+    tasks = [
+        [
+            Message(
+                "user",
+                f"Please {rng.choice(VERBS)} the {rng.choice(NOUNS)} for {rng.choice(NOUNS)}, "
+                f"then {rng.choice(VERBS)} its {rng.choice(NOUNS)}; also {rng.choice(VERBS)} "
+                f"the {rng.choice(NOUNS)}.",
+            )
+        ]
+        for _ in range(queries)
+    ]
+    words_only = _timed(lambda history: catalog.preselected(history), tasks)
+    # With vectors (their values do not change the work): the embedding call excluded.
+    width = 384
+    vectors = np.random.default_rng(3).standard_normal((len(tools), width)).astype(np.float32)
+    index.attach(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    meanings = {
+        text: vectors[hash(text) % len(tools)]
+        for history in tasks
+        for text in catalog.texts_to_embed(history)
+    }
+    hybrid = _timed(lambda history: catalog.preselected(history, meanings), tasks)
+    index.attach(None)
     return {
         "tools": len(tools),
         "index_ms": round(built * 1000),
         "index_peak_mib": round(peak / 2**20, 1),
-        "search_p50_ms": round(statistics.median(timings) * 1000, 3),
-        "search_p99_ms": round(timings[int(len(timings) * 0.99) - 1] * 1000, 3),
+        **_quantiles("search", sorted(timings)),
+        **_quantiles("preselect", words_only),
+        **_quantiles("preselect_hybrid", hybrid),
+        "task_parts": round(statistics.fmean(len(catalog.texts_to_embed(h)) for h in tasks), 1),
     }
+
+
+def _timed(work: Callable[[Any], object], inputs: list[Any]) -> list[float]:
+    timings = []
+    for value in inputs:
+        started = time.perf_counter()
+        work(value)
+        timings.append(time.perf_counter() - started)
+    return sorted(timings)
+
+
+def _quantiles(name: str, timings: list[float]) -> dict[str, float]:
+    return {
+        f"{name}_p50_ms": round(statistics.median(timings) * 1000, 3),
+        f"{name}_p99_ms": round(timings[int(len(timings) * 0.99) - 1] * 1000, 3),
+    }
+
+
+def embedding_call(queries: int = 200) -> dict[str, Any]:
+    """A request's one call to a real embeddings server (``bench.embedder``: uvicorn,
+    all-MiniLM-L6-v2 on this CPU) over loopback, for a task's texts."""
+    import tempfile
+    from pathlib import Path
+
+    import httpx
+
+    from .procs import Processes, free_port
+
+    rng = random.Random(13)
+    with tempfile.TemporaryDirectory() as logs:
+        children, port = Processes(Path(logs)), free_port()
+        try:
+            children.python("embedder", ["bench.embedder", "--port", str(port)], port, None)
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                timings = []
+                for _ in range(queries):
+                    first, then = rng.choice(VERBS), rng.choice(VERBS)
+                    text = f"Please {first} the {rng.choice(NOUNS)}, then {then} it"
+                    body = {"model": "m", "input": [text, *text.split(", then ")]}
+                    started = time.perf_counter()
+                    client.post("/v1/embeddings", json=body).raise_for_status()
+                    timings.append(time.perf_counter() - started)
+        finally:
+            children.stop()
+    return _quantiles("embedding_call", sorted(timings))
 
 
 def measure(tools: int = 10_000, operations: int = 1_500, queries: int = 2_000) -> dict[str, Any]:
@@ -239,6 +314,7 @@ def measure(tools: int = 10_000, operations: int = 1_500, queries: int = 2_000) 
             weighed(f"synthetic, {tools} tools", lambda: list(catalog(tools)), "find an invoice"),
         ],
         "index": latency(catalog(tools), queries),
+        "embedding": embedding_call(),
     }
 
 
@@ -254,11 +330,16 @@ def lines(found: dict[str, Any]) -> list[str]:
             f"({c['first_round_share']:.2%}), a round at max_loaded "
             f"{c['max_loaded_round_bytes'] / 1000:,.1f} kB ({c['max_loaded_share']:.2%})"
         )
-    i = found["index"]
+    i, e = found["index"], found["embedding"]
     out.append(
         f"index of {i['tools']} tools: built in {i['index_ms']} ms, peak "
         f"{i['index_peak_mib']} MiB; search among half of them, top 8: p50 "
-        f"{i['search_p50_ms']} ms, p99 {i['search_p99_ms']} ms"
+        f"{i['search_p50_ms']} ms, p99 {i['search_p99_ms']} ms; a first round for a task "
+        f"of {i['task_parts']} texts (itself and its parts): by words p50 "
+        f"{i['preselect_p50_ms']} ms, p99 {i['preselect_p99_ms']} ms; hybrid (embedding "
+        f"call excluded) p50 {i['preselect_hybrid_p50_ms']} ms, p99 "
+        f"{i['preselect_hybrid_p99_ms']} ms; the embedding call (all-MiniLM-L6-v2 here, "
+        f"loopback) p50 {e['embedding_call_p50_ms']} ms, p99 {e['embedding_call_p99_ms']} ms"
     )
     return out
 

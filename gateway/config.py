@@ -373,7 +373,7 @@ class ToolSearchConfig(_Frozen):
 
     mode: SearchMode = "auto"  # auto: on when more than ``auto_above`` tools are in play
     auto_above: int = Field(default=32, ge=0, le=1_000_000)
-    preselect: int = Field(default=8, ge=0, le=256)
+    preselect: int = Field(default=10, ge=0, le=256)
     per_part: int = Field(default=4, ge=0, le=256)
     always: tuple[str, ...] = ()  # globs of names, or of sources (mcp:*)
     max_loaded: int = Field(default=32, ge=1, le=1024)

@@ -26,12 +26,13 @@ source grows with its tools and their fields, not with pairs of tools.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .tool import Tool
 
 PRODUCERS = 3  # the most producers one tool brings along
+CROWD = 8  # a field (or a look-up noun) that more tools of a source answer says nothing
 _FIELDS = 64  # of a tool's answer, the most fields read
 _DEPTH = 3  # how deep a schema's fields are read
 _MENTION_WORDS = 4  # the longest tool name looked for in a description, in words
@@ -97,25 +98,30 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
     named = {tool.name: tool for tool in tools}
     needs = {tool.name: _required(tool) for tool in tools}
     needed = {name: {p for p, _ in params} for name, params in needs.items()}
-    # What each tool answers, by a field's words, and by its name's words.
+    # What each tool answers, by a field's words, and by any one of its fields' words.
     by_field: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    by_word: dict[str, list[str]] = defaultdict(list)
+    by_word: dict[str, dict[str, None]] = defaultdict(dict)  # an ordered set of names
+    answers: dict[str, list[frozenset[str]]] = defaultdict(list)  # a tool's fields' words
     for tool in tools:
         for field in dict.fromkeys(_fields(tool.returns)):
             key = tuple(split(field))
             if key and (len(key) > 1 or key[0] not in _GENERIC):
                 by_field[key].append(tool.name)
+                answers[tool.name].append(frozenset(key))
                 for word in key:
-                    by_word[word].append(tool.name)
+                    by_word[word][tool.name] = None
     by_name: dict[tuple[str, ...], str] = {}
-    lookups: dict[str, list[str]] = defaultdict(list)  # a look-up tool, by its name's words
+    lookups: dict[str, dict[str, None]] = defaultdict(
+        dict
+    )  # a look-up tool, by its name's words' starts
     for tool in tools:
         key = tuple(split(tool.name))
         if 1 < len(key) <= _MENTION_WORDS:
             by_name.setdefault(key, tool.name)
         if key and key[0] in _LOOKUPS:
-            for word in key[1:]:
-                lookups[word].append(tool.name)
+            for word in dict.fromkeys(key[1:]):
+                for end in range(min(3, len(word)), len(word) + 1):  # ``dest`` of ``destin``
+                    lookups[word[:end]][tool.name] = None
     ranked: dict[str, dict[str, int]] = defaultdict(dict)  # consumer -> producer -> rule
 
     def add(consumer: str, producer: str, rule: int, param: str) -> None:
@@ -134,17 +140,21 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
             if not key:
                 continue
             # 1. a field named alike: the same words, or the parameter's within a field's
-            for producer in by_field.get(key, ()):
+            for producer in _few(by_field.get(key, ())):
                 add(consumer, producer, 1, param)
             if len(key) > 1:
-                holders = set.intersection(*(set(by_word.get(w, ())) for w in key))
-                for producer in sorted(holders):
+                wanted = frozenset(key)
+                rarest = min((by_word.get(w, {}) for w in wanted), key=len)
+                holders = [
+                    name for name in _few(rarest) if any(wanted <= field for field in answers[name])
+                ]
+                for producer in holders:
                     add(consumer, producer, 2, param)
             described = list(split(about))
             for run in _runs(described, _MENTION_WORDS):
                 # ... or a field named in the parameter's description
                 if len(run) > 1 or run[0] in _IDENTIFIERS:
-                    for producer in by_field.get(run, ()):
+                    for producer in _few(by_field.get(run, ())):
                         add(consumer, producer, 2, param)
                 # 2. a tool named in it
                 producer_named = by_name.get(run)
@@ -162,12 +172,15 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
     }
 
 
-def _looked_up(lookups: Mapping[str, list[str]], noun: str) -> list[str]:
+def _few(names: Collection[str]) -> Collection[str]:
+    """``names``, unless more than ``CROWD`` share the field: then none (a field that
+    many tools answer does not say which one a tool needs)."""
+    return names if len(names) <= CROWD else ()
+
+
+def _looked_up(lookups: Mapping[str, dict[str, None]], noun: str) -> Collection[str]:
     """The look-up tools whose name holds ``noun``, or a word it begins (``dest`` of
     ``destin``)."""
-    exact = lookups.get(noun)
-    if exact:
-        return exact
-    if len(noun) < 3:
+    if len(noun) < 2:
         return []
-    return [name for word, names in lookups.items() if word.startswith(noun) for name in names]
+    return _few(lookups.get(noun, {}))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -63,7 +63,10 @@ REACH_TIMES = 3  # distinct words past this many times the catalog's median cost
 FIT = 0.2  # of the best score, the least a preselected tool's may be
 EMBEDDED_CHARS = 1024  # of a tool's description, the most embedded
 CONTEXT = 0.5  # how much the whole request's score weighs beside a part's own
-MEANING = 1.0  # how much the embeddings' score weighs beside BM25's
+KIN_PICKS = 2  # tools of one source among the lead that bring the source's others
+KIN_TOOLS = 24  # the most tools in play a source may have for them all to come
+KIN_SCAN = 4096  # a source of more tools is never looked through for its kin
+MEANING = 0.75  # how much the embeddings' score weighs beside BM25's
 ALIKE = 0.7  # tools sharing this share of their distinct words are nearly one
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
@@ -210,6 +213,9 @@ class ToolIndex:
         self._distinct = {
             tool.name: frozenset(found) for tool, found in zip(listed, corpus, strict=True)
         }
+        self._members: dict[str, list[str]] = {}  # each source's tools
+        for tool in listed:
+            self._members.setdefault(tool.label, []).append(tool.name)
         # The tools that produce each tool's arguments (producers.py).
         self.producers = producers(listed, lambda text: list(words(text)))
 
@@ -327,8 +333,10 @@ class ToolIndex:
         """The tools for a request's parts (``tasks.py``): each part's best matches dealt
         round by round, each with its producers, at most ``limit``. ``meanings``: the
         vectors of the text and its parts, where an embeddings model gave them;
-        ``lead``: how many of the whole text's best come first; ``whole_ranked``: whether
-        the whole text is ranked beside its parts (else only they are)."""
+        ``lead``: how many of the whole text's best come first (then, where the lead
+        holds ``KIN_PICKS`` tools of one small source, that source's other tools:
+        ``kin``); ``whole_ranked``: whether the whole text is ranked beside its parts
+        (else only they are)."""
         cut = self.parts(text) if cut is None else cut
         meanings = meanings or {}
         whole = self.fused(text, allowed, meanings.get(text))
@@ -337,16 +345,52 @@ class ToolIndex:
         whole = whole / float(whole.max())
         ranked = [self.best(whole, limit, at_least)]
         if len(cut) > 1:  # each part's words, in the light of the whole request's
+            import numpy as np
+
             if not whole_ranked:
                 ranked = [[]]
             context = CONTEXT * whole
             for part in cut:
                 own = self.fused(part, allowed, meanings.get(part))
-                best = [] if own is None else self.best(own / float(own.max()) + context, limit)
-                ranked.append(best)
+                if own is None:
+                    ranked.append([])
+                    continue
+                # Among the tools the part itself finds, the whole request breaks ties.
+                mixed = np.where(own > 0, own / own.max() + context, 0.0)
+                ranked.append(self.best(mixed, limit, at_least))
         within = (lambda name: True) if allowed is None else allowed.__contains__
         picks = deal(ranked, limit, self.producers, within, self.alike, lead)
+        if 0 < lead < limit:
+            picks = self._with_kin(picks, lead, limit, whole, within)
         return Chosen((text[:QUERY_CHARS], *cut) if len(cut) > 1 else (text[:QUERY_CHARS],), picks)
+
+    def _with_kin(
+        self,
+        picks: tuple[Pick, ...],
+        lead: int,
+        limit: int,
+        whole: Any,
+        within: Callable[[str], bool],
+    ) -> tuple[Pick, ...]:
+        """``picks`` with, after the lead's, the other tools of each small source (at
+        most ``KIN_TOOLS`` in play) that the lead holds ``KIN_PICKS`` of: a task's steps
+        are often one service's (a file system's cd, ls, cat), best scoring first."""
+        counts = Counter(self.sources[pick.name] for pick in picks[:lead])
+        have = {pick.name for pick in picks}
+        kin: list[str] = []
+        for source, count in counts.items():
+            members = self._members.get(source, ())
+            if count < KIN_PICKS or len(members) > KIN_SCAN:
+                continue
+            in_play = [name for name in members if within(name)]
+            if len(in_play) <= KIN_TOOLS:
+                kin.extend(name for name in in_play if name not in have)
+        if not kin:
+            return picks
+        where = self._where
+        kin.sort(key=lambda name: -float(whole[where[name]]))
+        added = tuple(Pick(name, 0, kin_of=self.sources[name]) for name in kin)
+        return (*picks[:lead], *added, *picks[lead:])[:limit]
 
     def texts(self) -> dict[str, str]:
         """What each tool is embedded as: its name's words and its description."""
@@ -362,6 +406,11 @@ class ToolIndex:
     @property
     def has_vectors(self) -> bool:
         return self._vectors is not None
+
+    @property
+    def width(self) -> int:
+        """The width of the tools' vectors (0 before they are attached)."""
+        return 0 if self._vectors is None else int(self._vectors.shape[1])
 
 
 _SEARCH_PARAMETERS: dict[str, Any] = {

@@ -34,6 +34,7 @@ class Pick:
     name: str
     part: int  # into ``Chosen.parts``
     produces_for: str | None = None
+    kin_of: str | None = None  # the source it came with (``ToolIndex.choose``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +106,8 @@ def deal(
             if producer not in chosen and allowed(producer):
                 chosen[producer] = Pick(producer, PRODUCED, pick.name)
 
-    if queues and lead > 0:
-        led, queues[0] = queues[0][:lead], queues[0][lead:]
+    if queues and lead > 0:  # the first ranking's best; the rest are the parts'
+        led, queues[0] = queues[0][:lead], queues[0][lead:] if len(queues) == 1 else []
         for name in led:
             if len(chosen) >= limit:
                 break
@@ -129,4 +130,18 @@ def deal(
             break
         if pick.name not in chosen:
             take(pick)
-    return tuple(chosen.values())
+    return tuple(_answering(pick, ranked) for pick in chosen.values())
+
+
+def _answering(pick: Pick, ranked: Sequence[Sequence[str]]) -> Pick:
+    """A pick of the first ranking (the whole request's), said to answer the part
+    that ranks it best, where one ranks it at all."""
+    if pick.part != 0 or len(ranked) < 2 or pick.produces_for is not None:
+        return pick
+    best: tuple[int, int] | None = None
+    for part, names in enumerate(ranked[1:], start=1):
+        if pick.name in names:
+            place = list(names).index(pick.name)
+            if best is None or place < best[0]:
+                best = (place, part)
+    return pick if best is None else Pick(pick.name, best[1])

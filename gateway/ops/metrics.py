@@ -183,6 +183,32 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.embeddings = Family(
+            Counter(
+                "toolgate_tool_search_embeddings",
+                "Calls of the embeddings model for tool search, by kind (query: a "
+                "request's texts; catalog: a batch of tools) and outcome (ok, timeout, "
+                "error: the request was searched by words alone).",
+                ["kind", "outcome"],
+                registry=registry,
+            )
+        )
+        self.embedded_tools = Gauge(
+            "toolgate_tool_search_embedded_tools",
+            "Tools of the current catalog with a vector from the embeddings model (0: "
+            "tool search ranks by words alone).",
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.embedding_seconds = Family(
+            Histogram(
+                "toolgate_tool_search_embedding_duration_seconds",
+                "Time a call of the embeddings model for tool search took, by kind.",
+                ["kind"],
+                buckets=TOOL_BUCKETS,
+                registry=registry,
+            )
+        )
         self.tool_seconds = Family(
             Histogram(
                 "toolgate_tool_duration_seconds",

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import get_args
@@ -73,10 +73,14 @@ class Runtimes:
         self._reloading = asyncio.Lock()
         self._dirty = False  # a source's tools changed since the last build
         self._rebuilding: asyncio.Task[None] | None = None
+        # Told of each new current snapshot (the gateway embeds its catalog).
+        self.swapped: Callable[[Runtime], None] | None = None
         self._swap(Runtime.build(config, self._static.tools, warnings=self._static.warnings))
 
     def _swap(self, runtime: Runtime) -> None:
         self.current = runtime
+        if self.swapped is not None:
+            self.swapped(runtime)
         self._metrics.prime(
             Labels(
                 tenants={t.id: (sorted(t.models), list(t.tools)) for t in runtime.tenants.all()},

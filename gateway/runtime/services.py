@@ -24,6 +24,7 @@ from gateway.policy.budgets import Budgets
 from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.limits import Narrowing
+from gateway.policy.meanings import Meanings
 from gateway.policy.models import ModelRouter
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
@@ -49,6 +50,7 @@ from gateway.store.result_cache import ResultCache
 from gateway.store.runs import RunLog
 from gateway.store.traces import TraceStore
 from gateway.store.turns import TurnStore
+from gateway.store.vectors import VectorStore
 from gateway.upstream.servers import ModelServers
 from gateway.upstream.wire import Wire, upstream_wire
 from tool_registry import ToolExecutor, ToolRegistry, create_tool_transport
@@ -157,6 +159,13 @@ class Gateway:
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
         self.model_servers = ModelServers(upstream, metrics=metrics)  # the model port
+        # Tool search's vectors, from the operator's embeddings model where configured:
+        # each snapshot's catalog is embedded in the background once it is current.
+        self.meanings = Meanings(
+            self.model_servers.exchange, VectorStore(self.store, self.keys), metrics
+        )
+        self.runtimes.swapped = self._embed_catalog
+        self._embed_catalog(self.runtime)
         self.executor = ToolExecutor(tools, redactor=self.redactor)
         # Providers' metadata and keys, fetched through the guard (users' and connections').
         discovery = Discovery(tools)
@@ -267,7 +276,13 @@ class Gateway:
 
         return notify
 
+    def _embed_catalog(self, runtime: Runtime) -> None:
+        if runtime.catalogs is not None:
+            self.meanings.warm(runtime.config, runtime.catalogs.index)
+
     async def __aexit__(self, *exc_info: object) -> None:
+        self.runtimes.swapped = None
+        await self.meanings.aclose()
         await self.webhooks.aclose()
         await self.runtimes.aclose()
         for transport in self._closing:

@@ -24,6 +24,12 @@ class Keys:
         digest = hashlib.sha256(token.encode()).hexdigest()
         return f"{self.prefix}console:session:{digest}"
 
+    def tool_vector(self, model: str, text: str) -> str:
+        """A tool's vector from an embeddings model: of the catalog, not of a tenant
+        (the text is the tool's name and description; replicas share it)."""
+        digest = hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()[:40]
+        return f"{self.prefix}vec:{digest}"
+
     def saved_turn(self, tenant: str, call_id: str) -> str:
         """A saved turn (``turn_codec`` version 2 and later)."""
         return f"{self.prefix}t:{tenant}:turn2:{call_id}"

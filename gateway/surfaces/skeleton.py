@@ -260,8 +260,16 @@ class Skeleton(Generic[A]):
         registry = head.runtime.registry
         offer = None
         if policy.search is not None:  # a search chooses each round's server tools
+            meanings = await gateway.meanings.of_request(
+                head.runtime.config, policy.search, plan.history
+            )
             offer = await offload(
-                head.large, Offer.start, policy.search, plan.history, plan.params.tool_choice
+                head.large,
+                Offer.start,
+                policy.search,
+                plan.history,
+                plan.params.tool_choice,
+                meanings,
             )
             first = (*registry.definitions(offer.names), *policy.search.definitions)
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -124,16 +125,23 @@ def searching_model(query: str, wanted: str, arguments: dict[str, Any] | None = 
 
 
 class Stack:
-    def __init__(self, harness: Harness, model: Model, **extra: Any) -> None:
+    def __init__(
+        self,
+        harness: Harness,
+        model: Model,
+        tools: Callable[[str], list[dict[str, Any]]] = tools_for,
+        **extra: Any,
+    ) -> None:
         self.tools = Recorder(answer_tools)
         tools_url = harness.serve(self.tools).url
         self.model = model
         upstream = harness.serve(model.recorder).url
         upstreams = extra.pop("more_upstreams", [])
         models = extra.pop("more_models", [])
-        data = config(upstream, tools_for(tools_url), **extra)
+        data = config(upstream, tools(tools_url), **extra)
         data["upstreams"] += upstreams
         data["models"] += models
+        self.data = data
         self.gateway: ServerThread = harness.gateway(data)
         self.client = sdk(harness, self.gateway)
         self.harness = harness
@@ -186,9 +194,10 @@ def test_the_first_round_offers_the_best_matches_and_the_search_and_a_found_tool
     assert stack.hits() == ["currency_convert"]
 
     first, second, third = stack.model.requests
-    # The first round: the search function and at most ``preselect`` (8) of the 48.
+    # The first round: the search function and at most ``preselect`` (10) of the 48,
+    # and ``per_part`` (4) more for the request's second part.
     assert SEARCH in offered(first)
-    assert 1 < len(offered(first)) <= 9
+    assert 1 < len(offered(first)) <= 10 + 4 + 1
     assert count == str(len(offered(first)))
     assert "lottery_numbers" not in offered(first)
     # The search's answer names what it found; from then on it is offered.

@@ -133,6 +133,7 @@ class McpTool(Tool):
             source="mcp",
             origin=f"MCP server {server.name!r}: tool {remote.name!r}",
             label=f"mcp:{server.name}",
+            returns=remote.output_schema if isinstance(remote.output_schema, dict) else None,
         )
         self._server = server
         self.remote_name = remote.name

@@ -1,0 +1,304 @@
+"""Tool search for whole tasks (docs/tools.md, "Tool search"): a request's parts each
+get slots in the first round, a chosen tool brings the tools that produce its
+arguments, a model's search answers by part, and an embeddings model the operator
+serves weighs meaning beside words, with search by words alone when it is slow, down
+or not yet done. Driven by the stock SDK against a scripted model, a recording tool
+server and a deterministic embeddings server (tests/support/embeddings.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.embeddings import Embeddings
+from tests.support.scripted import MODEL, Harness, Model, asks, call, says
+from tool_registry import HttpTool, ToolIndex, ToolSpec
+
+from .test_responses_e2e import sdk
+from .test_tool_search_e2e import CATALOG, SEARCH, Stack, chat_round, offered, tools_for
+
+TASK = (
+    "Get the weather forecast for Paris. Then find flights from Berlin to Paris on "
+    "Friday, then book a hotel room there for two nights; also convert 500 euros to yen."
+)
+PARTS_WANTED = {"weather_forecast", "flight_search", "hotel_booking", "currency_convert"}
+
+
+def test_each_part_of_a_request_gets_its_slots_and_the_trace_says_which(
+    harness: Harness,
+) -> None:
+    search = {"preselect": 2, "per_part": 2}
+    stack = Stack(harness, Model(says("ok")), tool_search=search)
+    _, request_id, count = chat_round(stack, TASK, False)
+    [body] = stack.model.requests
+    names = set(offered(body)) - {SEARCH}
+    assert names >= PARTS_WANTED  # one ranking of the whole gave two slots to the weather
+    assert len(names) <= 2 + 2 * 3  # preselect and per_part for each further part
+    assert count == str(len(offered(body)))
+    [first] = stack.trace(request_id)["rounds"]
+    groups = {g["part"]: g["tools"] for g in first["tools_preselected"]}
+    assert "flight_search" in groups["find flights from Berlin to Paris on Friday"]
+    assert "currency_convert" in groups["convert 500 euros to yen"]
+    assert sorted(n for tools in groups.values() for n in tools) == sorted(names)
+
+
+def test_without_parts_the_first_round_is_preselect_long(harness: Harness) -> None:
+    stack = Stack(harness, Model(says("ok")), tool_search={"preselect": 2, "per_part": 2})
+    chat_round(stack, "Track my parcel shipment and tell me where it is", False)
+    [body] = stack.model.requests
+    assert offered(body)[0] == "shipment_track"
+    assert len(offered(body)) <= 2 + 2 + 1  # two parts at most ("and"): no more
+
+
+HOTELS = [
+    (
+        "hotel_search",
+        "Search hotels available at a destination for given dates.",
+        {
+            "dest_id": {"type": "string", "description": "The destination's id."},
+            "nights": {"type": "integer"},
+        },
+        None,
+    ),
+    (
+        "hotel_destination_lookup",
+        "Look up a city or region among the booking site's destinations.",
+        {"name": {"type": "string", "description": "The place's name."}},
+        {"type": "object", "properties": {"dest_id": {"type": "string"}}},
+    ),
+    (
+        "room_details",
+        "Get the rooms of a hotel.",
+        {"hotel_id": {"type": "string", "description": "The hotel_id of a hotel_search result."}},
+        None,
+    ),
+]
+
+
+def hotel_tools(url: str) -> list[dict[str, Any]]:
+    tools = tools_for(url)
+    for name, about, properties, returns in HOTELS:
+        tool: dict[str, Any] = {
+            "name": name,
+            "description": about,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": [next(iter(properties))],
+            },
+            "http": {"url": f"{url}/{name}"},
+        }
+        if returns is not None:
+            tool["returns"] = returns
+        tools.append(tool)
+    return tools
+
+
+def test_a_chosen_tool_brings_the_tool_that_produces_its_argument(harness: Harness) -> None:
+    model = Model(says("ok"))
+    search = {"preselect": 2, "per_part": 0}
+    stack = Stack(harness, model, hotel_tools, tool_search=search)
+    _, request_id, _ = chat_round(stack, "Search hotels for 2 nights", False)
+    names = offered(model.requests[-1])
+    # The first slot went to the hotel search, the second to its destination id's
+    # producer (it answers a ``dest_id``), before the next best match for the words.
+    assert names == ["hotel_search", "hotel_destination_lookup", SEARCH]
+    [first] = stack.trace(request_id)["rounds"]
+    assert first["tools_preselected"] == [
+        {"part": "Search hotels for 2 nights", "tools": names[:2]}
+    ]
+
+
+def test_a_search_says_which_tool_a_producer_gives_arguments_to(harness: Harness) -> None:
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][-1]["role"] == "tool":
+            return says("done")
+        return asks(call(SEARCH, {"query": "hotel rooms", "limit": 3}, "c_s"))
+
+    model = Model(script)
+    stack = Stack(harness, model, hotel_tools, tool_search={"preselect": 1})
+    chat_round(stack, "hello", False)
+    [result] = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    tools = json.loads(result)["tools"]
+    assert tools[0]["name"] == "room_details"
+    # room_details needs a hotel_id "of a hotel_search result": hotel_search produces it.
+    assert {"name": "hotel_search", "gives_arguments_to": "room_details"}.items() <= next(
+        t for t in tools if t["name"] == "hotel_search"
+    ).items() or tools[1]["name"] == "hotel_search"
+
+
+def test_a_search_answers_by_part_and_keeps_what_was_preselected(harness: Harness) -> None:
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][-1]["role"] == "tool":
+            return says("done")
+        return asks(call(SEARCH, {"query": "weather forecast; then flight search"}, "c_s"))
+
+    model = Model(script)
+    stack = Stack(harness, model, tool_search={"preselect": 3})
+    chat_round(stack, "Track my parcel shipment", False)
+    first, second = model.requests
+    [result] = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    answer = json.loads(result)
+    groups = {g["part"]: [t["name"] for t in g["tools"]] for g in answer["parts"]}
+    assert groups["weather forecast"][0] == "weather_forecast"
+    assert groups["flight search"][0] == "flight_search"
+    # The default limit: eight tools, not the round's 32.
+    assert sum(len(tools) for tools in groups.values()) <= 8
+    # What was preselected is offered still, beside what was found.
+    kept = set(offered(first)) - {SEARCH}
+    assert kept <= set(offered(second))
+    assert {"weather_forecast", "flight_search"} <= set(offered(second))
+
+
+def test_a_search_limit_of_one_is_kept_and_the_maximum_is_max_loaded(harness: Harness) -> None:
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][-1]["role"] == "tool":
+            return says("done")
+        return asks(call(SEARCH, {"query": "calendar"}, "c_s"))
+
+    model = Model(script)
+    stack = Stack(harness, model, tool_search={"search_limit": 1, "max_loaded": 5})
+    chat_round(stack, "hello", False)
+    definition = model.requests[0]["tools"][-1]["function"]
+    assert definition["parameters"]["properties"]["limit"]["maximum"] == 5
+    [result] = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(json.loads(result)["tools"]) == 1
+
+
+# Embeddings: a tool whose words the request does not share.
+EVENTS = ("events_in_city", "List what is on in a city: shows, exhibitions, sports.")
+
+
+def embedded_stack(
+    harness: Harness, embeddings: Embeddings, **search: Any
+) -> tuple[Stack, httpx.Client]:
+    url = harness.serve(embeddings).url
+    harness.on_close(embeddings.release)
+    settings = {"embeddings": {"model": "fake-embed", "upstream": "emb", "timeout_ms": 400}}
+    more = [{"name": "emb", "base_url": f"{url}/v1", "max_retries": 0}]
+    stack = Stack(
+        harness,
+        Model(says("ok")),
+        events_tools,
+        tool_search={**settings, **search},
+        more_upstreams=more,
+    )
+    return stack, harness.client(stack.gateway)
+
+
+def events_tools(url: str) -> list[dict[str, Any]]:
+    tools = tools_for(url)
+    name, about = EVENTS
+    tools.append(
+        {
+            "name": name,
+            "description": about,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "http": {"url": f"{url}/{name}"},
+        }
+    )
+    return tools
+
+
+def metric(client: httpx.Client, name: str, labels: str = "") -> float:
+    text = client.get("/metrics").text
+    pattern = re.escape(name) + (re.escape("{" + labels + "}") if labels else "") + r" (\S+)"
+    found = re.search(r"^" + pattern + "$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_for(condition: Any, what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {seconds:g} s for {what}")
+        time.sleep(0.05)
+
+
+def embedded(client: httpx.Client) -> bool:
+    return metric(client, "toolgate_tool_search_embedded_tools") == len(CATALOG) + 1
+
+
+FESTIVAL = "Any music festival in Lisbon this weekend?"
+
+
+def first_round(stack: Stack, text: str) -> list[str]:
+    stack.client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}])
+    return offered(stack.model.requests[-1])
+
+
+def test_meaning_finds_a_tool_that_shares_no_word_with_the_request(harness: Harness) -> None:
+    embeddings = Embeddings()
+    stack, metrics = embedded_stack(harness, embeddings, preselect=3)
+    wait_for(lambda: embedded(metrics), "the catalog's vectors")
+    catalog_texts = len(embeddings.texts())
+    assert catalog_texts == len(CATALOG) + 1  # each tool once
+    names = first_round(stack, FESTIVAL)
+    # By meaning ("festival" is an event): the words alone find nothing at all.
+    assert "events_in_city" in names
+    tools = [HttpTool(ToolSpec.model_validate(t)) for t in events_tools("http://127.0.0.1:9")]
+    assert ToolIndex(tools).search(FESTIVAL, 3) == []
+    # One call for the request's text, after the catalog's.
+    assert embeddings.requests[-1] == [FESTIVAL]
+    assert (
+        metric(metrics, "toolgate_tool_search_embeddings_total", 'kind="query",outcome="ok"') == 1
+    )
+
+
+@pytest.mark.parametrize("mode", ["hang", "down", "garbage"])
+def test_a_slow_dead_or_lying_embeddings_model_leaves_search_to_words(
+    harness: Harness, mode: str
+) -> None:
+    embeddings = Embeddings(is_query=lambda texts: len(texts) == 1)
+    stack, metrics = embedded_stack(harness, embeddings, preselect=3)
+    wait_for(lambda: embedded(metrics), "the catalog's vectors")
+    embeddings.query_mode = mode
+    started = time.monotonic()
+    names = first_round(stack, "Convert 500 euros to yen, please")
+    assert names[0] == "currency_convert"  # by words alone
+    if mode == "hang":
+        assert time.monotonic() - started < 30  # the 400 ms bound, not the model's hour
+    outcome = "timeout" if mode == "hang" else "error"
+    labels = f'kind="query",outcome="{outcome}"'
+    assert metric(metrics, "toolgate_tool_search_embeddings_total", labels) == 1
+
+
+def test_a_catalog_not_embedded_yet_is_searched_by_words(harness: Harness) -> None:
+    embeddings = Embeddings()
+    embeddings.mode = "down"
+    stack, metrics = embedded_stack(harness, embeddings, preselect=3)
+    wait_for(
+        lambda: (
+            metric(
+                metrics, "toolgate_tool_search_embeddings_total", 'kind="catalog",outcome="error"'
+            )
+            >= 1
+        ),
+        "the catalog's failed batch",
+    )
+    names = first_round(stack, "Convert 500 euros to yen")
+    assert names[0] == "currency_convert"
+    assert not embedded(metrics)
+    assert all(len(r) > 1 for r in embeddings.requests)  # no query call without vectors
+
+
+def test_replicas_share_the_catalog_vectors_through_the_store(
+    harness: Harness, redis_url: str, redis_prefix: str
+) -> None:
+    harness.store = {"url": redis_url, "prefix": redis_prefix}
+    embeddings = Embeddings()
+    stack, metrics = embedded_stack(harness, embeddings, preselect=3)
+    wait_for(lambda: embedded(metrics), "the first replica's vectors")
+    computed = len(embeddings.texts())
+    # A second replica on the same store: every vector is read, none computed again.
+    second = harness.gateway(stack.data)
+    second_metrics = harness.client(second)
+    wait_for(lambda: embedded(second_metrics), "the second replica's vectors")
+    assert len(embeddings.texts()) == computed
+    stack.gateway, stack.client = second, sdk(harness, second)
+    assert "events_in_city" in first_round(stack, FESTIVAL)
