@@ -30,7 +30,15 @@ from .registry import ToolRegistry, tool_name
 from .results import Outcome, ToolResult, error_result
 from .retry import Backoff, backoff_delay, retry_after_s, should_retry
 from .schemas import linear_pattern
-from .search import FIT, QUERY_CHARS, SEARCH_TOOL, SearchTool, ToolIndex, definition_bytes
+from .search import (
+    FIT,
+    OFFLOADED_TOOLS,
+    QUERY_CHARS,
+    SEARCH_TOOL,
+    SearchTool,
+    ToolIndex,
+    definition_bytes,
+)
 from .sources.fetch import fetch_document, parse_document
 from .sources.files import load_yaml, read_bounded
 from .sources.mcp import McpServer, McpServerConfig
@@ -54,6 +62,7 @@ __all__ = [
     "FIELDS",
     "FIT",
     "NO_EXTRA",
+    "OFFLOADED_TOOLS",
     "PUBLIC_HEADERS",
     "QUERY_CHARS",
     "SEARCH_TOOL",

@@ -30,10 +30,11 @@ tool that merely shares a word or two with the conversation is filler).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -67,6 +68,7 @@ KIN_PICKS = 2  # tools of one source among the lead that bring the source's othe
 KIN_TOOLS = 24  # the most tools in play a source may have for them all to come
 KIN_SCAN = 4096  # a source of more tools is never looked through for its kin
 MEANING = 0.75  # how much the embeddings' score weighs beside BM25's
+OFFLOADED_TOOLS = 1024  # a search among more tools runs in a worker thread
 ALIKE = 0.7  # tools sharing this share of their distinct words are nearly one
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
@@ -301,16 +303,20 @@ class ToolIndex:
         """``query``'s scores: BM25's, scaled to its best, plus ``MEANING`` times the
         cosine of each tool's vector with ``meaning`` (the query's), scaled alike;
         None when neither finds anything."""
+        near = None
+        if meaning is not None and self._vectors is not None:
+            near = self._vectors @ meaning
+        return self._fused(self.scores(query, allowed), near, allowed)
+
+    def _fused(self, words_: Any, near: Any, allowed: Collection[str] | None) -> Any:
         import numpy as np
 
-        words_ = self.scores(query, allowed)
         if words_ is not None:
             top = float(words_.max())
             words_ = words_ / top if top > 0 else None
-        dense = self._vectors
-        if meaning is None or dense is None:
+        if near is None:
             return words_
-        near = np.maximum(dense @ meaning, 0.0)
+        near = np.maximum(near, 0.0)
         if allowed is not None:
             near = near * self._mask(allowed)
         top = float(near.max())
@@ -318,6 +324,19 @@ class ToolIndex:
             return words_
         near = MEANING * near / top
         return near if words_ is None else words_ + near
+
+    def _nears(self, texts: Sequence[str], meanings: Mapping[str, Any]) -> dict[str, Any]:
+        """Each text's cosines with every tool, in one product (a text without a vector
+        has none)."""
+        import numpy as np
+
+        if self._vectors is None:
+            return {}
+        held = [text for text in dict.fromkeys(texts) if meanings.get(text) is not None]
+        if not held:
+            return {}
+        product = self._vectors @ np.stack([meanings[text] for text in held]).T
+        return {text: product[:, at] for at, text in enumerate(held)}
 
     def choose(
         self,
@@ -338,8 +357,8 @@ class ToolIndex:
         ``kin``); ``whole_ranked``: whether the whole text is ranked beside its parts
         (else only they are)."""
         cut = self.parts(text) if cut is None else cut
-        meanings = meanings or {}
-        whole = self.fused(text, allowed, meanings.get(text))
+        nears = self._nears((text, *cut), meanings or {})
+        whole = self._fused(self.scores(text, allowed), nears.get(text), allowed)
         if whole is None:
             return Chosen((), ())
         whole = whole / float(whole.max())
@@ -351,7 +370,7 @@ class ToolIndex:
                 ranked = [[]]
             context = CONTEXT * whole
             for part in cut:
-                own = self.fused(part, allowed, meanings.get(part))
+                own = self._fused(self.scores(part, allowed), nears.get(part), allowed)
                 if own is None:
                     ranked.append([])
                     continue
@@ -555,7 +574,10 @@ class SearchTool(Tool):
         return line
 
     async def run(self, call: PreparedCall, deadline: float | None, http: HttpRunner) -> ToolResult:
-        return ToolResult(self.answer(call.arguments["query"], call.arguments.get("limit")), "ok")
+        query, limit = call.arguments["query"], call.arguments.get("limit")
+        if len(self.allowed) > OFFLOADED_TOOLS:  # a large catalog's search, off the loop
+            return ToolResult(await asyncio.to_thread(self.answer, query, limit), "ok")
+        return ToolResult(self.answer(query, limit), "ok")
 
 
 _NO_CONTEXT = CallContext("")

@@ -30,6 +30,7 @@ from gateway.engine.offer import Offer
 from gateway.engine.runner import Credentials, ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
+from gateway.ops.offload import offload
 from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
 from gateway.policy.ledger import Decided, Ledger, RoundLine, Search
@@ -213,6 +214,8 @@ class Run:
                 raise
             if span is not None:
                 span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
+            if self.offer is not None and self.offer.catalog.heavy:  # its searches, off the loop
+                await offload(True, self.offer.found, answer.turn.calls)
             self._count(answer, iteration, final, started, grant, offered is not None)
             turn = answer.turn
             if self.offer is not None and turn.calls:

@@ -67,6 +67,14 @@ class Offer:
             return self
         return Offer(catalog, self.pinned, self.preselected, kept, self.chosen)
 
+    def found(self, calls: Iterable[ToolCall]) -> None:
+        """What the searches among ``calls`` find, worked out now (kept by the search
+        function: ``after`` and ``searches`` then read it)."""
+        search = self.catalog.tool
+        for call in calls:
+            if call.name == search.name:
+                search.picked(call.arguments)
+
     def searches(self, calls: Iterable[ToolCall]) -> tuple[Search, ...]:
         """The searches among ``calls``, with what each finds."""
         search = self.catalog.tool

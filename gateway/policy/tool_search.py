@@ -19,6 +19,7 @@ from gateway.config import ToolSearchConfig
 from gateway.values import Message, ToolChoice, ToolDefinition
 from tool_registry import (
     FIT,
+    OFFLOADED_TOOLS,
     QUERY_CHARS,
     SEARCH_TOOL,
     Chosen,
@@ -52,6 +53,12 @@ class Catalog:
     sizes: dict[str, int] = field(repr=False)  # each tool's definition's bytes
     total_bytes: int = 0  # of every tool in play's definitions
     search_bytes: int = 0  # of the search function's
+
+    @property
+    def heavy(self) -> bool:
+        """Whether choosing among its tools is work for a thread, not the event loop
+        (about a millisecond past ``OFFLOADED_TOOLS``; several with vectors)."""
+        return len(self.in_play) > OFFLOADED_TOOLS
 
     def bytes_saved(self, offered: Sequence[str]) -> int:
         """The bytes of definitions a round offering ``offered`` (and the search

@@ -264,7 +264,7 @@ class Skeleton(Generic[A]):
                 head.runtime.config, policy.search, plan.history
             )
             offer = await offload(
-                head.large,
+                head.large or policy.search.heavy,
                 Offer.start,
                 policy.search,
                 plan.history,

@@ -302,3 +302,39 @@ def test_replicas_share_the_catalog_vectors_through_the_store(
     assert len(embeddings.texts()) == computed
     stack.gateway, stack.client = second, sdk(harness, second)
     assert "events_in_city" in first_round(stack, FESTIVAL)
+
+
+def many_tools(url: str) -> list[dict[str, Any]]:
+    """Past ``OFFLOADED_TOOLS``: the first round and the searches run in a worker thread."""
+    tools = tools_for(url)
+    tools += [
+        {
+            "name": f"pad_{i}",
+            "description": f"Report number {i} of the archive.",
+            "parameters": {"type": "object", "properties": {}},
+            "http": {"url": f"{url}/pad"},
+        }
+        for i in range(1100)
+    ]
+    return tools
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_catalog_past_a_thousand_tools_is_searched_off_the_event_loop(
+    harness: Harness, stream: bool
+) -> None:
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        last = body["messages"][-1]
+        if last["role"] == "tool" and last["tool_call_id"] == "c_use":
+            return says(f"result: {last['content']}")
+        if "currency_convert" in offered(body) and last["role"] == "tool":
+            return asks(call("currency_convert", {"q": "x"}, "c_use"))
+        return asks(call(SEARCH, {"query": "weather forecast; convert money"}, "c_s"))
+
+    stack = Stack(harness, Model(script), many_tools)
+    text, request_id, _ = chat_round(stack, "Convert 10 euros to yen, then the weather", stream)
+    assert text == 'result: {"tool":"currency_convert"}'
+    first = stack.model.requests[0]
+    assert {"currency_convert", "weather_forecast"} <= set(offered(first))
+    [search] = stack.trace(request_id)["rounds"][0]["searches"]
+    assert [p["part"] for p in search["parts"]] == ["weather forecast", "convert money"]
