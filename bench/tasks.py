@@ -53,9 +53,9 @@ from gateway.values import Message
 from tool_registry import FIT, QUERY_CHARS, HttpTool, ToolIndex, ToolRegistry, ToolSpec, tool_name
 
 from . import embedder, retrieval
+from .pinned import DATA
 from .retrieval import Case
 
-DATA = retrieval.DATA
 _CONTEXT_MESSAGES = 6
 BEFORE_PRESELECT = 8  # the previous release's default
 

@@ -516,32 +516,30 @@ class SearchTool(Tool):
         """The names of the tools that best fit ``query``, in the order chosen."""
         return self.chosen(query, limit).names
 
+    def _read(self, arguments: str | None) -> dict[str, Any] | None:
+        """A call's arguments as read, or None for arguments that are not a search's."""
+        try:
+            return self.prepare(arguments, _NO_CONTEXT).arguments
+        except ToolArgumentsInvalid:
+            return None
+
     def query(self, arguments: str | None) -> str | None:
         """The query of a call with these arguments, as it is read; None for arguments
         that are not a search's."""
-        try:
-            call = self.prepare(arguments, _NO_CONTEXT)
-        except ToolArgumentsInvalid:
-            return None
-        return str(call.arguments["query"])[:QUERY_CHARS]
+        read = self._read(arguments)
+        return None if read is None else str(read["query"])[:QUERY_CHARS]
 
     def picked(self, arguments: str | None) -> Chosen | None:
         """What a call with these arguments finds, part by part; None for arguments
         that are not a search's."""
-        try:
-            call = self.prepare(arguments, _NO_CONTEXT)
-        except ToolArgumentsInvalid:
-            return None
-        return self.chosen(call.arguments["query"], call.arguments.get("limit"))
+        read = self._read(arguments)
+        return None if read is None else self.chosen(read["query"], read.get("limit"))
 
     def found(self, arguments: str | None) -> tuple[str, ...]:
         """What a call with these arguments (as the model wrote them) finds; nothing for
         arguments that are not a search's."""
-        try:
-            call = self.prepare(arguments, _NO_CONTEXT)
-        except ToolArgumentsInvalid:
-            return ()
-        return self.search(call.arguments["query"], call.arguments.get("limit"))
+        picked = self.picked(arguments)
+        return () if picked is None else picked.names
 
     def answer(self, query: str, limit: int | None = None) -> str:
         """What the model reads: the tools found, each with a line about it (and the

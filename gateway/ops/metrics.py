@@ -21,6 +21,8 @@ from prometheus_client.exposition import choose_encoder
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 ITERATION_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
+EMBEDDING_KINDS = ("query", "catalog")
+EMBEDDING_OUTCOMES = ("ok", "timeout", "error")
 APPROVAL_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600)
 
 UNKNOWN = "(unknown)"
@@ -352,6 +354,10 @@ class Metrics:
             self.otel_dropped_spans.labels(reason)
         for approver in ("client", "operator"):
             self.approval_seconds.labels(approver)
+        for kind in EMBEDDING_KINDS:  # tool search's embeddings model, if any
+            self.embedding_seconds.labels(kind)
+            for outcome in EMBEDDING_OUTCOMES:
+                self.embeddings.labels(kind, outcome)
         self.requests.labels(NONE, NONE, "4xx")  # refused before a tenant is known
         for tenant, (models, tools) in labels.tenants.items():
             for model in models:
