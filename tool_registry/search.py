@@ -60,6 +60,7 @@ _SOURCES_NAMED = 8  # sources named in the search function's description, at mos
 _DECLARATION_BYTES = 36  # {"type":"function","function":{…}} around a definition
 _FOUND_KEPT = 1024  # searches remembered by a search tool (they repeat across rounds)
 _STEMS_KEPT = 1 << 16  # stemmed words remembered
+_QUERIES_KEPT = 1024  # queries' words remembered
 REACH_TIMES = 3  # distinct words past this many times the catalog's median cost a tool
 FIT = 0.2  # of the best score, the least a preselected tool's may be
 EMBEDDED_CHARS = 1024  # of a tool's description, the most embedded
@@ -172,9 +173,15 @@ def definition_bytes(definition: ToolDefinition) -> int:
     return len(dumps_text(shape).encode()) + _DECLARATION_BYTES
 
 
-def query_words(query: str) -> list[str]:
+def query_words(query: str) -> tuple[str, ...]:
     """A query's distinct words (each counts once), at most ``QUERY_WORDS``."""
-    return list(dict.fromkeys(words(query[:QUERY_CHARS])))[:QUERY_WORDS]
+    return _query_words(query[:QUERY_CHARS])
+
+
+@lru_cache(maxsize=_QUERIES_KEPT)
+def _query_words(query: str) -> tuple[str, ...]:
+    # A request's text is read several times (its parts, its scores, its recent words).
+    return tuple(dict.fromkeys(words(query)))[:QUERY_WORDS]
 
 
 class ToolIndex:

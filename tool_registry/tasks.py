@@ -15,6 +15,7 @@ to their neighbours), each of at most the query bound of words.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ _CLAUSE = re.compile(
     re.IGNORECASE,
 )
 PRODUCED = -1  # a tool's part when it was brought along as another's producer
+ALIKE_CHECKED = 8  # of a part's picks, those a new pick is compared with
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +73,12 @@ class Chosen:
 
 def parts(text: str, has_words: Callable[[str], bool]) -> tuple[str, ...]:
     """The parts of ``text`` that hold a searchable word (``has_words``), in order, at
-    most ``PARTS``; the whole text when it has only one."""
+    most ``PARTS``; the whole text when it has only one (or is one clause)."""
     clauses = [c.strip(" ,") for c in _CLAUSE.split(text)]
-    found = [c for c in clauses if c and has_words(c)]
+    clauses = [c for c in clauses if c]
+    if len(clauses) <= 1:  # one part: the text, whatever its words
+        return (text.strip(),) if clauses else ()
+    found = [c for c in clauses if has_words(c)]
     if len(found) <= 1:
         return (text.strip(),) if found else ()
     if len(found) > PARTS:  # joined into PARTS runs of neighbours
@@ -95,11 +100,14 @@ def deal(
     tool ``alike`` one chosen for its ranking left to the end, and each pick's
     producers right after it."""
     chosen: dict[str, Pick] = {}
-    queues = [list(names) for names in ranked]
+    queues = [deque(names) for names in ranked]
     deferred: list[Pick] = []
+    mine: list[list[str]] = [[] for _ in ranked]  # each ranking's picks, for ``alike``
 
     def take(pick: Pick) -> None:
         chosen[pick.name] = pick
+        if 0 <= pick.part < len(mine):
+            mine[pick.part].append(pick.name)
         for producer in producers.get(pick.name, ()):
             if len(chosen) >= limit:
                 return
@@ -107,7 +115,9 @@ def deal(
                 chosen[producer] = Pick(producer, PRODUCED, pick.name)
 
     if queues and lead > 0:  # the first ranking's best; the rest are the parts'
-        led, queues[0] = queues[0][:lead], queues[0][lead:] if len(queues) == 1 else []
+        led = [queues[0].popleft() for _ in range(min(lead, len(queues[0])))]
+        if len(queues) > 1:
+            queues[0].clear()
         for name in led:
             if len(chosen) >= limit:
                 break
@@ -116,12 +126,11 @@ def deal(
     while len(chosen) < limit and any(queues):
         for part, queue in enumerate(queues):
             while queue and queue[0] in chosen:
-                queue.pop(0)
+                queue.popleft()
             if not queue or len(chosen) >= limit:
                 continue
-            name = queue.pop(0)
-            same = [p.name for p in chosen.values() if p.part == part]
-            if any(alike(name, other) for other in same):
+            name = queue.popleft()
+            if any(alike(name, other) for other in mine[part][:ALIKE_CHECKED]):
                 deferred.append(Pick(name, part))
                 continue
             take(Pick(name, part))

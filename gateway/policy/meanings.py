@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,7 +42,6 @@ MAX_WIDTH = 8192  # the widest vector taken
 _BODY_BYTES = 64 * 1024 * 1024  # the most of an answer read
 _CATALOG_TIMEOUT_S = 120.0  # one batch of the catalog's texts
 _RETRY_AFTER_S = 60.0  # a catalog that could not be embedded is tried again after this
-_STARTED_KEPT = 16  # indexes whose embedding was started, remembered
 
 
 class EmbeddingsFailed(Exception):
@@ -103,8 +103,9 @@ class Meanings:
         self._client = client
         self._vectors = vectors
         self._metrics = metrics
-        # The indexes whose catalog is being (or was) embedded, by identity, with when.
-        self._started: dict[int, tuple[ToolIndex, float]] = {}
+        # The indexes whose catalog is being (or was) embedded, with when (an old
+        # snapshot's index is not kept alive by it).
+        self._started: weakref.WeakKeyDictionary[ToolIndex, float] = weakref.WeakKeyDictionary()
         self._tasks: set[asyncio.Task[None]] = set()
         self._one_at_a_time = asyncio.Lock()
         # The vectors of the catalog embedded last, by text (a reload reuses them).
@@ -153,17 +154,15 @@ class Meanings:
         upstream, settings = config.embedding_upstream, config.tool_search.embeddings
         if upstream is None or settings is None or index.has_vectors or not len(index):
             return
-        started = self._started.get(id(index))
+        started = self._started.get(index)
         now = time.monotonic()
-        if started is not None and started[0] is index and now - started[1] < _RETRY_AFTER_S:
+        if started is not None and now - started < _RETRY_AFTER_S:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        if len(self._started) >= _STARTED_KEPT:
-            self._started.clear()
-        self._started[id(index)] = (index, now)
+        self._started[index] = now
         task = loop.create_task(self._catalog(upstream, settings, index))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -76,7 +76,8 @@ def test_parts_without_a_searchable_word_are_left_out_and_one_part_is_the_text()
         "Hello there. What is the weather?",
     )
     assert parts("the weather, and a flight", known) == ("the weather", "a flight")
-    assert parts("Nothing here", known) == ()
+    assert parts("Nothing here. Nor there", known) == ()
+    assert parts("Nothing here", known) == ("Nothing here",)  # one clause: the text
 
 
 @settings(max_examples=200, deadline=None)
