@@ -18,6 +18,9 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.search_config import EmbeddingsConfig as EmbeddingsConfig
+from gateway.search_config import SearchMode as SearchMode
+from gateway.search_config import ToolSearchConfig as ToolSearchConfig
 from gateway.users_config import AssertedUsersConfig as AssertedUsersConfig
 from gateway.users_config import Connection
 from gateway.users_config import GrantKey as GrantKey
@@ -48,7 +51,6 @@ Approval = Literal["never", "after_untrusted", "always"]
 AfterUntrusted = Literal["allow", "approve", "refuse"]
 
 # Whether a request's server tools are searched rather than all offered (docs/design.md §17).
-SearchMode = Literal["off", "auto", "on"]
 # An OpenAPI document's or MCP server's tools, at most, by default where search may be
 # on (256 where it is off): 4,096 tools weigh about 30 MiB with their index.
 SEARCHED_MAX_TOOLS = 4096
@@ -349,42 +351,6 @@ class BackgroundRule(_Frozen):
             except re2.error as exc:
                 raise ValueError("message: not a pattern RE2 can run") from exc
         return self
-
-
-class EmbeddingsConfig(_Frozen):
-    """Tool search's dense vectors (docs/tools.md, "Tool search"): ``model`` on the
-    ``upstream`` named (an ``openai`` dialect one's ``/v1/embeddings``; the first such
-    upstream when unnamed). A request's vectors are one call of at most ``timeout_ms``;
-    the catalog's are computed in batches of ``batch`` and kept in the store."""
-
-    model: str = Field(min_length=1, max_length=256)
-    upstream: str | None = None
-    timeout_ms: int = Field(default=300, ge=10, le=60_000)
-    batch: int = Field(default=64, ge=1, le=2048)
-
-
-class ToolSearchConfig(_Frozen):
-    """Tool search (docs/design.md §17): with many server tools in play, a round offers the
-    ``always`` tools, the ``preselect`` best matches for the conversation (and
-    ``per_part`` more for each further part of the request) and a search function; what
-    a search finds (``search_limit`` tools unless it asks for fewer or more) is offered
-    from the next round on, ``max_loaded`` at most in a round. A tenant's settings win
-    over the gateway's, field by field; ``embeddings`` are the gateway's alone."""
-
-    mode: SearchMode = "auto"  # auto: on when more than ``auto_above`` tools are in play
-    auto_above: int = Field(default=32, ge=0, le=1_000_000)
-    preselect: int = Field(default=10, ge=0, le=256)
-    per_part: int = Field(default=4, ge=0, le=256)
-    always: tuple[str, ...] = ()  # globs of names, or of sources (mcp:*)
-    max_loaded: int = Field(default=32, ge=1, le=1024)
-    search_limit: int = Field(default=8, ge=1, le=1024)
-    embeddings: EmbeddingsConfig | None = None
-
-    def under(self, tenant: ToolSearchConfig | None) -> ToolSearchConfig:
-        """These settings with the fields ``tenant`` sets in their place."""
-        if tenant is None or not tenant.model_fields_set:
-            return self
-        return self.model_copy(update={k: getattr(tenant, k) for k in tenant.model_fields_set})
 
 
 class TenantConfig(_Frozen):

@@ -29,6 +29,7 @@ BASE = {
     "gateway.errors",
     "gateway.config",
     "gateway.users_config",
+    "gateway.search_config",
     "gateway.digits",
     "gateway.chat_json",
 }

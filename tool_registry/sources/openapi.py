@@ -42,6 +42,7 @@ from tool_registry.registry import tool_name
 from tool_registry.spec import BODY_METHODS, ResultSpec, ToolSpec, is_header_text
 from tool_registry.tool import HttpTool
 
+from .openapi_answers import answer_fields, linked
 from .openapi_schema import SchemaResolver
 from .yaml import describe_validation_error
 
@@ -62,8 +63,6 @@ _IGNORED_HEADERS = frozenset(
     }
 )
 _MAX_DESCRIPTION = 1024
-_ANSWER_FIELDS = 64  # of a level of an answer's schema, the fields kept
-_LINKS = 16  # of an answer's links, the most read
 
 
 class OpenApiSource(BaseModel):
@@ -185,7 +184,7 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
                     source="openapi",
                     origin=f"{where}: {label}",
                     label=f"openapi:{source.label}",
-                    feeds=_links(resolver, operation, source.prefix),
+                    feeds=linked(resolver, operation, source.prefix),
                 )
             )
     if over:
@@ -339,82 +338,11 @@ def _operation_spec(
                 },
                 "result": source.result,
                 "auth": {"connection": source.connection} if source.connection else None,
-                "returns": _returns(resolver, operation),
+                "returns": answer_fields(resolver, operation),
             }
         )
     except ValidationError as exc:
         raise OperationLeftOut(describe_validation_error(exc)) from exc
-
-
-def _success(resolver: SchemaResolver, operation: dict[str, Any]) -> dict[str, Any] | None:
-    """The operation's first success response (2xx, else ``default``), followed."""
-    responses = operation.get("responses")
-    if not isinstance(responses, dict):
-        return None
-    codes = sorted(str(code) for code in responses if str(code).startswith("2"))
-    for code in (*codes, "default"):
-        found = responses.get(code, responses.get(int(code)) if code.isdigit() else None)
-        try:
-            response = resolver.follow(found)
-        except RefError:
-            continue
-        if isinstance(response, dict):
-            return response
-    return None
-
-
-def _returns(resolver: SchemaResolver, operation: dict[str, Any]) -> dict[str, Any] | None:
-    """The JSON Schema of the operation's success answer, where it has a JSON one (tool
-    search reads its fields to bring producers along): never a reason to leave the
-    operation out."""
-    response = _success(resolver, operation)
-    content = response.get("content") if response is not None else None
-    if not isinstance(content, dict):
-        return None
-    for media, body in content.items():
-        if str(media).split(";")[0].strip().endswith(("/json", "+json")) and isinstance(body, dict):
-            try:
-                return _fields_only(resolver.schema(body.get("schema", {}), request=False)) or None
-            except (RefError, ExpansionError, RecursionError, TypeError, ValueError):
-                return None
-    return None
-
-
-def _fields_only(schema: Any, depth: int = 0) -> dict[str, Any]:
-    """Of an answer's schema, what tool search reads: its fields' names (and their
-    descriptions), a few levels and at most ``_ANSWER_FIELDS`` a level."""
-    out: dict[str, Any] = {}
-    if not isinstance(schema, dict) or depth > 3:
-        return out
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        out["properties"] = {
-            str(name): _fields_only(inner, depth + 1)
-            for name, inner in list(properties.items())[:_ANSWER_FIELDS]
-        }
-    items = schema.get("items")
-    if isinstance(items, dict):
-        out["items"] = _fields_only(items, depth + 1)
-    return out
-
-
-def _links(resolver: SchemaResolver, operation: dict[str, Any], prefix: str) -> tuple[str, ...]:
-    """The tools the operation's success answer links to (OpenAPI links by
-    ``operationId``): its answer gives their arguments."""
-    response = _success(resolver, operation)
-    links = response.get("links") if response is not None else None
-    if not isinstance(links, dict):
-        return ()
-    named = []
-    for link in list(links.values())[:_LINKS]:
-        try:
-            link = resolver.follow(link)
-        except RefError:
-            continue
-        target = link.get("operationId") if isinstance(link, dict) else None
-        if isinstance(target, str) and target:
-            named.append(tool_name(prefix, target))
-    return tuple(dict.fromkeys(named))
 
 
 def _merged(*layers: Mapping[str, str]) -> dict[str, str]:
