@@ -81,6 +81,7 @@ class Kept:
 
     result: ToolResult
     arguments: dict[str, Any]
+    tool: Tool
 
 
 _TIME_SPENT = error_result(
@@ -147,6 +148,8 @@ class ToolRunner:
             if slot is None:
                 continue  # held: the client is asked
             if isinstance(slot, Kept):  # an earlier attempt of this request made it
+                # Its result enters the run as a fresh one does (the policy point reads it).
+                self._policy.read(self._ledger, slot.tool, slot.result)
                 self._state.kept_calls += 1
                 self._record(
                     call.id, call.name or "", slot.result, 0.0, arguments=slot.arguments, kept=True
@@ -224,7 +227,7 @@ class ToolRunner:
                 slots.append(error_result(str(exc), "invalid_args"))
                 continue
             if kept and prepared.key in kept:
-                slots.append(Kept(kept[prepared.key], prepared.arguments))
+                slots.append(Kept(kept[prepared.key], prepared.arguments, allowed.tool))
                 continue
             verdict = policy.clearance(self._ledger, call, allowed.tool)
             if verdict.why is not None:

@@ -218,3 +218,41 @@ def test_an_approved_call_resumed_by_a_retry_is_not_asked_or_made_again(
     assert (final.choices[0].message.content or "").startswith("done: ")
     assert writes(s) == 1  # approved once, made once, though the request ran twice
     assert "approval" not in json.dumps(tool_results(s.upstream.requests[-1]))
+
+
+class WritesAgainAfterTheRetry:
+    """A model that files a ticket, fails once (502), then files a follow-up: the
+    second write comes after the first write's (untrusted) result."""
+
+    def __init__(self) -> None:
+        self.failed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return calls(tool_call("c1", "create_ticket", {"title": "refund 42"}))
+        if "c2" in results:
+            return say("follow-up: " + results["c2"])
+        with self._lock:
+            if not self.failed:
+                self.failed = True
+                return Fail(502)
+        return calls(tool_call("c2", "create_ticket", {"title": "follow-up"}))
+
+
+def test_a_kept_result_taints_the_retry_as_the_fresh_one_did(stack: StackFactory) -> None:
+    """Issue 51 §1: a write's result kept for a retry enters the run through the policy
+    point like a fresh one, so an untrusted tool's kept result taints the retried run."""
+
+    def untrusted_tickets(config: dict[str, Any]) -> dict[str, Any]:
+        config["policy"] = {"tools": [{"tools": ["create_ticket"], "output": "untrusted"}]}
+        config["tenants"][0]["policy"] = {"after_untrusted": "refuse"}
+        return config
+
+    s = stack(WritesAgainAfterTheRetry(), config=untrusted_tickets)
+    answer = _sdk(s).chat.completions.create(model=MODEL, messages=USER)
+    text = answer.choices[0].message.content or ""
+    assert writes(s) == 1  # the kept write, not made again; the follow-up refused
+    assert text.startswith("follow-up: ")
+    assert "untrusted" in text
