@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from .tool import Tool
@@ -35,6 +36,8 @@ PRODUCERS = 3  # the most producers one tool brings along
 CROWD = 8  # a field (or a look-up noun) that more tools of a source answer says nothing
 _FIELDS = 64  # of a tool's answer, the most fields read
 _DEPTH = 3  # how deep a schema's fields are read
+_ANSWER_FIELDS = 256  # of a tool's answer, the most fields read in all
+_DESCRIBED_WORDS = 512  # of a tool's parameters' descriptions, the most words read in all
 _MENTION_WORDS = 4  # the longest tool name looked for in a description, in words
 _GENERIC = frozenset(
     {"id", "name", "type", "valu", "data", "result", "query", "text", "messag", "content"}
@@ -51,7 +54,7 @@ def _fields(schema: Any, depth: int = 0) -> Iterator[str]:
         return
     properties = schema.get("properties")
     if isinstance(properties, Mapping):
-        for name, inner in list(properties.items())[:_FIELDS]:
+        for name, inner in islice(properties.items(), _FIELDS):
             yield str(name)
             yield from _fields(inner, depth + 1)
     items = schema.get("items")
@@ -103,7 +106,7 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
     by_word: dict[str, dict[str, None]] = defaultdict(dict)  # an ordered set of names
     answers: dict[str, list[frozenset[str]]] = defaultdict(list)  # a tool's fields' words
     for tool in tools:
-        for field in dict.fromkeys(_fields(tool.returns)):
+        for field in dict.fromkeys(islice(_fields(tool.returns), _ANSWER_FIELDS)):
             key = tuple(split(field))
             if key and (len(key) > 1 or key[0] not in _GENERIC):
                 by_field[key].append(tool.name)
@@ -135,6 +138,7 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
             if producer in named:
                 add(producer, tool.name, 0, "")
     for consumer, params in needs.items():
+        budget = _DESCRIBED_WORDS  # of a tool's parameters' descriptions, the words read
         for param, about in params:
             key = tuple(split(param))
             if not key:
@@ -150,7 +154,8 @@ def _of_source(tools: list[Tool], split: Any) -> dict[str, tuple[str, ...]]:
                 ]
                 for producer in holders:
                     add(consumer, producer, 2, param)
-            described = list(split(about))
+            described = list(islice(split(about), max(budget, 0)))
+            budget -= len(described)
             for run in _runs(described, _MENTION_WORDS):
                 # ... or a field named in the parameter's description
                 if len(run) > 1 or run[0] in _IDENTIFIERS:

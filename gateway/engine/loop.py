@@ -214,8 +214,8 @@ class Run:
                 raise
             if span is not None:
                 span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
-            if self.offer is not None and self.offer.catalog.heavy:  # its searches, off the loop
-                await offload(True, self.offer.found, answer.turn.calls)
+            if self.offer is not None and self.offer.searched_heavily(answer.turn.calls):
+                await offload(True, self.offer.found, answer.turn.calls)  # off the loop
             self._count(answer, iteration, final, started, grant, offered is not None)
             turn = answer.turn
             if self.offer is not None and turn.calls:

@@ -67,6 +67,11 @@ class Offer:
             return self
         return Offer(catalog, self.pinned, self.preselected, kept, self.chosen)
 
+    def searched_heavily(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether ``calls`` search a catalog large enough to search off the loop."""
+        name = self.catalog.tool.name
+        return self.catalog.heavy and any(call.name == name for call in calls)
+
     def found(self, calls: Iterable[ToolCall]) -> None:
         """What the searches among ``calls`` find, worked out now (kept by the search
         function: ``after`` and ``searches`` then read it)."""

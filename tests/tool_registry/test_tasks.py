@@ -5,6 +5,7 @@ arguments, from every source that says what its tools answer."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import mcp.types as mcp_types
@@ -385,3 +386,100 @@ def test_a_large_source_or_one_outside_the_allowlist_brings_no_kin() -> None:
     allowed = {"fs_0", "fs_1", "fs_2"}
     chosen = small.choose("Move the file, then copy it back", 12, allowed, lead=2)
     assert set(chosen.names) <= allowed
+
+
+def wide_and_deep(width: int, depth: int) -> dict[str, Any]:
+    """A hostile answer schema: ``width`` fields a level, ``depth`` levels."""
+    if depth == 0:
+        return {"type": "string"}
+    inner = wide_and_deep(width, depth - 1)
+    return {"type": "object", "properties": {f"f{i}_id": inner for i in range(width)}}
+
+
+class Visited(Mapping[str, Any]):
+    """An answer schema ``width`` fields wide and ``depth`` deep, made as it is walked
+    (one object a level, shared), counting the fields walked."""
+
+    def __init__(self, width: int, depth: int, seen: list[int]) -> None:
+        self._width, self._depth, self._seen = width, depth, seen
+
+    def _properties(self) -> Iterator[tuple[str, Any]]:
+        inner = Visited(self._width, self._depth - 1, self._seen) if self._depth else {}
+        for i in range(self._width):
+            self._seen[0] += 1
+            yield f"f{i}_id", inner
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "properties":
+            return dict(self._properties()) if self._width <= 64 else _Lazy(self)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("properties",))
+
+    def __len__(self) -> int:
+        return 1
+
+
+class _Lazy(Mapping[str, Any]):
+    def __init__(self, of: Visited) -> None:
+        self._of = of
+
+    def items(self) -> Any:
+        return self._of._properties()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._of._properties())
+
+    def __len__(self) -> int:
+        return self._of._width
+
+
+def test_a_huge_answer_schema_is_walked_only_so_far() -> None:
+    seen = [0]
+    maker = tool("make", label="mcp:x")
+    maker.returns = Visited(20_000, 1, seen)  # 20,000 fields a level, two levels
+    consumer = tool("ship", needs={"f3_id": "The id."}, label="mcp:x")
+    assert producers([consumer, maker], split) == {"ship": ("make",)}
+    assert seen[0] < 1_000  # not 4 * 10**8
+
+
+def test_an_openapi_answer_keeps_a_bounded_number_of_fields() -> None:
+    document = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/x": {
+                "get": {
+                    "operationId": "getX",
+                    "responses": {
+                        "200": {"content": {"application/json": {"schema": wide_and_deep(20, 2)}}}
+                    },
+                }
+            }
+        },
+    }
+    [found] = openapi(document)
+
+    def count(schema: Any) -> int:
+        properties = schema.get("properties", {})
+        return len(properties) + sum(count(inner) for inner in properties.values())
+
+    assert found.returns is not None
+    assert count(found.returns) == 256  # of 420, past which nothing more is kept
+
+
+def test_a_tools_parameter_descriptions_are_read_only_so_far() -> None:
+    filler = "word " * 120
+    maker = tool("make_thing", returns=["done"])
+
+    def consumer(mention_at: int) -> HttpTool:
+        needs = {f"p{i}": filler for i in range(6)}
+        needs[f"p{mention_at}"] = "Take it from make thing. " + filler
+        return tool("use", needs=needs)
+
+    assert producers([consumer(0), maker], split) == {"use": ("make_thing",)}
+    # Past the first 512 words of its descriptions, a tool's mention is not read.
+    assert producers([consumer(5), maker], split) == {}

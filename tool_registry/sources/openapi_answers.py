@@ -5,6 +5,7 @@ documents: bounded, and never a reason to leave an operation out."""
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 from tool_registry.errors import ExpansionError, RefError
@@ -13,6 +14,7 @@ from tool_registry.registry import tool_name
 from .openapi_schema import SchemaResolver
 
 _ANSWER_FIELDS = 64  # of a level of an answer's schema, the fields kept
+_ANSWER_FIELDS_IN_ALL = 256  # of an answer's schema, the fields kept in all
 _LINKS = 16  # of an answer's links, the most read
 
 
@@ -50,21 +52,25 @@ def answer_fields(resolver: SchemaResolver, operation: dict[str, Any]) -> dict[s
     return None
 
 
-def _fields_only(schema: Any, depth: int = 0) -> dict[str, Any]:
-    """Of an answer's schema, what tool search reads: its fields' names (and their
-    descriptions), a few levels and at most ``_ANSWER_FIELDS`` a level."""
+def _fields_only(schema: Any, depth: int = 0, left: list[int] | None = None) -> dict[str, Any]:
+    """Of an answer's schema, what tool search reads: its fields' names, a few levels,
+    at most ``_ANSWER_FIELDS`` a level and ``_ANSWER_FIELDS_IN_ALL`` in all (``left``)."""
+    left = [_ANSWER_FIELDS_IN_ALL] if left is None else left
     out: dict[str, Any] = {}
     if not isinstance(schema, dict) or depth > 3:
         return out
     properties = schema.get("properties")
     if isinstance(properties, dict):
-        out["properties"] = {
-            str(name): _fields_only(inner, depth + 1)
-            for name, inner in list(properties.items())[:_ANSWER_FIELDS]
-        }
+        kept: dict[str, Any] = {}
+        for name, inner in islice(properties.items(), _ANSWER_FIELDS):
+            if left[0] <= 0:
+                break
+            left[0] -= 1
+            kept[str(name)] = _fields_only(inner, depth + 1, left)
+        out["properties"] = kept
     items = schema.get("items")
-    if isinstance(items, dict):
-        out["items"] = _fields_only(items, depth + 1)
+    if isinstance(items, dict) and left[0] > 0:
+        out["items"] = _fields_only(items, depth + 1, left)
     return out
 
 
