@@ -41,6 +41,8 @@ logger = logging.getLogger("toolgate.tool_search")
 MAX_WIDTH = 8192  # the widest vector taken
 _BODY_BYTES = 64 * 1024 * 1024  # the most of an answer read
 _CATALOG_TIMEOUT_S = 120.0  # one batch of the catalog's texts
+_STORE_ATTEMPTS = 3  # reads of the kept vectors, when the store does not answer
+_STORE_PAUSE_S = 1.5  # between them (past the store guard's own pause)
 _RETRY_AFTER_S = 60.0  # a catalog that could not be embedded is tried again after this
 
 
@@ -181,14 +183,12 @@ class Meanings:
         kept: list[bytes | None] = [last.get(text) for text in texts]
         unknown = [at for at, v in enumerate(kept) if v is None]
         if unknown:
-            try:
-                stored = await self._vectors.get_many(settings.model, [texts[at] for at in unknown])
-            except StoreUnavailable:  # compute them all
-                stored = [None] * len(unknown)
+            stored = await self._kept(settings.model, [texts[at] for at in unknown])
             for at, value in zip(unknown, stored, strict=True):
                 kept[at] = value
         width = next((len(v) for v in kept if v is not None), None)
         missing = [at for at, v in enumerate(kept) if v is None or len(v) != width]
+        unstored: list[int] = []
         try:
             for start in range(0, len(missing), settings.batch):
                 batch = missing[start : start + settings.batch]
@@ -202,8 +202,17 @@ class Meanings:
                     if len(raw) != width:
                         raise EmbeddingsFailed("embeddings of different widths")
                     kept[at] = raw
-                    with contextlib.suppress(StoreUnavailable):  # kept here all the same
+                    try:
                         await self._vectors.put(settings.model, texts[at], raw)
+                    except StoreUnavailable:  # tried again at the end
+                        unstored.append(at)
+            if unstored:  # the store had a blip: once more, after its own pause
+                await asyncio.sleep(_STORE_PAUSE_S)
+                for at in unstored:
+                    value = kept[at]
+                    if value is not None:
+                        with contextlib.suppress(StoreUnavailable):  # kept here all the same
+                            await self._vectors.put(settings.model, texts[at], value)
             rows = [v for v in kept if v is not None]
             index.attach(await offload(True, _unit_rows, rows))
             self._last_model = settings.model
@@ -223,6 +232,17 @@ class Meanings:
                 upstream.name,
                 exc,
             )
+
+    async def _kept(self, model: str, texts: list[str]) -> list[bytes | None]:
+        """The vectors the store keeps for ``texts``; a store that does not answer is
+        asked again after a pause (this is background work), then none are."""
+        for attempt in range(_STORE_ATTEMPTS):
+            try:
+                return await self._vectors.get_many(model, texts)
+            except StoreUnavailable:
+                if attempt + 1 < _STORE_ATTEMPTS:
+                    await asyncio.sleep(_STORE_PAUSE_S)
+        return [None] * len(texts)
 
     async def of_request(
         self, config: GatewayConfig, catalog: Catalog, history: Sequence[Message]

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from tests.support.embeddings import Embeddings
 from tests.support.scripted import MODEL, Harness, Model, asks, call, says
@@ -295,6 +296,12 @@ def test_replicas_share_the_catalog_vectors_through_the_store(
     stack, metrics = embedded_stack(harness, embeddings, preselect=3)
     wait_for(lambda: embedded(metrics), "the first replica's vectors")
     computed = len(embeddings.texts())
+    kept = redis.Redis.from_url(redis_url)
+    harness.on_close(kept.close)
+    wait_for(
+        lambda: len(list(kept.scan_iter(match=f"{redis_prefix}vec:*", count=1000))) == computed,
+        "every vector in the store",
+    )
     # A second replica on the same store: every vector is read, none computed again.
     second = harness.gateway(stack.data)
     second_metrics = harness.client(second)
