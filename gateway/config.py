@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -18,6 +17,11 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.guardrails_config import Detector as Detector
+from gateway.guardrails_config import GuardrailAction as GuardrailAction
+from gateway.guardrails_config import GuardrailConfig as GuardrailConfig
+from gateway.guardrails_config import GuardrailOn as GuardrailOn
+from gateway.guardrails_config import GuardrailsConfig as GuardrailsConfig
 from gateway.search_config import EmbeddingsConfig as EmbeddingsConfig
 from gateway.search_config import SearchMode as SearchMode
 from gateway.search_config import ToolSearchConfig as ToolSearchConfig
@@ -31,6 +35,8 @@ from gateway.users_config import OAuth2Connection as OAuth2Connection
 from gateway.users_config import TokenExchangeConnection as TokenExchangeConnection
 from gateway.users_config import UsersConfig as UsersConfig
 from gateway.users_config import UserTokenAlgorithm as UserTokenAlgorithm
+from gateway.webhook_keys import WEBHOOK_SECRET_PREFIX as WEBHOOK_SECRET_PREFIX
+from gateway.webhook_keys import webhook_key as webhook_key
 from tool_registry import (
     Effects,
     EgressPolicy,
@@ -260,23 +266,6 @@ class ToolRule(_Frozen):
         return self
 
 
-WEBHOOK_SECRET_PREFIX = "whsec_"
-
-
-def webhook_key(secret: str) -> bytes:
-    """The HMAC key of a Standard Webhooks secret (``whsec_<base64 of 24 to 64 random
-    bytes>``); ``ValueError`` saying what is wrong if it is not one."""
-    if not secret.startswith(WEBHOOK_SECRET_PREFIX):
-        raise ValueError(f"must start with {WEBHOOK_SECRET_PREFIX!r} (a Standard Webhooks secret)")
-    try:
-        key = base64.b64decode(secret[len(WEBHOOK_SECRET_PREFIX) :], validate=True)
-    except ValueError as exc:
-        raise ValueError(f"the part after {WEBHOOK_SECRET_PREFIX!r} must be base64") from exc
-    if not 24 <= len(key) <= 64:
-        raise ValueError("must hold 24 to 64 random bytes, base64-encoded")
-    return key
-
-
 class ApprovalsConfig(_Frozen):
     """How a call that needs approval gets one (docs/design.md §13)."""
 
@@ -319,6 +308,7 @@ class PolicyConfig(_Frozen):
     input: Trust = "trusted"  # a request's own input, unless it says otherwise
     after_untrusted: AfterUntrusted = "allow"
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)  # docs/guardrails.md
 
 
 class TenantPolicyConfig(_Frozen):
@@ -328,6 +318,8 @@ class TenantPolicyConfig(_Frozen):
     input: Trust | None = None
     after_untrusted: AfterUntrusted | None = None
     approvals: ApprovalsConfig | None = None  # in place of the gateway's
+    # Added to the gateway's; its stream settings, where it sets them, in their place.
+    guardrails: GuardrailsConfig | None = None
 
 
 class BackgroundRule(_Frozen):

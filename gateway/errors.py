@@ -117,6 +117,15 @@ class IdempotencyKeyReused(GatewayError):
     default_code = "idempotency_key_reused"
 
 
+class GuardrailBlocked(GatewayError):
+    """A guardrail withheld the request's input, or its answer while it streamed
+    (docs/guardrails.md): its words name the guardrail, never the text."""
+
+    status = 400
+    type = "invalid_request_error"
+    default_code = "guardrail_blocked"
+
+
 class ToolLimitExceeded(GatewayError):
     status = 422
     type = "invalid_request_error"

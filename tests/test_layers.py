@@ -30,6 +30,8 @@ BASE = {
     "gateway.config",
     "gateway.users_config",
     "gateway.search_config",
+    "gateway.guardrails_config",
+    "gateway.webhook_keys",
     "gateway.digits",
     "gateway.chat_json",
 }

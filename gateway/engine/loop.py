@@ -32,7 +32,9 @@ from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
 from gateway.ops.offload import offload
 from gateway.ops.spans import RequestSpan, RoundSpan
+from gateway.policy.answer_screen import AnswerScreen
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
+from gateway.policy.guardrails import GuardVerdict, refusal_text
 from gateway.policy.ledger import Decided, Ledger, RoundLine, Search
 from gateway.policy.point import PolicyPoint
 from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
@@ -112,6 +114,7 @@ class LoopJob:
     writes: RequestWrites | None = None  # its write results, kept for its retries
     budget: RunBudget | None = None  # what the run may spend, when anything counts
     taint: str | None = None  # where the request's input first held untrusted words
+    guarded: tuple[GuardVerdict, ...] = ()  # the guardrails' verdicts on its input
     spent: tuple[Any, ...] = ()  # usage spent for the request before its loop (a summary)
     offer: Offer | None = None  # the first round's server tools, when a search chooses them
     credentials: Credentials | None = None  # the user's tokens, for tools that act as them
@@ -167,6 +170,7 @@ class Run:
             yield Working(self._resume)
         answer: Completion | None = None
         shown = ""  # the last text streamed: the next round's first is set apart from it
+        screen = AnswerScreen.of(self.policy, self.ledger) if stream else None
         while True:
             started = time.perf_counter()
             grant: RoundGrant | None = None
@@ -196,6 +200,10 @@ class Run:
                         if isinstance(delta, Completion):
                             answer = delta
                             continue
+                        if screen is not None:  # the guardrails pass it first
+                            delta = await screened(screen, delta)
+                            if not delta.delta:
+                                continue  # held
                         text = delta.delta.get("content")
                         if text:
                             if apart:
@@ -204,6 +212,15 @@ class Run:
                             shown = text
                         yield delta
                     assert answer is not None  # a model server's stream ends with its round
+                    if screen is not None:
+                        rest = await screen.end_round()
+                        if rest:
+                            piece = ChoiceDelta({"content": rest})
+                            yield set_apart(piece, shown) if apart else piece
+                            shown = rest
+                        text = screen.round_text()
+                        if text is not None:  # the run keeps what the client saw
+                            answer = replace(answer, turn=replace(answer.turn, content=text))
                 else:
                     answer = await self._within_deadline(self.job.model.answer(ask))
             except BaseException as exc:
@@ -239,9 +256,28 @@ class Run:
             finish = "stop" if dropped else answer.finish_reason or "stop"
             if state.stopped in BUDGET_CAPS:
                 finish = "length"  # the budget cut the run short (docs/design.md §13)
+            if not stream and self.policy.guards_passage:
+                answer, finish = await self._screened(answer, finish)
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome
             return
+
+    async def _screened(self, answer: Completion, finish: str) -> tuple[Completion, str]:
+        """A final answer after the guardrails on final answers: as it was, redacted, or
+        withheld (``content_filter``, the refusal its text). What changed drops the
+        upstream's own fields of the message (its logprobs, its reasoning)."""
+        text = answer.turn.content
+        if not text:
+            return answer, finish
+        screened = await self.policy.screen(text, "final_answer", "final_answer")
+        self.ledger.guarded += screened.verdicts
+        if screened.blocked is not None:
+            turn = replace(answer.turn, content=refusal_text(screened.blocked))
+            return replace(answer, turn=turn, raw=None), "content_filter"
+        if screened.text != text:
+            turn = replace(answer.turn, content=screened.text)
+            return replace(answer, turn=turn, raw=None), finish
+        return answer, finish
 
     async def _streamed(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """One streamed round, every wait within the request's deadline."""
@@ -417,6 +453,17 @@ class Run:
 ROUND_SEPARATOR = "\n\n"  # between the streamed texts of two rounds: a new paragraph
 
 
+async def screened(screen: AnswerScreen, delta: ChoiceDelta) -> ChoiceDelta:
+    """A streamed delta with its text as the guardrails let it be shown now (none while
+    held); its logprobs go (they would tell the text)."""
+    text = delta.delta.get("content")
+    if not text:
+        return replace(delta, logprobs=None)
+    shown = await screen.feed(text)
+    rest = {k: v for k, v in delta.delta.items() if k != "content"}
+    return ChoiceDelta({**rest, "content": shown} if shown else rest)
+
+
 def set_apart(piece: ChoiceDelta, before: str) -> ChoiceDelta:
     """The first text of a round after one whose text was streamed (``before`` ends
     it), begun with a blank line: "…first." and "It has 4 characters." read as two
@@ -457,7 +504,9 @@ class ToolLoop:
         """One run per choice of the request, sharing its policy and its ledger (caps,
         usage, spend, taint, trace lines)."""
         decided = dict(job.resumed.decided) if job.resumed is not None else {}
-        ledger = Ledger(budget=job.budget, taint=job.taint, decided=decided)
+        ledger = Ledger(
+            budget=job.budget, taint=job.taint, decided=decided, guarded=list(job.guarded)
+        )
         for usage in job.spent:
             ledger.state.usage.add(usage)
         return [

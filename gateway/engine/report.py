@@ -17,6 +17,7 @@ from gateway.engine.loop import HandBack, LoopEnd, Run
 from gateway.engine.runner import CallRecord
 from gateway.errors import GatewayError
 from gateway.policy.caps import CAP_SETTINGS
+from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.ledger import RoundLine
 from gateway.policy.point import PolicyPoint
 from gateway.values import AnsweredRound, CapKind, ConnectLink, HiddenItem, ToolOutput, UsageCounts
@@ -63,6 +64,12 @@ class RunReport:
     policy: PolicyPoint  # the request's: its registry, tools and rules
     upstream_model: str  # the model the upstream was asked for
     connects: tuple[ConnectLink, ...] = ()  # connections a tool needed that the user lacks
+    guarded: tuple[GuardVerdict, ...] = ()  # every guardrail's verdict, in order
+
+    def guardrail_lines(self, acted: bool = False) -> list[dict[str, object]]:
+        """The guardrails' verdicts as the trace and the span show them (``acted``:
+        only those that did something: not ``pass``)."""
+        return [v.line() for v in self.guarded if not acted or v.action != "pass"]
 
     @property
     def stopped_by(self) -> str | None:
@@ -138,4 +145,5 @@ def report_of(runs: Sequence[Run], raised: BaseException | None = None) -> RunRe
         policy=policy,
         upstream_model=first.job.model.model,
         connects=tuple(ledger.connects),
+        guarded=tuple(ledger.guarded),
     )

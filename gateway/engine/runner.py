@@ -84,6 +84,17 @@ class Kept:
     tool: Tool
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A call's result as it came, before the policy point admits it: how long it took,
+    and whether the cache or an earlier attempt's kept result answered it."""
+
+    result: ToolResult
+    elapsed: float
+    cached: bool = False
+    kept: bool = False
+
+
 _TIME_SPENT = error_result(
     "The time budget of this request ran out before this tool finished.", "timeout"
 )
@@ -148,13 +159,13 @@ class ToolRunner:
             if slot is None:
                 continue  # held: the client is asked
             if isinstance(slot, Kept):  # an earlier attempt of this request made it
-                # Its result enters the run as a fresh one does (the policy point reads it).
-                self._policy.read(self._ledger, slot.tool, slot.result)
+                # Its result enters the run as a fresh one does (the policy point admits it).
+                result = await self._policy.admit(self._ledger, slot.tool, slot.result, call.id)
                 self._state.kept_calls += 1
                 self._record(
-                    call.id, call.name or "", slot.result, 0.0, arguments=slot.arguments, kept=True
+                    call.id, call.name or "", result, 0.0, arguments=slot.arguments, kept=True
                 )
-                outputs.append(ToolOutput(call.id, slot.result.content, not slot.result.ok))
+                outputs.append(ToolOutput(call.id, result.content, not result.ok))
                 continue
             if isinstance(slot, ToolResult):
                 self._record(call.id, call.name or "", slot, 0.0)
@@ -313,10 +324,24 @@ class ToolRunner:
                 self._record(call_id, prepared.tool.name, bearer, 0.0)
                 return bearer
             prepared = replace(prepared, bearer=bearer)
-        result = await self._run(call_id, prepared, deadline)
+        answered = await self._run(call_id, prepared, deadline)
+        result = answered.result
         if connection is not None and result.status == 401 and self._credentials is not None:
             await self._credentials.refused(connection)  # revoked, most likely
-        self._policy.read(self._ledger, prepared.tool, result)
+        try:  # it enters the run through the policy point, from the tool or the cache
+            result = await self._policy.admit(self._ledger, prepared.tool, result, call_id)
+        except BaseException as exc:
+            self._failed(call_id, exc)
+            raise
+        self._record(
+            call_id,
+            prepared.tool.name,
+            result,
+            answered.elapsed,
+            cached=answered.cached,
+            arguments=prepared.arguments,
+            kept=answered.kept,
+        )
         return result
 
     async def _bearer(self, connection: str) -> str | ToolResult:
@@ -347,7 +372,7 @@ class ToolRunner:
 
     async def _run(
         self, call_id: str, prepared: PreparedCall, deadline: float | None = None
-    ) -> ToolResult:
+    ) -> Answered:
         ttl = prepared.tool.cache_ttl_s if self._cache is not None else None
         if prepared.bearer is not None:
             ttl = None  # one user's results are never another's
@@ -357,16 +382,21 @@ class ToolRunner:
             if self._trace is not None:
                 prepared = self._traced(call_id, prepared, self._trace)
             try:
-                result = await self._answer(call_id, prepared, deadline, ttl, started)
+                answered = await self._answer(prepared, deadline, ttl, started)
             except BaseException as exc:
-                span = self._spans.get(call_id)
-                if span is not None:  # its record (if any) is made without one
-                    span.failed(exc)
-                    self._spans[call_id] = None
+                self._failed(call_id, exc)
                 raise
-        if ttl is not None and self._cache is not None and result.ok:
+        result = answered.result
+        if ttl is not None and self._cache is not None and result.ok and not answered.cached:
             await self._cache.put(tenant, prepared, result, ttl)
-        return result
+        return answered
+
+    def _failed(self, call_id: str, exc: BaseException) -> None:
+        """The call's span ends with ``exc``; its record (if any) is made without one."""
+        span = self._spans.get(call_id)
+        if span is not None:
+            span.failed(exc)
+            self._spans[call_id] = None
 
     def _traced(self, call_id: str, prepared: PreparedCall, trace: RequestSpan) -> PreparedCall:
         """The call's span opens; the call carries the headers naming it."""
@@ -377,26 +407,16 @@ class ToolRunner:
 
     async def _answer(
         self,
-        call_id: str,
         prepared: PreparedCall,
         deadline: float | None,
         ttl: float | None,
         started: float,
-    ) -> ToolResult:
-        """The result of the call: from the cache, else from the tool."""
+    ) -> Answered:
+        """The result of the call, as it came: from the cache, else from the tool."""
         if ttl is not None and self._cache is not None:
             cached = await self._cache.get(self._context.tenant_id, prepared)
             if cached is not None:
-                elapsed = time.perf_counter() - started
-                self._record(
-                    call_id,
-                    prepared.tool.name,
-                    cached,
-                    elapsed,
-                    cached=True,
-                    arguments=prepared.arguments,
-                )
-                return cached
+                return Answered(cached, time.perf_counter() - started, cached=True)
         kept = False
         if not self._is_write(prepared.tool):
             result = await self._executor.execute(prepared, deadline)
@@ -410,11 +430,7 @@ class ToolRunner:
                 self._state.unkept_writes = True
             if kept:
                 self._state.kept_calls += 1
-        elapsed = time.perf_counter() - started
-        self._record(
-            call_id, prepared.tool.name, result, elapsed, arguments=prepared.arguments, kept=kept
-        )
-        return result
+        return Answered(result, time.perf_counter() - started, kept=kept)
 
     def _record(
         self,

@@ -55,6 +55,7 @@ class Labels:
     tools: dict[str, str]  # name → source (http, openapi, mcp)
     outcomes: tuple[str, ...]
     cap_kinds: tuple[str, ...]
+    guardrails: tuple[tuple[str, str], ...] = ()  # (name, action) of each configured one
 
 
 M = TypeVar("M", Counter, Histogram, Gauge)
@@ -278,6 +279,16 @@ class Metrics:
                 registry=registry,
             )
         )
+        self.guardrail_verdicts = Family(
+            Counter(
+                "toolgate_guardrail_verdicts",
+                "Guardrail verdicts on tool results, final answers and input, by guardrail "
+                "and what was done (block, redact, flag, taint; pass: nothing found; error: "
+                "unscreened, its judge failed).",
+                ["guardrail", "action"],
+                registry=registry,
+            )
+        )
         self.approvals_pending = Gauge(
             "toolgate_approvals_pending",
             "Tool calls this process holds for an operator's approval now.",
@@ -352,6 +363,9 @@ class Metrics:
             self.config_reloads.labels(result)
         for reason in SPAN_DROPS:
             self.otel_dropped_spans.labels(reason)
+        for name, action in labels.guardrails:
+            for done in (action, "pass", "error", "block"):
+                self.guardrail_verdicts.labels(name, done)
         for approver in ("client", "operator"):
             self.approval_seconds.labels(approver)
         for kind in EMBEDDING_KINDS:  # tool search's embeddings model, if any

@@ -81,6 +81,7 @@ COST_USD = "toolgate.cost_usd"
 STOPPED = "toolgate.stopped"
 POLICY_EVENT = "toolgate.policy"
 CAP_EVENT = "toolgate.cap"
+GUARDRAIL_EVENT = "toolgate.guardrail"  # a guardrail's verdict that did something
 
 TOOL_KIND = "extension"  # run by the agent side (the gateway) against an external API
 _DESCRIPTION_CHARS = 256
@@ -349,8 +350,10 @@ class RequestSpan:
         cost_usd: float | None = None,
         caps: Sequence[str] = (),
         stopped: str | None = None,
+        guardrails: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """The request is over: what it came to, then the span ends."""
+        """The request is over: what it came to, then the span ends. ``guardrails``:
+        the verdicts that did something (an event each, with what was found)."""
         span = self.span
         if self.sampled:
             attributes: Attributes = {HTTP_STATUS: status, TENANT: tenant}
@@ -371,6 +374,8 @@ class RequestSpan:
             span.set_attributes(attributes)
             for kind in caps:
                 span.add_event(CAP_EVENT, {"toolgate.cap.kind": kind})
+            for verdict in guardrails:
+                span.add_event(GUARDRAIL_EVENT, _flat("toolgate.guardrail", verdict))
             if status >= 500:  # a server span's error is the server's (HTTP conventions)
                 span.set_status(Status(StatusCode.ERROR))
         span.end()

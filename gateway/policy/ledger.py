@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.policy.caps import LoopState
+from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.run_budget import RoundSpend, RunBudget
 from gateway.policy.verdicts import Allow, Refuse
 from gateway.values import AnsweredRound, ConnectLink, UsageCounts
@@ -90,6 +91,7 @@ class Ledger:
     rounds: list[RoundLine] = field(default_factory=list)  # each round's trace line
     answers: list[AnsweredRound] = field(default_factory=list)  # each round's, if recorded
     connects: list[ConnectLink] = field(default_factory=list)  # connections the user must make
+    guarded: list[GuardVerdict] = field(default_factory=list)  # every guardrail's verdict
 
     def tainted(self, source: str | None) -> None:
         """The run has read untrusted words from ``source`` (the first one is named)."""

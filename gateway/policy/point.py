@@ -22,10 +22,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from gateway.config import LimitsConfig, ToolSearchConfig
+from gateway.config import GuardrailOn, LimitsConfig, ToolSearchConfig
 from gateway.ops.metrics import UNKNOWN, Metrics
 from gateway.policy.approval_desk import MAX_REASON, Answer, ApprovalDesk, binding_problem
 from gateway.policy.caps import Step, decide
+from gateway.policy.guardrails import Guard, Screened, refusal_text
 from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
 from gateway.policy.prices import nanos_of
@@ -62,6 +63,7 @@ class PolicyPoint:
         "_unavailable",
         "client_tools",
         "desk",
+        "guard",
         "input_taint",
         "limits",
         "registry",
@@ -85,6 +87,7 @@ class PolicyPoint:
         untrusted_input: bool = False,
         search: Catalog | None = None,
         members: frozenset[str] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.limits = limits
         self.server_tools = tuple(server_tools)
@@ -100,6 +103,7 @@ class PolicyPoint:
         self.rules = rules if rules is not None else TenantPolicy()
         self.desk = desk
         self.tenant = tenant
+        self.guard = guard  # screens what enters a run and what leaves it (docs/guardrails.md)
         self._metrics = metrics
         untrusted = untrusted_input or self.rules.input == "untrusted"
         # The run starts tainted when its input is marked untrusted.
@@ -121,6 +125,7 @@ class PolicyPoint:
         metrics: Metrics | None = None,
         search: tuple[Catalogs, ToolSearchConfig] | None = None,
         members: frozenset[str] | None = None,
+        guard: Guard | None = None,
     ) -> tuple[PolicyPoint, tuple[str, ...]]:
         """The request's policy — the tenant's allowlist and caps, narrowed (never
         widened) by the request, its tool rules and approvals, whether its tools are
@@ -142,18 +147,61 @@ class PolicyPoint:
             untrusted_input=narrowing.untrusted_input,
             search=catalog,
             members=members if tools is allowed else None,
+            guard=guard,
         )
         return point, shadowed
 
-    def read(self, ledger: Ledger, tool: Tool, result: ToolResult) -> None:
-        """A call's result is in the run: an ``untrusted`` tool's taints it, whatever
-        it answered (an error body carries the far side's words too), unless the
-        gateway answered in its place (``denied``: nothing was sent) or is the tool
-        (a search reads the catalog's own definitions, which the model reads anyway)."""
-        if self._own(tool):
-            return
-        if result.outcome != "denied" and self.rules.of(tool).output == "untrusted":
+    async def admit(
+        self, ledger: Ledger, tool: Tool, result: ToolResult, call_id: str | None = None
+    ) -> ToolResult:
+        """A call's result enters the run here, whichever way it came (run now, from the
+        cache, kept by an earlier attempt for a retry, from a recording being replayed):
+        what the model reads of it. The tool's guardrails screen it first (docs/guardrails.md:
+        it may be withheld, redacted, flagged, or taint the run); then an ``untrusted``
+        tool's taints the run, whatever it answered (an error body carries the far side's
+        words too). Nothing is screened or tainted where the gateway answered in the
+        tool's place (``denied``: nothing was sent) or is the tool (a search reads the
+        catalog's own definitions, which the model reads anyway)."""
+        if result.outcome == "denied" or self._own(tool):
+            return result
+        policy = self.rules.of(tool)
+        if policy.guardrails and self.guard is not None:
+            screened = await self.guard.screen(
+                policy.guardrails, result.content, "tool_result", tool.name, call_id
+            )
+            ledger.guarded += screened.verdicts
+            if screened.taint is not None:
+                ledger.tainted(screened.taint)
+            if screened.blocked is not None:  # the model never reads it: nothing taints
+                text = refusal_text(screened.blocked)
+                return ToolResult(
+                    text, "denied", result.status, f"guardrail:{screened.blocked.guardrail}"
+                )
+            if screened.text is not None and screened.text != result.content:
+                result = ToolResult(screened.text, result.outcome, result.status, result.code)
+        if policy.output == "untrusted":
             ledger.tainted(f"tool {tool.name!r}")
+        return result
+
+    async def screen(
+        self, text: str, on: GuardrailOn, subject: str, call_id: str | None = None
+    ) -> Screened:
+        """``text`` after the request's guardrails ``on`` the client's input or the
+        model's final answer (``subject`` names it), or a client tool's answer (by the
+        ``tool_result`` guardrails about the client's tool ``subject``). The caller keeps
+        the verdicts."""
+        rules = self.rules
+        guardrails = rules.guardrails(on) if on != "tool_result" else rules.of_client(subject)
+        if not guardrails or self.guard is None:
+            return Screened(text)
+        return await self.guard.screen(guardrails, text, on, subject, call_id)
+
+    @property
+    def guards_passage(self) -> bool:
+        """Whether guardrails screen what passes between the client and the model
+        (its input, its tools' answers, the final answer): then nothing is passed
+        through unscreened."""
+        return self.guard is not None and self.rules.guards_passage
 
     def round(
         self, ledger: Ledger, calls: Sequence[ToolCall], final: bool, time_left_s: float

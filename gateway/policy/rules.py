@@ -21,6 +21,9 @@ from gateway.config import (
     AfterUntrusted,
     Approval,
     ApprovalsConfig,
+    GuardrailConfig,
+    GuardrailOn,
+    GuardrailsConfig,
     PolicyConfig,
     TenantPolicyConfig,
     ToolRule,
@@ -34,6 +37,8 @@ _APPROVAL: tuple[Approval, ...] = ("never", "after_untrusted", "always")
 _AFTER_UNTRUSTED: tuple[AfterUntrusted, ...] = ("allow", "approve", "refuse")
 
 V = TypeVar("V", bound=str)
+
+CLIENT_SOURCE = "client"  # the source label of a client's own tools, for guardrails
 
 
 def tighter(order: tuple[V, ...], first: V, second: V | None) -> V:
@@ -52,9 +57,10 @@ class ToolPolicy:
     approval: Approval
     version: str  # a digest of all that decides its calls, for approvals to bind to
     cost_usd: float = 0.0  # what one call costs the tenant's budgets
+    guardrails: tuple[GuardrailConfig, ...] = ()  # its results' (docs/guardrails.md)
 
 
-def matches(rule: ToolRule, tool: Tool) -> bool:
+def matches(rule: ToolRule | GuardrailConfig, tool: Tool) -> bool:
     """Whether ``rule`` is about ``tool`` (its name and its source's label)."""
     if not fnmatch.fnmatchcase(tool.label, rule.source):
         return False
@@ -70,13 +76,20 @@ class TenantPolicy:
     input: Trust = "trusted"
     after_untrusted: AfterUntrusted = "allow"
     approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    # The gateway's guardrails and the tenant's, and how a streamed answer is screened.
+    guarding: GuardrailsConfig = field(default_factory=GuardrailsConfig)
     _tools: dict[int, tuple[Tool, ToolPolicy]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def resolve(cls, gateway: PolicyConfig, tenant: TenantPolicyConfig | None) -> TenantPolicy:
         if tenant is None:
             return cls(
-                tuple(gateway.tools), (), gateway.input, gateway.after_untrusted, gateway.approvals
+                tuple(gateway.tools),
+                (),
+                gateway.input,
+                gateway.after_untrusted,
+                gateway.approvals,
+                gateway.guardrails,
             )
         return cls(
             tuple(gateway.tools),
@@ -84,6 +97,31 @@ class TenantPolicy:
             tighter(_TRUST, gateway.input, tenant.input),
             tighter(_AFTER_UNTRUSTED, gateway.after_untrusted, tenant.after_untrusted),
             tenant.approvals or gateway.approvals,
+            guarding_of(gateway.guardrails, tenant.guardrails),
+        )
+
+    def guardrails(self, on: GuardrailOn) -> tuple[GuardrailConfig, ...]:
+        """The guardrails on the model's final answers or the client's input."""
+        return tuple(rule for rule in self.guarding.rules if rule.on == on)
+
+    def of_client(self, name: str) -> tuple[GuardrailConfig, ...]:
+        """The guardrails on the answers of the client's tool ``name`` (its source's
+        label is ``client``)."""
+        return tuple(
+            rule
+            for rule in self.guarding.rules
+            if rule.on == "tool_result"
+            and fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
+            and any(fnmatch.fnmatchcase(name, pattern) for pattern in rule.tools)
+        )
+
+    @property
+    def guards_passage(self) -> bool:
+        """Whether a guardrail screens the client's input, its tools' answers or the
+        model's final answer."""
+        return any(
+            rule.on != "tool_result" or fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
+            for rule in self.guarding.rules
         )
 
     def of(self, tool: Tool) -> ToolPolicy:
@@ -113,9 +151,29 @@ class TenantPolicy:
                 output = tighter(_TRUST, output, rule.output)
                 approval = tighter(_APPROVAL, approval, rule.approval)
                 cost = max(cost, rule.cost_usd or 0.0)  # a tenant may only price higher
+        guardrails = tuple(
+            rule for rule in self.guarding.rules if rule.on == "tool_result" and matches(rule, tool)
+        )
         decided = [tool.fingerprint, tool.name, effects, output, approval, self.after_untrusted]
         version = hashlib.sha256(canonical(decided).encode()).hexdigest()[:16]
-        return ToolPolicy(effects, output, approval, version, cost)
+        return ToolPolicy(effects, output, approval, version, cost, guardrails)
+
+
+def guarding_of(gateway: GuardrailsConfig, tenant: GuardrailsConfig | None) -> GuardrailsConfig:
+    """A tenant's guardrails: the gateway's and its own (a name of the gateway's it uses
+    again is its own guardrail's, beside the gateway's), the stream settings it sets in
+    place of the gateway's."""
+    if tenant is None:
+        return gateway
+    names = {rule.name for rule in gateway.rules}
+    own = [
+        rule
+        if rule.name not in names
+        else rule.model_copy(update={"name": f"tenant.{rule.name}"[:64]})
+        for rule in tenant.rules
+    ]
+    settings = {key: getattr(tenant, key) for key in tenant.model_fields_set - {"rules"}}
+    return gateway.model_copy(update={"rules": [*gateway.rules, *own], **settings})
 
 
 def unmatched_rules(

@@ -29,6 +29,7 @@ from gateway.config import GatewayConfig, LimitsConfig
 from gateway.engine.loop import Final, HandBack, LoopEnd, LoopJob, ToolLoop
 from gateway.engine.recorded import Ending, RecordedTool, Recording
 from gateway.errors import BadRequest, GatewayError
+from gateway.policy.guardrails import Guard
 from gateway.policy.limits import Narrowing
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rules import TenantPolicy
@@ -218,10 +219,12 @@ class Replayer:
         runtime: Runtime,
         upstream: Wire,
         tool_transport: GuardedTransport,
+        guard: Guard | None = None,
     ) -> None:
         self._runtime = runtime
         self._models = ModelServers(upstream)
         self._executor = ToolExecutor(tool_transport)
+        self._guard = guard if guard is not None else Guard()
 
     @classmethod
     def of_config(
@@ -271,8 +274,20 @@ class Replayer:
         client_tools = loop_start.client_tools
         client_names = frozenset(tool.name for tool in client_tools if tool.name)
         limits = owner.limits if owner is not None else LimitsConfig()
+        # A recorded result enters the replay as a fresh one would: screened by the
+        # guardrails of the tenant (or the gateway) about its tool (docs/guardrails.md).
+        # The recording's other rules are not the gateway's: none but these apply.
+        rules = (
+            owner.policy if owner is not None else TenantPolicy.resolve(runtime.config.policy, None)
+        )
         policy, _ = PolicyPoint.of_request(
-            tuple(registry.names), limits, Narrowing(), client_names, registry
+            tuple(registry.names),
+            limits,
+            Narrowing(),
+            client_names,
+            registry,
+            rules=TenantPolicy(guarding=rules.guarding),
+            guard=self._guard,
         )
         chat = self._models.open(
             ModelAsk(

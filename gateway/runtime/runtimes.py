@@ -27,6 +27,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.ops.metrics import Labels, Metrics
 from gateway.ops.redaction import secrets_of
+from gateway.policy.rules import guarding_of
 from gateway.runtime.loader import load_config
 from gateway.runtime.remote_sources import RemoteSources
 from gateway.runtime.snapshot import Runtime
@@ -88,6 +89,7 @@ class Runtimes:
                 tools={tool.name: tool.source for tool in runtime.registry},
                 outcomes=get_args(Outcome),
                 cap_kinds=get_args(CapKind),
+                guardrails=guardrail_labels(runtime.config),
             )
         )
 
@@ -241,3 +243,13 @@ def reload_on_sighup(runtimes: Runtimes) -> Iterator[None]:
         yield
     finally:
         loop.remove_signal_handler(signal.SIGHUP)
+
+
+def guardrail_labels(config: GatewayConfig) -> tuple[tuple[str, str], ...]:
+    """The name and action of every configured guardrail, the gateway's and each
+    tenant's (as the tenant's policy names them)."""
+    found = {(rule.name, rule.action) for rule in config.policy.guardrails.rules}
+    for tenant in config.tenants or []:
+        guarding = guarding_of(config.policy.guardrails, tenant.policy.guardrails)
+        found |= {(rule.name, rule.action) for rule in guarding.rules}
+    return tuple(sorted(found))

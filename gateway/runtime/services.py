@@ -21,6 +21,7 @@ from gateway.ops.telemetry import otel_settings
 from gateway.ops.webhook import Webhooks
 from gateway.policy.approval_desk import ApprovalDesk, Notify
 from gateway.policy.budgets import Budgets
+from gateway.policy.guardrails import Guard
 from gateway.policy.identity import owner_digest
 from gateway.policy.large_bodies import LargeBodies
 from gateway.policy.limits import Narrowing
@@ -161,6 +162,7 @@ class Gateway:
         self.model_servers = ModelServers(upstream, metrics=metrics)  # the model port
         # Tool search's vectors, from the operator's embeddings model where configured:
         # each snapshot's catalog is embedded in the background once it is current.
+        self.guard = Guard(self.metrics)  # the guardrails' judges (docs/guardrails.md)
         self.meanings = Meanings(
             self.model_servers.exchange, VectorStore(self.store, self.keys), metrics
         )
@@ -239,6 +241,7 @@ class Gateway:
             if searched and (catalogs := runtime.catalogs) is not None
             else None,
             members=tenant.members,
+            guard=self.guard,
         )
 
     def credentials(

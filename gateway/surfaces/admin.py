@@ -110,7 +110,9 @@ async def replays(
         if gateway.traces is not None and isinstance(request_id, str):
             found = await gateway.traces.load(str(tenant), request_id)
         named.append((str(request_id), found.get("recording") if found else None))
-    replayer = Replayer(gateway.runtime, gateway.upstream_wire, gateway.tool_transport)
+    replayer = Replayer(
+        gateway.runtime, gateway.upstream_wire, gateway.tool_transport, gateway.guard
+    )
     reports, failures = await replay_all(
         replayer, named, model, tenant, live, gateway.runtime.config
     )

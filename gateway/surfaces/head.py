@@ -15,6 +15,8 @@ from starlette.requests import Request
 
 from gateway.config import AssertedUsersConfig
 from gateway.engine.loop import Resumed
+from gateway.policy.client_input import admitted
+from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.identity import caller_identity
 from gateway.policy.limits import Narrowing
 from gateway.policy.models import ModelRoute
@@ -142,6 +144,7 @@ class Head:
     large: bool = False  # a large body: work that grows with it is done off the event loop
     writes: RequestWrites | None = None  # where its write results are kept for its retries
     taint: str | None = None  # where the request's input first held untrusted words
+    guarded: tuple[GuardVerdict, ...] = ()  # the guardrails' verdicts on its input
 
     def __post_init__(self) -> None:
         self.taint = self.policy.input_taint
@@ -150,7 +153,10 @@ class Head:
         """Whether the request passes through as it came: no server tools are in play
         and its model server speaks the client's ``wire`` (a dialect's name,
         docs/design.md §20). Otherwise the loop translates, with no tools of its own."""
-        return not self.policy.server_tools and self.route.upstream.dialect == wire
+        policy = self.policy
+        if policy.server_tools or policy.guards_passage:
+            return False
+        return self.route.upstream.dialect == wire
 
     def tainted(self, source: str | None) -> None:
         """The request's input holds untrusted words from ``source`` (a restored turn,
@@ -180,6 +186,14 @@ class Head:
             return None
         self.tainted(restored.taint)
         return put_back_into(visible, restored)
+
+    async def admitted(self, history: list[Message]) -> list[Message]:
+        """The history with what is new in it (the client's tools' answers, its words)
+        screened by the guardrails about it (``GuardrailBlocked``: its input is withheld)."""
+        found = await admitted(self.policy, history)
+        self.guarded = tuple(found.verdicts)
+        self.tainted(found.taint)
+        return found.history
 
     async def answered(
         self, visible: list[Message], asked: Approvals

@@ -272,6 +272,7 @@ class Observer:
             cost_usd=usd(cost) if cost is not None else None,
             caps=caps,
             stopped=report.stopped_by if report is not None else None,
+            guardrails=report.guardrail_lines(acted=True) if report is not None else (),
         )
 
     def _trace(
@@ -288,6 +289,7 @@ class Observer:
                 call_entry(registry, r, traces.result_chars, exchange.started) for r in report.calls
             ],
             "usage": report.usage,
+            **({"guardrails": report.guardrail_lines()} if report.guarded else {}),
         }
 
 
@@ -318,6 +320,9 @@ def _line(
             line["caps"] = list(report.caps)
         if report.stopped_by is not None:
             line["stopped"] = report.stopped_by
+        acted = report.guardrail_lines(acted=True)
+        if acted:  # what the guardrails did: which, to what, and how
+            line["guardrails"] = [f"{v['guardrail']}:{v['action']}" for v in acted]
         if report.round_cut_off is not None:
             line["round_cut_off"] = report.round_cut_off  # under way when the client left
     if status == ClientClosedRequest.status:

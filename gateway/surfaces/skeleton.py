@@ -211,6 +211,7 @@ class Skeleton(Generic[A]):
         restored = None if start.continued else await head.restore(start.history)
         head.tainted(start.taint)
         history, resumed = await head.answered(restored or list(start.history), start.approvals)
+        history = await head.admitted(history)
         if start.forward is not None and not head.policy.server_tools:
             if restored is None and not start.approvals:
                 return Forward(start.changed)
@@ -302,6 +303,7 @@ class Skeleton(Generic[A]):
             writes=head.writes,
             budget=budget,
             taint=head.taint,
+            guarded=head.guarded,
             spent=tuple(plan.usage),
             offer=offer,
             credentials=gateway.credentials(

@@ -1,0 +1,283 @@
+"""The built-in guardrail detectors (docs/guardrails.md): cheap, local, and linear in the
+text. Every pattern runs on RE2, so no text — a tool's, a model's, a client's — can make
+a search backtrack; what a pattern finds is checked further in Python where a shape alone
+says too little (a card number's Luhn digit, an IBAN's mod 97, a token's entropy).
+
+- ``secrets``: private key blocks, the shapes of well-known keys and tokens (AWS, GitHub,
+  OpenAI, Anthropic, Slack, Stripe, Google, JWTs, bearer tokens, credentials in a URL),
+  a secret-named setting's value (``password: …``, ``api_key=…``), and long random-looking
+  strings (high Shannon entropy, mixed classes: a hex digest or a UUID is not one);
+- ``personal_data``: email addresses, phone numbers (international, or the North American
+  shapes), card numbers that pass Luhn, IBANs that pass mod 97, US social security numbers;
+- ``injection``: known phrasings that tell a model to drop its instructions, take a new
+  role, reveal its prompt or hide what it does, and chat-template markers, in English and
+  a few common phrasings in German, French and Spanish.
+
+Zero-width and other invisible format characters are looked through (an attacker's
+``ig\u200bnore previous instructions`` is found), and a span found is the original text's.
+What they miss is in the docs: paraphrase, other languages, encodings (base64, leetspeak),
+and secrets with no known shape and little entropy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+from gateway.config import Detector
+
+_OPTIONS = re2.Options()
+_OPTIONS.max_mem = 64 << 20  # the combined patterns' automata fit; a text never grows them
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a detector found: its kind, what it is (``label``), and where."""
+
+    kind: Detector
+    label: str
+    start: int
+    end: int
+
+
+_SECRETS = {
+    "private_key": (
+        r"-----BEGIN [A-Z0-9 ]{0,24}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[A-Za-z0-9+/=\s:,-]*-----END [A-Z0-9 ]{0,24}PRIVATE KEY(?: BLOCK)?-----)?"
+    ),
+    "aws_access_key": r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b",
+    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+    "anthropic_key": r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,}",
+    "openai_key": r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+    "slack_token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    "stripe_key": r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}",
+    "jwt": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    "bearer_token": r"\b[Bb]earer[ \t]+[A-Za-z0-9._~+/-]{20,}=*",
+    "url_credentials": r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@]{1,64}:[^\s@/]{3,128}@",
+}
+# A secret-named setting: its value is the span (its one group).
+_ASSIGNED = (
+    r"(?i)\b(?:password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
+    r"access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|access[_-]?token|auth[_-]?token|"
+    r"refresh[_-]?token|private[_-]?key)\b[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"([^\s\"',;<>]{8,256})"
+)
+_RANDOM = r"[A-Za-z0-9+/_=-]{24,256}"  # a token that may be random (its entropy decides)
+
+_PERSONAL = {
+    "email": r"\b[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b",
+    "iban": r"\b[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b",
+    "card_number": r"\b[3-6][0-9](?:[ -]?[0-9]){11,17}\b",
+    "phone": (
+        r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-]?[0-9]{2,4}){2,4}"
+        r"|\([2-9][0-9]{2}\)[ ]?[2-9][0-9]{2}[-. ][0-9]{4}"
+        r"|\b[2-9][0-9]{2}[-.][2-9][0-9]{2}[-.][0-9]{4})\b"
+    ),
+    "us_ssn": r"\b[0-8][0-9]{2}-[0-9]{2}-[0-9]{4}\b",
+}
+
+_QUALIFIER = (
+    r"(?:all|any|every|each|the|your|my|these|those|previous|prior|above|earlier|preceding|"
+    r"former|initial|original|foregoing|system|developer|other|old)"
+)
+_ORDERS = (
+    r"(?:instructions?|prompts?|directions?|directives?|rules|guidelines|commands?|orders|"
+    r"context|programming|guardrails|restrictions|constraints|policies|safety)"
+)
+_INJECTION = {
+    "ignore_instructions": (
+        r"(?i)\b(?:ignore|disregard|forget|override|bypass|neglect|overlook|drop|abandon)\b"
+        rf"[ \t,]+(?:(?:all|of|the|any|and|following|everything|what|you|were|told|that|"
+        rf"was|said)[ \t,]+){{0,4}}{_QUALIFIER}\b[^.\n]{{0,40}}?\b{_ORDERS}\b"
+    ),
+    "forget_everything": (
+        r"(?i)\b(?:forget|ignore|disregard)[ \t]+(?:about[ \t]+)?"
+        r"(?:everything|all(?:[ \t]+of[ \t]+it)?|that)[ \t]*"
+        r"(?:above|before|said|you(?:'ve| have)?[ \t]+(?:been[ \t]+told|learned|read))"
+    ),
+    "new_role": (
+        r"(?i)\b(?:you[ \t]+are[ \t]+(?:now|no[ \t]+longer)[ \t]+(?:an?[ \t]+|the[ \t]+|in[ \t]+)?"
+        r"|from[ \t]+now[ \t]+on,?[ \t]+you[ \t]+(?:are|will|must|shall)\b"
+        r"|pretend[ \t]+(?:that[ \t]+)?you[ \t]+(?:are|have)[ \t]+no[ \t]+"
+        r"|act[ \t]+as[ \t]+(?:an?[ \t]+)?(?:unrestricted|unfiltered|uncensored|jailbroken|evil)"
+        r"|\bdo[ \t]+anything[ \t]+now\b|\bDAN[ \t]+mode\b|\bdeveloper[ \t]+mode[ \t]+"
+        r"(?:enabled|on)\b|\bjailbreak(?:ed|ing)?\b)"
+    ),
+    "new_instructions": (
+        r"(?i)(?:\b(?:new|updated|real|actual|true|revised|additional|important|urgent)"
+        r"[ \t]+(?:system[ \t]+)?instructions?[ \t]*:"
+        r"|\bsystem[ \t]+(?:prompt|message|override|instruction)[ \t]*:"
+        r"|\binstead,?[ \t]+(?:you[ \t]+(?:must|should|will)|do[ \t]+the[ \t]+following)\b)"
+    ),
+    "reveal_prompt": (
+        r"(?i)\b(?:reveal|print|show|repeat|output|display|tell[ \t]+me|leak|disclose|"
+        r"write[ \t]+(?:out|down)|spell[ \t]+out)\b[^.\n]{0,30}?\b(?:system[ \t]+prompt|"
+        r"initial[ \t]+prompt|(?:your|the)[ \t]+(?:original[ \t]+|hidden[ \t]+|secret[ \t]+)?"
+        r"(?:instructions|prompt|rules|password))\b"
+    ),
+    "hide_from_user": (
+        r"(?i)\b(?:do[ \t]+not|don't|never|without)[ \t]+(?:tell|telling|inform|informing|"
+        r"mention|mentioning|reveal|revealing|alert|alerting|notify|notifying)\b[^.\n]{0,20}?"
+        r"\b(?:the[ \t]+)?user\b"
+    ),
+    "template_marker": (
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|"
+        r"start_header_id|end_header_id|eot_id)\|>|\[/?INST\]|<</?SYS>>"
+        r"|</?(?:system|tool_result|function_results|instructions)>"
+        r"|(?m:^[ \t]*(?:#{2,3}[ \t]*)?(?:SYSTEM|System)[ \t]*:)"
+    ),
+    "ignore_instructions_de": (
+        r"(?i)\b(?:ignoriere|ignorieren[ \t]+sie|vergiss|vergessen[ \t]+sie|missachte)\b"
+        r"[^.\n]{0,40}?\b(?:anweisungen|anordnungen|befehle|vorgaben|regeln|alles|"
+        r"instruktionen|aufgaben)\b"
+    ),
+    "ignore_instructions_fr": (
+        r"(?i)\b(?:ignore[zs]?|oublie[zs]?)\b[^.\n]{0,30}?\b(?:instructions|consignes|"
+        r"règles|regles|tout[ \t]+ce[ \t]+qui)\b"
+    ),
+    "ignore_instructions_es": (
+        r"(?i)\b(?:ignora|ignore|olvida|olvide)\b[^.\n]{0,30}?\b(?:instrucciones|"
+        r"indicaciones|reglas|todo[ \t]+lo[ \t]+anterior)\b"
+    ),
+}
+
+
+def _combined(patterns: dict[str, str]) -> Any:
+    return re2.compile("|".join(f"(?P<{name}>{p})" for name, p in patterns.items()), _OPTIONS)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _iban(text: str) -> bool:
+    compact = text.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    number = "".join(str(int(char, 36)) for char in moved)
+    return int(number) % 97 == 1
+
+
+def _random_looking(token: str) -> bool:
+    """Whether ``token`` looks like a random secret: high entropy per character, mixed
+    letters and digits (a hex digest, a word run together, a path are not)."""
+    if not (any(c.isdigit() for c in token) and any(c.isupper() for c in token)):
+        return False
+    if not any(c.islower() for c in token):
+        return False
+    counts = Counter(token)
+    size = len(token)
+    entropy = -sum(n / size * math.log2(n / size) for n in counts.values())
+    return entropy >= 4.3 if size < 40 else entropy >= 4.6
+
+
+def _digits(text: str) -> str:
+    return "".join(c for c in text if c.isdigit())
+
+
+_CHECKS: dict[str, Callable[[str], bool]] = {
+    "card_number": lambda found: 13 <= len(_digits(found)) <= 19 and _luhn(_digits(found)),
+    "iban": _iban,
+    "phone": lambda found: 8 <= len(_digits(found)) <= 15,
+    "us_ssn": lambda found: not found.startswith(("000", "666")) and found[4:6] != "00",
+}
+
+# Invisible format characters an attacker splits words with (zero-width spaces, joiners,
+# soft hyphens, word joiners, bidi marks): looked through, their positions kept.
+_INVISIBLE = re2.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+
+
+class Detectors:
+    """The built-in detectors, compiled once per gateway."""
+
+    def __init__(self) -> None:
+        self._secrets = _combined(_SECRETS)
+        self._assigned = re2.compile(_ASSIGNED, _OPTIONS)
+        self._random = re2.compile(_RANDOM, _OPTIONS)
+        self._personal = _combined(_PERSONAL)
+        self._injection = _combined(_INJECTION)
+
+    def find(self, text: str, kinds: Iterable[Detector]) -> list[Finding]:
+        """What the detectors of ``kinds`` find in ``text``, in order, overlaps merged
+        to the first found."""
+        seen, positions = _visible(text)
+        found: list[Finding] = []
+        for kind in kinds:
+            if kind == "secrets":
+                found += self._find_secrets(seen)
+            elif kind == "personal_data":
+                found += self._find(self._personal, seen, "personal_data")
+            else:
+                found += self._find(self._injection, seen, "injection")
+        if positions is not None:
+            found = [_placed(f, positions, len(text)) for f in found]
+        return _merged(found)
+
+    def _find(self, pattern: Any, text: str, kind: Detector) -> list[Finding]:
+        found = []
+        for match in pattern.finditer(text):
+            label = match.lastgroup
+            check = _CHECKS.get(label)
+            if check is not None and not check(match.group()):
+                continue
+            found.append(Finding(kind, label, *match.span()))
+        return found
+
+    def _find_secrets(self, text: str) -> list[Finding]:
+        found = self._find(self._secrets, text, "secrets")
+        for match in self._assigned.finditer(text):
+            found.append(Finding("secrets", "secret_setting", *match.span(1)))
+        for match in self._random.finditer(text):
+            if _random_looking(match.group()):
+                found.append(Finding("secrets", "high_entropy", *match.span()))
+        return found
+
+
+def _visible(text: str) -> tuple[str, list[int] | None]:
+    """``text`` without invisible format characters, and where each kept character was
+    (None when there were none)."""
+    if _INVISIBLE.search(text) is None:
+        return text, None
+    positions = [i for i, char in enumerate(text) if _INVISIBLE.fullmatch(char) is None]
+    return "".join(text[i] for i in positions), positions
+
+
+def _placed(finding: Finding, positions: list[int], size: int) -> Finding:
+    start = positions[finding.start] if finding.start < len(positions) else size
+    end = positions[finding.end - 1] + 1 if finding.end > 0 else start
+    return Finding(finding.kind, finding.label, start, end)
+
+
+def _merged(found: list[Finding]) -> list[Finding]:
+    """In order of position; a finding inside or across an earlier one is left out."""
+    merged: list[Finding] = []
+    for finding in sorted(found, key=lambda f: (f.start, -f.end)):
+        if merged and finding.start < merged[-1].end:
+            continue
+        merged.append(finding)
+    return merged
+
+
+def redacted(text: str, found: Iterable[Finding]) -> str:
+    """``text`` with each span found replaced by ``[redacted: <label>]``."""
+    pieces, at = [], 0
+    for finding in sorted(found, key=lambda f: f.start):
+        if finding.start < at:
+            continue
+        pieces += [text[at : finding.start], f"[redacted: {finding.label}]"]
+        at = finding.end
+    pieces.append(text[at:])
+    return "".join(pieces)
