@@ -514,6 +514,19 @@ class GatewayConfig(_Frozen):
             )
         return self
 
+    @model_validator(mode="after")
+    def _judges_are_models(self) -> GatewayConfig:
+        names = {model.name for model in self.models}
+        rules = list(self.policy.guardrails.rules)
+        for tenant in self.tenants or []:
+            rules += tenant.policy.guardrails.rules if tenant.policy.guardrails else []
+        for rule in rules:
+            if rule.model is not None and rule.model not in names:
+                raise ValueError(
+                    f"guardrail {rule.name!r}: its judge {rule.model!r} is not a configured model"
+                )
+        return self
+
     @property
     def embedding_upstream(self) -> UpstreamConfig | None:
         """The upstream tool search asks for embeddings (``/v1/embeddings``), if any."""

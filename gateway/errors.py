@@ -11,6 +11,7 @@
     ├── BodyTimeout                  408 the body did not arrive within server.body_timeout_s
     ├── PayloadTooLarge              413 body over server.max_body_bytes
     ├── ClientClosedRequest          499 the client left before its answer (never sent)
+    ├── GuardrailBlocked             400 guardrail_blocked: an input or streamed answer withheld
     ├── ToolLimitExceeded            422 tool_limit_exceeded
     │   └── BudgetExceeded           422 budget_exceeded: the run's envelope is spent
     ├── IdempotencyKeyReused         422 an Idempotency-Key sent again with another body

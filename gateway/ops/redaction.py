@@ -91,6 +91,13 @@ def secrets_of(config: GatewayConfig) -> list[str]:
         if said.webhook_secret is not None:
             found.append(said.webhook_secret.get_secret_value())
         found += url_secrets(said.webhook) if said.webhook else []
+    guarding = [config.policy.guardrails]
+    guarding += [t.policy.guardrails for t in config.tenants or [] if t.policy.guardrails]
+    for rules in guarding:
+        for rule in rules.rules:
+            if rule.secret is not None:
+                found.append(rule.secret.get_secret_value())
+            found += url_secrets(rule.url) if rule.url else []
     found += _connection_secrets(config)
     return [secret for secret in found if secret]
 

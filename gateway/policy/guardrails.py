@@ -13,59 +13,32 @@ is its ``on_error``: ``allow`` passes the text (the verdict says it went unscree
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
+
+import httpx
 
 from gateway.config import GuardrailConfig, GuardrailOn
 from gateway.ops.metrics import Metrics
 from gateway.policy.detectors import Detectors, Finding, redacted
-
-# Past this many characters a text's detectors run on a worker thread: a megabyte of
-# result keeps the event loop free (RE2 releases the GIL while it matches).
-OFFLOAD_CHARS = 64 * 1024
-MAX_FOUND = 16  # the labels a verdict names, at most
+from gateway.policy.judges import (
+    BuiltinJudge,
+    HttpJudge,
+    Judge,
+    JudgeFailed,
+    Judgement,
+    ModelJudge,
+    Subject,
+)
+from gateway.policy.models import ModelRoute
+from gateway.upstream.servers import ModelServers
+from tool_registry import EgressDenied, GuardedTransport, failure_words
 
 # What became of a text, by one guardrail: acted on as configured, passed (nothing
 # found), or unscreened because its judge failed and ``on_error: allow`` let it pass.
 Action = Literal["block", "redact", "flag", "taint", "pass", "error"]
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """A judge's answer on one text: what it found (labels; none: the text passes), where
-    (for ``redact``), the text it would have read instead (an HTTP service's), or why it
-    could not judge."""
-
-    found: tuple[str, ...] = ()
-    spans: tuple[Finding, ...] = ()
-    rewritten: str | None = None
-    error: str | None = None
-
-
-class Judge(Protocol):
-    """How one guardrail judges a text (``subject``: the tool's name, ``final_answer`` or
-    ``input``)."""
-
-    async def judge(self, text: str, on: GuardrailOn, subject: str) -> Judgement: ...
-
-
-class BuiltinJudge:
-    """The built-in detectors of ``kinds``."""
-
-    def __init__(self, detectors: Detectors, config: GuardrailConfig) -> None:
-        self._detectors = detectors
-        self._kinds = tuple(config.detect)
-
-    def find(self, text: str) -> list[Finding]:
-        return self._detectors.find(text, self._kinds)
-
-    async def judge(self, text: str, on: GuardrailOn, subject: str) -> Judgement:
-        if len(text) > OFFLOAD_CHARS:
-            found = await asyncio.to_thread(self.find, text)
-        else:
-            found = self.find(text)
-        return Judgement(tuple(dict.fromkeys(f.label for f in found))[:MAX_FOUND], tuple(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,37 +90,55 @@ class Guard:
     configuration (a reload makes new ones), and the screening of a text by a tuple of
     them."""
 
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        metrics: Metrics | None = None,
+        *,
+        models: ModelServers | None = None,
+        routes: Callable[[str], ModelRoute] | None = None,
+        transport: GuardedTransport | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.detectors = Detectors()
         self._metrics = metrics
+        self._models = models  # for judges: the model port, and the snapshot's routes
+        self._routes = routes
+        self._transport = transport  # for services: the one guarded way out
+        self._clock = clock
         self._judges: dict[int, tuple[GuardrailConfig, Judge]] = {}
 
     def judge_of(self, config: GuardrailConfig) -> Judge:
         known = self._judges.get(id(config))
         if known is not None and known[0] is config:
             return known[1]
-        judge = BuiltinJudge(self.detectors, config)
+        judge = self._made(config)
         if len(self._judges) > 4096:  # configurations of past reloads
             self._judges.clear()
         self._judges[id(config)] = (config, judge)
         return judge
 
+    def _made(self, config: GuardrailConfig) -> Judge:
+        if config.kind == "model":
+            if self._models is None or self._routes is None:
+                raise JudgeFailed("no model servers to ask")
+            return ModelJudge(config, self._models, self._routes)
+        if config.kind == "http":
+            if self._transport is None:
+                raise JudgeFailed("no transport to send with")
+            return HttpJudge(config, self._transport, self._clock)
+        return BuiltinJudge(self.detectors, config)
+
     async def screen(
-        self,
-        guardrails: Sequence[GuardrailConfig],
-        text: str,
-        on: GuardrailOn,
-        subject: str,
-        call_id: str | None = None,
+        self, guardrails: Sequence[GuardrailConfig], text: str, subject: Subject
     ) -> Screened:
         """``text`` as its reader may read it, after ``guardrails`` (each about it)."""
         if not guardrails:
             return Screened(text)
         if len(guardrails) == 1:
-            judged = [await self._judged(guardrails[0], text, on, subject)]
+            judged = [await self._judged(guardrails[0], text, subject)]
         else:
             judged = list(
-                await asyncio.gather(*(self._judged(g, text, on, subject) for g in guardrails))
+                await asyncio.gather(*(self._judged(g, text, subject) for g in guardrails))
             )
         verdicts = []
         blocked: GuardVerdict | None = None
@@ -156,14 +147,20 @@ class Guard:
         for config, judgement in zip(guardrails, judged, strict=True):
             action = _action(config, judgement)
             verdict = GuardVerdict(
-                config.name, on, subject, action, judgement.found, call_id, judgement.error
+                config.name,
+                subject.on,
+                subject.name,
+                action,
+                judgement.found,
+                subject.call_id,
+                judgement.error,
             )
             verdicts.append(verdict)
             self._count(config.name, action)
             if action == "block" and blocked is None:
                 blocked = verdict
             elif action == "taint" and taint is None:
-                taint = f"guardrail {config.name!r} on {subject!r}"
+                taint = f"guardrail {config.name!r} on {subject.name!r}"
             elif action == "redact":
                 redactions.append((config, judgement))
         if blocked is not None:
@@ -178,13 +175,19 @@ class Guard:
         spans = tuple(f for config, _ in redactions for f in self._found(config, rewritten))
         return Screened(redacted(rewritten, spans), tuple(verdicts), None, taint, spans, True)
 
-    async def _judged(
-        self, config: GuardrailConfig, text: str, on: GuardrailOn, subject: str
-    ) -> Judgement:
+    async def _judged(self, config: GuardrailConfig, text: str, subject: Subject) -> Judgement:
+        """The guardrail's judgement, or why there is none (never raised: a judge's
+        failure is its ``on_error``, not the request's)."""
         try:
-            return await self.judge_of(config).judge(text, on, subject)
-        except Exception as exc:  # a judge's own failure is its on_error, never the request's
-            return Judgement(error=type(exc).__name__)
+            return await self.judge_of(config).judge(text, subject)
+        except JudgeFailed as exc:
+            return Judgement(error=str(exc))
+        except TimeoutError:
+            return Judgement(error=f"no verdict within {config.timeout_s:g}s")
+        except (EgressDenied, httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            return Judgement(error=failure_words(exc))
+        except Exception as exc:  # a model server's error, or anything else
+            return Judgement(error=f"the judge failed ({type(exc).__name__})")
 
     def _found(self, config: GuardrailConfig, text: str) -> list[Finding]:
         judge = self.judge_of(config)

@@ -27,6 +27,7 @@ from gateway.ops.metrics import UNKNOWN, Metrics
 from gateway.policy.approval_desk import MAX_REASON, Answer, ApprovalDesk, binding_problem
 from gateway.policy.caps import Step, decide
 from gateway.policy.guardrails import Guard, Screened, refusal_text
+from gateway.policy.judges import Subject
 from gateway.policy.ledger import Decided, Ledger
 from gateway.policy.limits import LoopLimits, Narrowing, effective_limits, effective_tools
 from gateway.policy.prices import nanos_of
@@ -166,9 +167,8 @@ class PolicyPoint:
             return result
         policy = self.rules.of(tool)
         if policy.guardrails and self.guard is not None:
-            screened = await self.guard.screen(
-                policy.guardrails, result.content, "tool_result", tool.name, call_id
-            )
+            subject = Subject("tool_result", tool.name, self.tenant, call_id)
+            screened = await self.guard.screen(policy.guardrails, result.content, subject)
             ledger.guarded += screened.verdicts
             if screened.taint is not None:
                 ledger.tainted(screened.taint)
@@ -194,7 +194,7 @@ class PolicyPoint:
         guardrails = rules.guardrails(on) if on != "tool_result" else rules.of_client(subject)
         if not guardrails or self.guard is None:
             return Screened(text)
-        return await self.guard.screen(guardrails, text, on, subject, call_id)
+        return await self.guard.screen(guardrails, text, Subject(on, subject, self.tenant, call_id))
 
     @property
     def guards_passage(self) -> bool:

@@ -224,7 +224,11 @@ class Replayer:
         self._runtime = runtime
         self._models = ModelServers(upstream)
         self._executor = ToolExecutor(tool_transport)
-        self._guard = guard if guard is not None else Guard()
+        if guard is None:  # the CLI's: its judges ask through the same port and guard
+            guard = Guard(
+                models=self._models, routes=runtime.models.route, transport=tool_transport
+            )
+        self._guard = guard
 
     @classmethod
     def of_config(

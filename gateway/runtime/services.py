@@ -162,7 +162,14 @@ class Gateway:
         self.model_servers = ModelServers(upstream, metrics=metrics)  # the model port
         # Tool search's vectors, from the operator's embeddings model where configured:
         # each snapshot's catalog is embedded in the background once it is current.
-        self.guard = Guard(self.metrics)  # the guardrails' judges (docs/guardrails.md)
+        # The guardrails' judges (docs/guardrails.md): the model port, the one way out.
+        self.guard = Guard(
+            metrics,
+            models=self.model_servers,
+            routes=lambda name: self.runtime.models.route(name),
+            transport=tools,
+            clock=self.clock,
+        )
         self.meanings = Meanings(
             self.model_servers.exchange, VectorStore(self.store, self.keys), metrics
         )

@@ -22,6 +22,7 @@ def labels(tools: int) -> Labels:
         tools=dict.fromkeys(names, "http"),
         outcomes=("ok", "timeout"),
         cap_kinds=("iterations",),
+        guardrails=(("no-secrets", "redact"),),
     )
 
 

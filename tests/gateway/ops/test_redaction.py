@@ -248,7 +248,17 @@ EVERY_SECRET: dict[str, Any] = {
             "admin_keys": ["approver-CANARY-22"],
             "webhook": "https://hooks.example.com/x?sig=hookq-CANARY-23",
             "webhook_secret": WEBHOOK_SECRET,
-        }
+        },
+        "guardrails": {
+            "rules": [
+                {
+                    "name": "corp",
+                    "kind": "http",
+                    "url": "https://guard.example.com/check?key=guardq-CANARY-28",
+                    "secret": "whsec_" + base64.b64encode(b"g" * 32).decode(),
+                }
+            ]
+        },
     },
     "tenants": [
         {
@@ -267,7 +277,17 @@ EVERY_SECRET: dict[str, Any] = {
                     "admin_keys": ["approver-CANARY-26"],
                     "webhook": "https://hooks.example.com/a?sig=hookq-CANARY-27",
                     "webhook_secret": "whsec_" + base64.b64encode(b"v" * 32).decode(),
-                }
+                },
+                "guardrails": {
+                    "rules": [
+                        {
+                            "name": "own",
+                            "kind": "http",
+                            "url": "https://guard.example.com/a?key=guardq-CANARY-29",
+                            "secret": "whsec_" + base64.b64encode(b"h" * 32).decode(),
+                        }
+                    ]
+                },
             },
         }
     ],
@@ -321,7 +341,7 @@ def test_every_secret_of_the_configuration_is_in_the_one_list() -> None:
     for path, secret in _secret_values(config):
         assert secret in found, f"{path} is not in secrets_of"
     canaries = set(re.findall(r"[a-z-]+-CANARY-\d+", json.dumps(EVERY_SECRET)))
-    assert len(canaries) == 27
+    assert len(canaries) == 29
     assert canaries <= found  # headers sent, and URLs' passwords and query values
 
 
