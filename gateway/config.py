@@ -20,6 +20,7 @@ from pydantic import (
 from gateway.guardrails_config import Detector as Detector
 from gateway.guardrails_config import GuardrailAction as GuardrailAction
 from gateway.guardrails_config import GuardrailConfig as GuardrailConfig
+from gateway.guardrails_config import GuardrailKind as GuardrailKind
 from gateway.guardrails_config import GuardrailOn as GuardrailOn
 from gateway.guardrails_config import GuardrailsConfig as GuardrailsConfig
 from gateway.search_config import EmbeddingsConfig as EmbeddingsConfig

@@ -20,7 +20,7 @@ from typing import Literal
 
 import httpx
 
-from gateway.config import GuardrailConfig, GuardrailOn
+from gateway.config import GuardrailConfig, GuardrailKind, GuardrailOn
 from gateway.ops.metrics import Metrics
 from gateway.policy.detectors import Detectors, Finding, redacted
 from gateway.policy.judges import (
@@ -53,6 +53,7 @@ class GuardVerdict:
     found: tuple[str, ...] = ()
     call_id: str | None = None
     error: str | None = None
+    kind: GuardrailKind = "builtin"  # who found it: the gateway's words, or a far side's
 
     def line(self) -> dict[str, object]:
         line: dict[str, object] = {
@@ -154,6 +155,7 @@ class Guard:
                 judgement.found,
                 subject.call_id,
                 judgement.error,
+                config.kind,
             )
             verdicts.append(verdict)
             self._count(config.name, action)
@@ -209,7 +211,10 @@ def _action(config: GuardrailConfig, judgement: Judgement) -> Action:
 def refusal_text(verdict: GuardVerdict) -> str:
     """What a reader gets in place of a blocked text: the guardrail's name and what it
     found, never the text."""
-    what = f" ({', '.join(verdict.found)})" if verdict.found else ""
+    # Only the gateway's own labels are said: a judge's or a service's words, however
+    # cleaned, would be a far side's words in the model's context (the trace has them).
+    own = verdict.found and verdict.kind == "builtin"
+    what = f" ({', '.join(verdict.found)})" if own else ""
     why = " could not be screened, and" if verdict.error is not None else ""
     if verdict.on == "tool_result":
         return (

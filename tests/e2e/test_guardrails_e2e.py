@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,7 +25,9 @@ CARD = "4111 1111 1111 1111"  # a test card number: Luhn-valid, four words when 
 USER: Any = [{"role": "user", "content": "Look it up."}]
 
 
-def guarded(*rules: dict[str, Any], stream: str = "window") -> Any:
+def guarded(
+    *rules: dict[str, Any], stream: str = "window"
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The test gateway with a ``note`` tool (its query comes back in its result), a
     cached one, and ``rules`` as the gateway's guardrails."""
 
