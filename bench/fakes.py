@@ -8,7 +8,8 @@
 The upstream answers by model name, in chat completions (or Anthropic Messages, at
 ``/v1/messages``, or Bedrock Converse, at ``/model/{id}/converse``): ``bench-tool1``
 asks for one ``bench_fast`` call,
-``bench-tools4`` for four ``bench_slow`` calls, anything else answers at once; once the
+``bench-tools4`` for four ``bench_slow`` calls, ``bench-guard`` judges every text safe (a
+guardrail's judge), anything else answers at once; once the
 history holds tool results it answers. ``stream: true`` is answered as SSE: the first
 token after ``ttft-ms``, then one token every ``token-interval-ms``. The tool server
 answers ``/tool?ms=N`` after N milliseconds. The collector takes OTLP/HTTP exports
@@ -57,6 +58,7 @@ def _calls(name: str, count: int) -> list[dict[str, Any]]:
 
 
 ANSWER = _completion({"role": "assistant", "content": "The answer is 42."}, "stop")
+VERDICT = _completion({"role": "assistant", "content": '{"verdict": "safe"}'}, "stop")
 TOOL1 = _completion(
     {"role": "assistant", "content": None, "tool_calls": _calls("bench_fast", 1)}, "tool_calls"
 )
@@ -137,7 +139,9 @@ class Upstream:
             response.send(200, MESSAGES_TOOL1 if asks else MESSAGES_ANSWER)
             return
         answered = b'"role":"tool"' in body
-        if not answered and b'"bench-tool1"' in body:
+        if b'"bench-guard"' in body:  # a guardrail's judge: it judges at once
+            response.send(200, VERDICT)
+        elif not answered and b'"bench-tool1"' in body:
             response.send(200, TOOL1)
         elif not answered and b'"bench-tools4"' in body:
             response.send(200, TOOLS4)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .console import lines as console_lines
+from .guardrails import lines as guardrail_lines
 from .load import CLIENT_TIMEOUT_S
 from .search_rows import search_lines
 
@@ -67,6 +68,9 @@ def markdown(report: dict[str, Any]) -> str:
     if "tool_search" in report:
         lines += ["", "Tool search (l):", ""]
         lines += [f"- {line}" for line in search_lines(report["tool_search"])]
+    if "guardrails" in report:
+        lines += ["", "Guardrails (n):", ""]
+        lines += [f"- {line}" for line in guardrail_lines(report["guardrails"])]
     if "console" in report:
         lines += ["", "The console (m):", "", *console_lines(report["console"])]
     lines += ["", "| target | measured | bound | |", "|---|---:|---:|---|"]

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import console
+from . import console, guardrails
 from .load import Load, measure
 from .procs import Processes, cpu_seconds, free_port, memory_kib, redis_server
 from .report import machine, markdown
@@ -33,6 +33,8 @@ SHARED_KEY = "bench-shared-key"  # a tenant with a request rate limit: Redis on 
 BUDGET_KEY = "bench-budget-key"  # a tenant with a day budget, on a priced model
 # Tenants with 32 tools in play (two bench tools and 30 others), tool search on and off.
 SEARCH_ON_KEY, SEARCH_OFF_KEY = "bench-search-on-key", "bench-search-off-key"
+# Tenants whose tool results (and answers) are screened: by the built-in detectors, by a judge.
+GUARDED_KEY, JUDGED_KEY = "bench-guarded-key", "bench-judged-key"
 PADDING = 30  # tools beside the bench tools for the search tenants
 CHAT = "/v1/chat/completions"
 QUIET = ("--log-level", "warning")
@@ -63,6 +65,7 @@ models:
   - {{name: bench-tool1, upstream: fast}}
   - {{name: bench-tools4, upstream: fast}}
   - {{name: bench-slow, upstream: slow}}
+  - {{name: bench-guard, upstream: fast}}
   - {{name: bench-tool1-anthropic, upstream: claude, upstream_model: bench-tool1}}
   - {{name: bench-tool1-bedrock, upstream: bedrock, upstream_model: bench-tool1}}
   - {{name: bench-tool1-priced, upstream: fast, upstream_model: bench-tool1,
@@ -82,6 +85,13 @@ tenants:
       tool_search: {{mode: "on", always: [bench_fast]}}}}
   - {{id: search_off, keys: [{SEARCH_OFF_KEY}], tools: ["bench_*", "pad_*"],
       tool_search: {{mode: "off"}}}}
+  - {{id: guarded, keys: [{GUARDED_KEY}], tools: ["bench_*"],
+      policy: {{guardrails: {{rules: [
+        {{name: builtins, detect: [secrets, personal_data, injection], action: redact}},
+        {{name: answers, screens: final_answer, detect: [personal_data], action: redact}}]}}}}}}
+  - {{id: judged, keys: [{JUDGED_KEY}], tools: ["bench_*"],
+      policy: {{guardrails: {{rules: [
+        {{name: judge, kind: model, model: bench-guard, action: block}}]}}}}}}
 """
 
 
@@ -367,6 +377,26 @@ def _scenarios(
     )
     results |= side_by_side(
         {
+            "n_tool_round": L(
+                "toolgate", "bench-tool1", TOOLS_KEY, concurrency=32, seconds=seconds
+            ),
+            "n_tool_round_builtin_guardrails": L(
+                "toolgate", "bench-tool1", GUARDED_KEY, concurrency=32, seconds=seconds
+            ),
+            "n_tool_round_judged": L(
+                "toolgate", "bench-tool1", JUDGED_KEY, concurrency=32, seconds=seconds
+            ),
+            "n_tool_round_c1": L(
+                "toolgate", "bench-tool1", TOOLS_KEY, concurrency=1, seconds=seconds
+            ),
+            "n_tool_round_judged_c1": L(
+                "toolgate", "bench-tool1", JUDGED_KEY, concurrency=1, seconds=seconds
+            ),
+        },
+        rounds,
+    )
+    results |= side_by_side(
+        {
             "a_direct_c1": L("direct", "bench-plain", concurrency=1, seconds=seconds),
             "c_passthrough_c1": L("toolgate", "bench-plain", concurrency=1, seconds=seconds),
             "d_tool_round_c4": L(
@@ -480,6 +510,7 @@ def main() -> None:
     scenarios = run(args.full)
     search = tool_search()
     pages = console.measure()
+    guarding = guardrails.measure()
     report = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "mode": "full" if args.full else "quick",
@@ -488,7 +519,11 @@ def main() -> None:
         "scenarios": scenarios,
         "tool_search": search,
         "console": pages,
-        "targets": targets(scenarios) + search_targets(search) + console.targets(pages),
+        "guardrails": guarding,
+        "targets": targets(scenarios)
+        + search_targets(search)
+        + console.targets(pages)
+        + guardrails.targets(guarding),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")

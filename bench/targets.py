@@ -82,6 +82,19 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         ("(g) no errors at concurrency 256", r["g_slow_upstream_c256"]["errors"], 0, "max"),
         (
+            "(n) a tool round with the built-in guardrails on its result and answer: "
+            "rps ≥ 90% of without",
+            r["n_tool_round_builtin_guardrails"]["rps"] / r["n_tool_round"]["rps"],
+            0.90,
+            "ratio",
+        ),
+        (
+            "(n) a model judge (answering at once) adds ≤ 2 ms to a tool round's p50 at c=1",
+            p50("n_tool_round_judged_c1") - p50("n_tool_round_c1"),
+            2.0,
+            "max_ms",
+        ),
+        (
             "(k) a tool round with tool search on, 32 tools in play: CPU/request ≤ 110% of off",
             r["k_tool_round_search_on"]["server_cpu_us_per_request"]
             / r["k_tool_round_search_off"]["server_cpu_us_per_request"],

@@ -38,7 +38,7 @@ class _Frozen(BaseModel):
 
 
 class GuardrailConfig(_Frozen):
-    """One guardrail: what it screens (``on``; for ``tool_result``, the tools it is about:
+    """One guardrail: what it ``screens`` (for ``tool_result``, the tools it is about:
     ``tools`` globs on tool names, ``source`` a glob on the source's label), how it
     judges (``kind``) and what a finding does (``action``).
 
@@ -53,7 +53,7 @@ class GuardrailConfig(_Frozen):
     ``block`` blocks it."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    on: GuardrailOn = "tool_result"
+    screens: GuardrailOn = "tool_result"
     tools: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
     source: str = "*"
     kind: GuardrailKind = "builtin"
@@ -94,9 +94,11 @@ class GuardrailConfig(_Frozen):
                 f"guardrail {self.name!r}: a judge says whether, not where: redact is for "
                 "builtin and http guardrails"
             )
-        if self.on != "tool_result" and (self.tools != ["*"] or self.source != "*"):
-            raise ValueError(f"guardrail {self.name!r}: tools and source are for on: tool_result")
-        if self.on == "final_answer" and self.action == "taint":
+        if self.screens != "tool_result" and (self.tools != ["*"] or self.source != "*"):
+            raise ValueError(
+                f"guardrail {self.name!r}: tools and source are for screens: tool_result"
+            )
+        if self.screens == "final_answer" and self.action == "taint":
             raise ValueError(
                 f"guardrail {self.name!r}: a final answer is read by the client, not the "
                 "run: taint is for tool_result and input"

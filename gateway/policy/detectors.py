@@ -116,21 +116,59 @@ _INJECTION = {
         r"|\binstead,?[ \t]+(?:you[ \t]+(?:must|should|will)|do[ \t]+the[ \t]+following)\b)"
     ),
     "reveal_prompt": (
-        r"(?i)\b(?:reveal|print|show|repeat|output|display|tell[ \t]+me|leak|disclose|"
-        r"write[ \t]+(?:out|down)|spell[ \t]+out)\b[^.\n]{0,30}?\b(?:system[ \t]+prompt|"
-        r"initial[ \t]+prompt|(?:your|the)[ \t]+(?:original[ \t]+|hidden[ \t]+|secret[ \t]+)?"
-        r"(?:instructions|prompt|rules|password))\b"
+        r"(?i)(?:\b(?:reveal|print|show|repeat|output|display|tell[ \t]+me|leak|disclose|"
+        r"write[ \t]+(?:out|down)|spell[ \t]+out|encode|translate|see|share)\b[^.\n]{0,30}?"
+        r"\b(?:system"
+        r"[ \t]*prompt|initial[ \t]+prompt|(?:your|the)[ \t]+(?:original[ \t]+|hidden[ \t]+|"
+        r"secret[ \t]+)?(?:instructions|prompt|rules|password))\b"
+        r"|\b(?:your|my)[ \t]+(?:initial|starting|original|system|hidden|secret|first|"
+        r"developer)[ \t]+(?:prompt|instructions?|message|configuration|directives|rules)\b"
+        r"|\bthe[ \t]+system[ \t]+prompt[ \t]+is\b|\bsystemPrompt\b|\binitiali[sz]ation"
+        r"[ \t]+string\b|\bwhat[ \t]+were[ \t]+you[ \t]+told\b|\bi[ \t]+was[ \t]+instructed"
+        r"[ \t]+to\b|\bmy[ \t]+instructions[ \t]+are\b|\b(?:text|everything|conversation)"
+        r"[^.\n]{0,20}\b(?:above|so[ \t]+far)\b[^.\n]{0,30}\b(?:in[ \t]+full|verbatim|"
+        r"word[ \t]+for[ \t]+word)\b|\brepeat\b[^.\n]{0,30}?\b(?:the[ \t]+above|this[ \t]+"
+        r"(?:entire[ \t]+|whole[ \t]+)?conversation|everything[ \t]+(?:above|before))\b)"
     ),
     "hide_from_user": (
         r"(?i)\b(?:do[ \t]+not|don't|never|without)[ \t]+(?:tell|telling|inform|informing|"
         r"mention|mentioning|reveal|revealing|alert|alerting|notify|notifying)\b[^.\n]{0,20}?"
         r"\b(?:the[ \t]+)?user\b"
     ),
+    "ignore_then_act": (
+        r"(?i)\b(?:ignore|disregard|forget|skip)\b[^.\n]{0,60}?\band[ \t]+(?:instead[ \t]+|"
+        r"just[ \t]+|only[ \t]+)?(?:print|say|output|reply|respond|write|repeat|return|type|"
+        r"tell|show|translate|spell)\b"
+    ),
+    "ignore_data": (
+        r"(?i)\b(?:ignore|disregard)[ \t]+(?:all|any|the[ \t]+rest[ \t]+of|everything[ \t]+in)"
+        r"[ \t]+(?:this[ \t]+|the[ \t]+|other[ \t]+)?(?:info|information|data|content|text|"
+        r"documents?|context)\b"
+    ),
+    "say_exactly": (
+        r"(?i)(?:\b(?:just|only|simply)[ \t]+(?:print|say|output|write|reply[ \t]+with|"
+        r"respond[ \t]+with)[ \t]*:?[ \t]*[\"'\x{201c}]"
+        r"|\b(?:reply|respond|answer)[ \t]+(?:with[ \t]+)?only[ \t]+(?:with[ \t]+)?"
+        r"(?:the[ \t]+following|this)\b|\bstop[ \t]+everything\b)"
+    ),
+    "addressed_to_ai": (
+        r"(?i)(?:\bif[ \t]+you[ \t]+are[ \t]+an?[ \t]+(?:AI|LLM|language[ \t]+model|assistant|"
+        r"chatbot|agent|bot)\b|\b(?:note|message|instructions?|attention)[ \t]+(?:to|for)"
+        r"[ \t]+(?:the[ \t]+|any[ \t]+|all[ \t]+)?(?:AI|LLM|assistant|language[ \t]+model|"
+        r"chatbot|agent)s?\b|\b(?:visible|readable)[ \t]+(?:only[ \t]+)?(?:to|for)[ \t]+"
+        r"(?:the[ \t]+)?(?:LLMs?|AIs?|language[ \t]+models?|assistants?)\b"
+        r"|\binvisible[ \t]+to[ \t]+humans\b)"
+    ),
+    "override_mode": (
+        r"(?i)\b(?:admin(?:istrator)?|developer|root|sudo|god|debug|maintenance|system)"
+        r"[ \t]+(?:mode|override)\b"
+    ),
     "template_marker": (
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|"
         r"start_header_id|end_header_id|eot_id)\|>|\[/?INST\]|<</?SYS>>"
         r"|</?(?:system|tool_result|function_results|instructions)>"
-        r"|(?m:^[ \t]*(?:#{2,3}[ \t]*)?(?:SYSTEM|System)[ \t]*:)"
+        r"|(?m:^[ \t]*(?:#{2,3}[ \t]*)?(?:SYSTEM|System|Assistant|ASSISTANT|Human|HUMAN)"
+        r"[ \t]*:)"
     ),
     "ignore_instructions_de": (
         r"(?i)\b(?:ignoriere|ignorieren[ \t]+sie|vergiss|vergessen[ \t]+sie|missachte)\b"
@@ -178,10 +216,26 @@ def _random_looking(token: str) -> bool:
         return False
     if not any(c.islower() for c in token):
         return False
+    # Words run together (a URL's path, a slug) are not random, however long.
+    parts = [p for p in _SEPARATORS.split(token) if p]
+    wordish = sum(len(p) for p in parts if _word(p))
+    if len(parts) >= 3 and wordish >= 0.6 * len(token):
+        return False
     counts = Counter(token)
     size = len(token)
     entropy = -sum(n / size * math.log2(n / size) for n in counts.values())
     return entropy >= 4.3 if size < 40 else entropy >= 4.6
+
+
+_SEPARATORS = re2.compile(r"[-/_.+=]")
+_VOWELS = re2.compile(r"[aeiouyAEIOUY]")
+
+
+def _word(part: str) -> bool:
+    """Whether ``part`` reads as a word: letters in one case (or capitalised), a vowel."""
+    if len(part) < 3 or not part.isalpha() or _VOWELS.search(part) is None:
+        return False
+    return part.islower() or part.isupper() or (part[0].isupper() and part[1:].islower())
 
 
 def _digits(text: str) -> str:

@@ -47,7 +47,7 @@ class GuardVerdict:
     show it: never the text itself, only what was found in it."""
 
     guardrail: str
-    on: GuardrailOn
+    screens: GuardrailOn
     subject: str  # the tool's name, ``final_answer`` or ``input``
     action: Action
     found: tuple[str, ...] = ()
@@ -58,7 +58,7 @@ class GuardVerdict:
     def line(self) -> dict[str, object]:
         line: dict[str, object] = {
             "guardrail": self.guardrail,
-            "on": self.on,
+            "screens": self.screens,
             "subject": self.subject,
             "action": self.action,
         }
@@ -149,7 +149,7 @@ class Guard:
             action = _action(config, judgement)
             verdict = GuardVerdict(
                 config.name,
-                subject.on,
+                subject.screens,
                 subject.name,
                 action,
                 judgement.found,
@@ -216,13 +216,13 @@ def refusal_text(verdict: GuardVerdict) -> str:
     own = verdict.found and verdict.kind == "builtin"
     what = f" ({', '.join(verdict.found)})" if own else ""
     why = " could not be screened, and" if verdict.error is not None else ""
-    if verdict.on == "tool_result":
+    if verdict.screens == "tool_result":
         return (
             f"The result of this call{why} was withheld by the gateway's guardrail "
             f"{verdict.guardrail!r}{what}; it is not shown. Answer without it, or tell the "
             "user it was withheld."
         )
-    if verdict.on == "final_answer":
+    if verdict.screens == "final_answer":
         return (
             f"The answer{why} was withheld by the gateway's guardrail {verdict.guardrail!r}{what}."
         )

@@ -72,10 +72,10 @@ _FENCE = re.compile(r"\A\s*```(?:json)?\s*(.*?)\s*```\s*\Z", re.S)
 
 @dataclass(frozen=True, slots=True)
 class Subject:
-    """What a text is: what it is screened ``on``, its ``name`` (the tool's, or
+    """What a text is: what it is (``screens``), its ``name`` (the tool's, or
     ``final_answer`` / ``input``), the tenant's id and the call's id."""
 
-    on: GuardrailOn
+    screens: GuardrailOn
     name: str
     tenant: str = ""
     call_id: str | None = None
@@ -183,7 +183,7 @@ class ModelJudge:
         assert self.config.model is not None
         route = self.route(self.config.model)
         history = (
-            Message("system", judge_prompt(subject.on)),
+            Message("system", judge_prompt(subject.screens)),
             Message("user", fenced(text)),
         )
         params = Parameters(temperature=0.0, max_completion_tokens=JUDGE_TOKENS)
@@ -229,7 +229,7 @@ class HttpJudge:
         body = dumps(
             {
                 "guardrail": config.name,
-                "input_type": subject.on,
+                "input_type": subject.screens,
                 "subject": subject.name,
                 "tenant": subject.tenant,
                 "texts": [text],

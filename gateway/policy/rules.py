@@ -102,7 +102,7 @@ class TenantPolicy:
 
     def guardrails(self, on: GuardrailOn) -> tuple[GuardrailConfig, ...]:
         """The guardrails on the model's final answers or the client's input."""
-        return tuple(rule for rule in self.guarding.rules if rule.on == on)
+        return tuple(rule for rule in self.guarding.rules if rule.screens == on)
 
     def of_client(self, name: str) -> tuple[GuardrailConfig, ...]:
         """The guardrails on the answers of the client's tool ``name`` (its source's
@@ -110,7 +110,7 @@ class TenantPolicy:
         return tuple(
             rule
             for rule in self.guarding.rules
-            if rule.on == "tool_result"
+            if rule.screens == "tool_result"
             and fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
             and any(fnmatch.fnmatchcase(name, pattern) for pattern in rule.tools)
         )
@@ -120,7 +120,7 @@ class TenantPolicy:
         """Whether a guardrail screens the client's input, its tools' answers or the
         model's final answer."""
         return any(
-            rule.on != "tool_result" or fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
+            rule.screens != "tool_result" or fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
             for rule in self.guarding.rules
         )
 
@@ -152,7 +152,9 @@ class TenantPolicy:
                 approval = tighter(_APPROVAL, approval, rule.approval)
                 cost = max(cost, rule.cost_usd or 0.0)  # a tenant may only price higher
         guardrails = tuple(
-            rule for rule in self.guarding.rules if rule.on == "tool_result" and matches(rule, tool)
+            rule
+            for rule in self.guarding.rules
+            if rule.screens == "tool_result" and matches(rule, tool)
         )
         decided = [tool.fingerprint, tool.name, effects, output, approval, self.after_untrusted]
         version = hashlib.sha256(canonical(decided).encode()).hexdigest()[:16]

@@ -55,7 +55,7 @@ SECRETS = {"name": "no-secrets", "detect": ["secrets"], "action": "redact"}
 INJECTION = {"name": "no-injection", "detect": ["injection"], "action": "block"}
 ANSWER_PII = {
     "name": "answer-pii",
-    "on": "final_answer",
+    "screens": "final_answer",
     "detect": ["personal_data"],
     "action": "redact",
 }
@@ -99,7 +99,7 @@ def test_a_fresh_result_is_redacted_before_the_model_reads_it(stack: StackFactor
     assert found["guardrails"] == [
         {
             "guardrail": "no-secrets",
-            "on": "tool_result",
+            "screens": "tool_result",
             "subject": "note",
             "action": "redact",
             "found": ["aws_access_key"],
@@ -254,7 +254,12 @@ def test_a_blocked_stream_ends_with_an_error_and_no_leak(stack: StackFactory) ->
 
 
 def test_a_withheld_input_is_refused(stack: StackFactory) -> None:
-    rule = {"name": "no-injected-input", "on": "input", "detect": ["injection"], "action": "block"}
+    rule = {
+        "name": "no-injected-input",
+        "screens": "input",
+        "detect": ["injection"],
+        "action": "block",
+    }
     s = stack(lambda body: say("never"), config=guarded(rule))
     with pytest.raises(openai.BadRequestError) as raised:
         s.client().chat.completions.create(
@@ -263,3 +268,70 @@ def test_a_withheld_input_is_refused(stack: StackFactory) -> None:
     assert raised.value.code == "guardrail_blocked"
     assert "no-injected-input" in raised.value.message
     assert s.upstream.requests == []  # the model never read it
+
+
+def test_a_restored_mixed_turn_and_the_clients_answer_are_screened(stack: StackFactory) -> None:
+    """The server half of a mixed turn ran (and was screened) before the hand-back; the
+    client's answer to its half is screened as it comes back; the model reads neither
+    key."""
+
+    def mixed(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return calls(
+                tool_call("n1", "note", {"q": f"server key {AWS_KEY}"}),
+                tool_call("k1", "read_env", {}),
+            )
+        return say("both: " + " | ".join(sorted(results.values())))
+
+    s = stack(mixed, config=guarded(SECRETS))
+    client = s.client()
+    tools: Any = [{"type": "function", "function": {"name": "read_env", "parameters": {}}}]
+    first = client.chat.completions.create(model=MODEL, messages=USER, tools=tools)
+    handed = first.choices[0].message
+    assert [c.id for c in handed.tool_calls or []] == ["k1"]
+    history: Any = [
+        *USER,
+        handed.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": "k1", "content": f"client key {AWS_KEY}"},
+    ]
+    answer = client.chat.completions.create(model=MODEL, messages=history, tools=tools)
+    read = tool_results(s.upstream.requests[-1])
+    assert set(read) == {"n1", "k1"}  # the server half was put back
+    for result in read.values():
+        assert AWS_KEY not in result
+        assert "[redacted: aws_access_key]" in result
+    assert AWS_KEY not in (answer.choices[0].message.content or "")
+
+
+ADMIN_KEY = "sk-admin-replays"
+
+
+def test_a_replayed_result_is_screened_by_the_replaying_gateway(stack: StackFactory) -> None:
+    """A recording made where no guardrail ran holds the key in its result; the gateway
+    that replays it screens that result as it enters the replayed run."""
+
+    def recorded(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded()(config)
+        config["tenants"][0]["record"] = "all"
+        return config
+
+    first = stack(reads_note(f"key {AWS_KEY}"), config=recorded)
+    raw = first.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
+    found = trace(first, raw.headers["x-request-id"])
+    assert AWS_KEY in json.dumps(found["recording"]["tool_calls"])  # nothing screened it
+
+    def replaying(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded(SECRETS)(config)
+        config["server"]["admin_key"] = ADMIN_KEY
+        return config
+
+    second = stack(reads_note(f"key {AWS_KEY}"), config=replaying)
+    body = {"model": MODEL, "tenant": "acme", "recordings": [found["recording"]]}
+    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+    replayed = httpx.post(f"{second.gateway.url}/v1/toolgate/replays", json=body, headers=admin)
+    assert replayed.status_code == 200, replayed.text
+    assert hits(second) == 0  # served from the recording, not run
+    read = tool_results(second.upstream.requests[-1])["n1"]
+    assert AWS_KEY not in read
+    assert "[redacted: aws_access_key]" in read

@@ -36,7 +36,7 @@ GUARD = Guard()
 
 def screen(action: str = "redact") -> AnswerScreen:
     rule = GuardrailConfig(
-        name="answers", on="final_answer", detect=["secrets", "personal_data"], action=action
+        name="answers", screens="final_answer", detect=["secrets", "personal_data"], action=action
     )
     rules = TenantPolicy(guarding=GuardrailsConfig(rules=[rule], window_chars=WINDOW))
     policy = PolicyPoint(
