@@ -102,6 +102,8 @@ class Recording:
     status: int | None = None
     error: str | None = None
     usage: Json | None = None
+    # The guardrails' verdicts on the run (docs/guardrails.md): read, never replayed.
+    guardrails: tuple[Json, ...] = ()
 
     def calls(self) -> list[ToolCall]:
         """Every call the model made, round by round."""
@@ -183,6 +185,7 @@ def encode(recording: Recording) -> dict[str, Any]:
         "status": recording.status,
         "error": recording.error,
         "usage": recording.usage,
+        **({"guardrails": list(recording.guardrails)} if recording.guardrails else {}),
     }
 
 
@@ -328,4 +331,5 @@ def decode(document: Any) -> Recording:
         status if type(status) is int else None,
         _text(document.get("error")),
         _json(document.get("usage")),
+        tuple(_objects(document, "guardrails")),
     )

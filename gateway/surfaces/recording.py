@@ -106,4 +106,5 @@ def recording(
         status,
         error,
         report.usage,
+        tuple(report.guardrail_lines()),
     )

@@ -86,8 +86,17 @@ def trace(s: Stack, request_id: str) -> dict[str, Any]:
     raise AssertionError(f"no trace of {request_id}")
 
 
+def recorded(change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    def both(config: dict[str, Any]) -> dict[str, Any]:
+        config = change(config)
+        config["tenants"][0]["record"] = "all"
+        return config
+
+    return both
+
+
 def test_a_fresh_result_is_redacted_before_the_model_reads_it(stack: StackFactory) -> None:
-    s = stack(reads_note(f"the key is {AWS_KEY}"), config=guarded(SECRETS))
+    s = stack(reads_note(f"the key is {AWS_KEY}"), config=recorded(guarded(SECRETS)))
     raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     answer = raw.parse().choices[0].message.content or ""
     read = tool_results(s.upstream.requests[-1])["n1"]
@@ -106,6 +115,7 @@ def test_a_fresh_result_is_redacted_before_the_model_reads_it(stack: StackFactor
             "call_id": "n1",
         }
     ]
+    assert found["recording"]["guardrails"] == found["guardrails"]  # the recording has them
     (call,) = found["tool_calls"]
     assert AWS_KEY not in call["result"]  # the trace keeps what the model read
     assert "[redacted: aws_access_key]" in call["result"]
@@ -311,12 +321,7 @@ def test_a_replayed_result_is_screened_by_the_replaying_gateway(stack: StackFact
     """A recording made where no guardrail ran holds the key in its result; the gateway
     that replays it screens that result as it enters the replayed run."""
 
-    def recorded(config: dict[str, Any]) -> dict[str, Any]:
-        config = guarded()(config)
-        config["tenants"][0]["record"] = "all"
-        return config
-
-    first = stack(reads_note(f"key {AWS_KEY}"), config=recorded)
+    first = stack(reads_note(f"key {AWS_KEY}"), config=recorded(guarded()))
     raw = first.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     found = trace(first, raw.headers["x-request-id"])
     assert AWS_KEY in json.dumps(found["recording"]["tool_calls"])  # nothing screened it

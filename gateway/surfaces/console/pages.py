@@ -354,6 +354,7 @@ class Console:
             "trace": trace,
             "timeline": drawn,
             "steps": steps(drawn) if drawn is not None else [],
+            "guardrails": guardrail_rows(trace),
             "trace_id": trace_id if isinstance(trace_id, str) else None,
             "trace_link": trace_url.replace("{trace_id}", quote(trace_id))
             if trace_url and isinstance(trace_id, str)
@@ -524,3 +525,21 @@ class Console:
             said = f"Not reloaded; the running configuration stays. {result.message}"
             return await self._configuration(request, signed, said, 422)
         return await self._configuration(request, signed, f"Reloaded: {result.tools} tools.")
+
+
+def guardrail_rows(trace: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The guardrails' verdicts a trace holds, each with its fields as text (a trace is
+    the store's: what is not the shape is left out)."""
+    rows = []
+    for line in (trace or {}).get("guardrails") or []:
+        if not isinstance(line, dict):
+            continue
+        found = line.get("found")
+        rows.append(
+            {
+                key: str(line.get(key) or "")
+                for key in ("guardrail", "screens", "subject", "action", "call_id", "error")
+            }
+            | {"found": [str(f) for f in found] if isinstance(found, list) else []}
+        )
+    return rows
