@@ -190,4 +190,16 @@ def unmatched_rules(
         for index, rule in enumerate(rules):
             if not any(matches(rule, tool) for tool in tools):
                 found.append(f"{where}[{index}] ({', '.join(rule.tools)}) matches no tool")
+    guarding = [("policy.guardrails", config.guardrails)] + [
+        (f"tenant {tenant_id!r}: policy.guardrails", policy.guardrails)
+        for tenant_id, policy in tenants
+        if policy.guardrails is not None
+    ]
+    for where, said in guarding:
+        for guardrail in said.rules:
+            screens, source = guardrail.screens, guardrail.source
+            if screens != "tool_result" or fnmatch.fnmatchcase(CLIENT_SOURCE, source):
+                continue  # a client's tools are not known before its requests
+            if not any(matches(guardrail, tool) for tool in tools):
+                found.append(f"{where}: guardrail {guardrail.name!r} screens no tool's results")
     return found

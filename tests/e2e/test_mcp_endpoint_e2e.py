@@ -28,8 +28,10 @@ def tool_answer(hit: Received) -> Answer:
     return Answer(body=json.dumps({"path": hit.raw_path, "name": "Ada"}).encode())
 
 
-def start(harness: Harness) -> tuple[ServerThread, Recorder]:
-    tools = Recorder(tool_answer)
+def start(
+    harness: Harness, answer: Any = tool_answer, policy: dict[str, Any] | None = None
+) -> tuple[ServerThread, Recorder]:
+    tools = Recorder(answer)
     url = harness.serve(tools).url
     config: dict[str, Any] = {
         "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
@@ -67,6 +69,8 @@ def start(harness: Harness) -> tuple[ServerThread, Recorder]:
             },
         ],
     }
+    if policy is not None:
+        config["policy"] = policy
     return harness.gateway(config), tools
 
 
@@ -108,6 +112,25 @@ def test_each_tenant_lists_and_calls_only_its_own_tools(harness: Harness, mode: 
     assert len(lookups) == 1  # beta's call never left the gateway
     assert lookups[0].raw_path == "/acme/customers/c%2F1"  # bound tenant, not the caller's
     assert lookups[0].headers["x-user"] == "u-7"
+
+
+def test_a_result_served_over_mcp_is_screened_as_a_loops_is(harness: Harness) -> None:
+    """/mcp runs calls through the same runner: the result enters through the policy
+    point, and the MCP client reads it redacted."""
+    key = "AKIAIOSFODNN7EXAMPLE"
+    leaky = Answer(body=json.dumps({"name": "Ada", "note": f"key {key}"}).encode())
+    rule = {"name": "no-secrets", "detect": ["secrets"], "action": "redact"}
+    gateway, _ = start(harness, lambda hit: leaky, {"guardrails": {"rules": [rule]}})
+
+    async def scenario() -> str:
+        http, client = await session(gateway.url, TENANT_KEY, "auto")
+        async with http, client:
+            result = await client.call_tool("lookup", {"id": "c1"})
+            return str(result.content[0].text)
+
+    text = asyncio.run(scenario())
+    assert key not in text
+    assert "[redacted: aws_access_key]" in text
 
 
 def test_no_key_a_wrong_key_and_the_rate_limit_are_http_errors(harness: Harness) -> None:

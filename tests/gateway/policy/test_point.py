@@ -140,6 +140,21 @@ def test_rules_that_name_no_tool_are_found() -> None:
     ]
 
 
+def test_guardrails_that_screen_no_tool_are_found() -> None:
+    rules = [
+        {"name": "mail", "tools": ["send"], "action": "redact"},
+        {"name": "nothing", "tools": ["nope*"], "source": "http", "action": "flag"},
+        {"name": "maybe-client", "tools": ["nope*"], "action": "flag"},  # a client's tool?
+        {"name": "answers", "screens": "final_answer", "action": "redact"},
+    ]
+    gateway = PolicyConfig(guardrails={"rules": rules})
+    tenants = [("acme", TenantPolicyConfig(guardrails={"rules": [rules[1]]}))]
+    assert unmatched_rules(gateway, tenants, [http_tool("send")]) == [
+        "policy.guardrails: guardrail 'nothing' screens no tool's results",
+        "tenant 'acme': policy.guardrails: guardrail 'nothing' screens no tool's results",
+    ]
+
+
 def test_a_rule_must_say_something() -> None:
     with pytest.raises(ValueError, match="at least one"):
         rule(tools=["x"])
