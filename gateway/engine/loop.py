@@ -181,7 +181,10 @@ class Run:
                 )
                 if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
                     assert answer is not None  # the first round is refused instead
-                    self.outcome = Final(answer, "length", bool(answer.turn.calls))
+                    finish = "length"
+                    if not stream and self.policy.guards_passage:
+                        answer, finish = await self._screened(answer, finish)
+                    self.outcome = Final(answer, finish, bool(answer.turn.calls))
                     yield self.outcome
                     return
                 grant = verdict
@@ -243,13 +246,18 @@ class Run:
                 yield Working(partial(self._run_tools, turn, step.runnable))
                 if not self._asked:
                     continue
+                if not stream and self.policy.guards_passage:  # its text is the client's
+                    answer, _ = await self._screened(answer, "tool_calls")
                 self.outcome = HandBack(self._asked, answer)  # approvals only
                 yield self.outcome
                 return
             if step.kind == "hand_back":
                 turn, handed = self._handed(turn, step)
                 yield Working(partial(self._hand_back, turn, step, handed))
-                self.outcome = HandBack(handed + self._asked, replace(answer, turn=turn))
+                back = replace(answer, turn=turn)
+                if not stream and self.policy.guards_passage:  # its text is the client's
+                    back, _ = await self._screened(back, "tool_calls")
+                self.outcome = HandBack(handed + self._asked, back)
                 yield self.outcome
                 return
             dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"

@@ -250,8 +250,14 @@ _CHECKS: dict[str, Callable[[str], bool]] = {
 }
 
 # Invisible format characters an attacker splits words with (zero-width spaces, joiners,
-# soft hyphens, word joiners, bidi marks): looked through, their positions kept.
-_INVISIBLE = re2.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+# soft hyphens, word joiners, bidi marks), as they are or as a JSON escape (``\u200b``):
+# looked through, their positions kept. A JSON escape of a line break or a tab (``\n``)
+# reads as a space, so a word after it starts a word.
+_HIDDEN = re2.compile(
+    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]"
+    r"|\\u(?:00[aA][dD]|180[eE]|200[b-fB-F]|202[a-eA-E]|206[0-4]|[fF][eE][fF][fF])"
+    r"|\\[nrt]"
+)
 
 
 class Detectors:
@@ -301,12 +307,25 @@ class Detectors:
 
 
 def _visible(text: str) -> tuple[str, list[int] | None]:
-    """``text`` without invisible format characters, and where each kept character was
-    (None when there were none)."""
-    if _INVISIBLE.search(text) is None:
+    """``text`` as the detectors read it — invisible characters left out, an escaped
+    line break or tab a space — and where each character read was in ``text`` (None
+    when it is ``text`` itself)."""
+    if _HIDDEN.search(text) is None:
         return text, None
-    positions = [i for i, char in enumerate(text) if _INVISIBLE.fullmatch(char) is None]
-    return "".join(text[i] for i in positions), positions
+    kept: list[str] = []
+    positions: list[int] = []
+    at = 0
+    for match in _HIDDEN.finditer(text):
+        start, end = match.span()
+        kept.append(text[at:start])
+        positions.extend(range(at, start))
+        if end - start == 2:  # \n, \r, \t: a space
+            kept.append(" ")
+            positions.append(start)
+        at = end
+    kept.append(text[at:])
+    positions.extend(range(at, len(text)))
+    return "".join(kept), positions
 
 
 def _placed(finding: Finding, positions: list[int], size: int) -> Finding:

@@ -340,3 +340,103 @@ def test_a_replayed_result_is_screened_by_the_replaying_gateway(stack: StackFact
     read = tool_results(second.upstream.requests[-1])["n1"]
     assert AWS_KEY not in read
     assert "[redacted: aws_access_key]" in read
+
+
+def test_flag_only_records(stack: StackFactory) -> None:
+    rule = {"name": "watch", "detect": ["injection"], "action": "flag"}
+    s = stack(reads_note(INJECTED), config=guarded(rule))
+    raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
+    assert INJECTED in tool_results(s.upstream.requests[-1])["n1"]  # the model read it
+    (verdict,) = trace(s, raw.headers["x-request-id"])["guardrails"]
+    assert (verdict["guardrail"], verdict["action"]) == ("watch", "flag")
+    assert verdict["found"] == ["ignore_instructions"]
+
+
+def test_taint_makes_the_runs_writes_follow_after_untrusted(stack: StackFactory) -> None:
+    """A trusted tool's result that a guardrail taints: the run's write is refused as
+    if the tool were untrusted, and the refusal names the guardrail."""
+
+    def reads_then_writes(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if "n1" not in results:
+            return calls(tool_call("n1", "note", {"q": INJECTED}))
+        if "w1" not in results:
+            return calls(tool_call("w1", "create_ticket", {"title": "pwned"}))
+        return say("done: " + results["w1"])
+
+    rule = {"name": "suspicious", "detect": ["injection"], "action": "taint"}
+
+    def change(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded(rule)(config)
+        config["tenants"][0]["policy"] = {"after_untrusted": "refuse"}
+        return config
+
+    s = stack(reads_then_writes, config=change)
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    assert [h for h in s.tools.hits if h.path == "/echo/tickets"] == []  # never written
+    refusal = tool_results(s.upstream.requests[-1])["w1"]
+    assert "create_ticket was refused" in refusal
+    assert "guardrail 'suspicious'" in refusal
+
+
+def test_a_tenants_guardrails_are_added_to_the_gateways(stack: StackFactory) -> None:
+    def change(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded(SECRETS)(config)
+        own = {"name": "no-injection", "detect": ["injection"], "action": "block"}
+        config["tenants"][0]["policy"] = {"guardrails": {"rules": [own]}}
+        return config
+
+    text = f"key {AWS_KEY}. {INJECTED}"
+    s = stack(reads_note(text), config=change)
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    read = tool_results(s.upstream.requests[-1])["n1"]
+    assert "guardrail 'no-injection'" in read  # the tenant's blocks...
+    assert AWS_KEY not in read  # ...and nothing of the text is left
+    metrics = httpx.get(f"{s.gateway.url}/metrics").text
+    for name, action in (("no-secrets", "redact"), ("no-injection", "block")):  # both judged
+        line = f'toolgate_guardrail_verdicts_total{{action="{action}",guardrail="{name}"}} 1.0'
+        assert line in metrics
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "{x}",
+        "Dear team, the invoice is attached.\n{x}\nBest regards",
+        '{{"items": [{{"note": "{x}"}}]}}',
+        "<p>Welcome!</p><!-- {x} --><p>Bye</p>",
+        "x" * 3000 + " {x} " + "y" * 3000,
+        "line one\n\n{x}",
+    ],
+)
+def test_an_injection_anywhere_in_a_result_is_withheld(stack: StackFactory, where: str) -> None:
+    s = stack(reads_note(where.format(x=INJECTED)), config=guarded(INJECTION))
+    s.client().chat.completions.create(model=MODEL, messages=USER)
+    read = tool_results(s.upstream.requests[-1])["n1"]
+    assert "evil.example" not in read
+    assert "guardrail 'no-injection'" in read
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_text_of_a_turn_handed_back_is_screened(stack: StackFactory, stream: bool) -> None:
+    """A turn handed back to the client (its own tool to call) carries the model's words
+    to the client too: screened as a final answer is."""
+
+    def asks_the_client(body: dict[str, Any]) -> Reply:
+        turn = calls(tool_call("k1", "read_env", {}))
+        return {**turn, "content": "Checking the account of bob@example.com now."}
+
+    s = stack(asks_the_client, config=guarded(ANSWER_PII))
+    tools: Any = [{"type": "function", "function": {"name": "read_env", "parameters": {}}}]
+    client = s.client()
+    if stream:
+        pieces = client.chat.completions.create(
+            model=MODEL, messages=USER, tools=tools, stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in pieces if c.choices)
+    else:
+        answer = client.chat.completions.create(model=MODEL, messages=USER, tools=tools)
+        assert answer.choices[0].finish_reason == "tool_calls"
+        text = answer.choices[0].message.content or ""
+    assert "bob@example.com" not in text
+    assert "[redacted: email]" in text

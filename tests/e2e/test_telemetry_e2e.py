@@ -532,6 +532,28 @@ def test_policy_verdicts_caps_and_reused_calls_are_on_the_spans(harness: Harness
     assert trace.json()["tool_calls_reused"] == 1
 
 
+def test_a_guardrails_verdict_is_an_event_of_the_requests_span(harness: Harness) -> None:
+    collector = OtlpReceiver()
+    model = Model(says("Write to bob@example.com."))
+    sources = Sources(harness)
+    data = sources.config(harness.serve(model.recorder).url, endpoint=harness.serve(collector).url)
+    rule = {"name": "pii", "screens": "final_answer", "detect": ["personal_data"]}
+    data["policy"] = {"guardrails": {"rules": [{**rule, "action": "flag"}]}}
+    server = gateway(harness, data)
+    header, trace_id, _ = traceparent()
+    sdk(harness, server).chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "go"}],
+        extra_headers={"traceparent": header},
+    )
+    (request,) = [s for s in spans_of(collector, trace_id, 2) if s.kind == SERVER]
+    (event,) = [e for e in request.events if e[0] == "toolgate.guardrail"]
+    assert event[1]["toolgate.guardrail.guardrail"] == "pii"
+    assert event[1]["toolgate.guardrail.action"] == "flag"
+    assert event[1]["toolgate.guardrail.screens"] == "final_answer"
+    assert "bob@" not in str(event[1])  # what was found, never the text
+
+
 def metric(server: ServerThread, reason: str) -> float:
     text = httpx.get(f"{server.url}/metrics").text
     line = f'toolgate_otel_dropped_spans_total{{reason="{reason}"}} '

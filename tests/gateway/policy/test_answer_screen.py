@@ -21,7 +21,7 @@ from gateway.policy.judges import JudgeFailed, parse_answer, parse_verdict
 from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
-from gateway.policy.rules import TenantPolicy
+from gateway.policy.rules import TenantPolicy, guarding_of
 from tool_registry import ToolRegistry
 
 WINDOW = 64
@@ -34,11 +34,12 @@ SECRET_TEXT = (
 GUARD = Guard()
 
 
-def screen(action: str = "redact") -> AnswerScreen:
+def screen(action: str = "redact", stream: str = "window") -> AnswerScreen:
     rule = GuardrailConfig(
         name="answers", screens="final_answer", detect=["secrets", "personal_data"], action=action
     )
-    rules = TenantPolicy(guarding=GuardrailsConfig(rules=[rule], window_chars=WINDOW))
+    guarding = GuardrailsConfig(rules=[rule], window_chars=WINDOW, stream=stream)
+    rules = TenantPolicy(guarding=guarding)
     policy = PolicyPoint(
         effective_limits(LimitsConfig(), Narrowing()),
         (),
@@ -163,3 +164,39 @@ def test_the_shapes_a_judge_may_answer(answer: str, found: tuple[str, ...]) -> N
 def test_anything_else_is_a_failure(answer: str) -> None:
     with pytest.raises(JudgeFailed):
         parse_verdict(answer)
+
+
+def test_buffer_holds_each_round_whole() -> None:
+    s = screen(stream="buffer")
+    pieces = chunks(SECRET_TEXT, list(range(0, len(SECRET_TEXT), 7)))
+
+    async def run() -> tuple[list[str], str]:
+        early = [await s.feed(piece) for piece in pieces]
+        return early, await s.end_round()
+
+    early, rest = asyncio.run(run())
+    assert early == [""] * len(pieces)  # nothing before the round ends
+    assert "4111" not in rest
+    assert rest.endswith("That is all. ")
+
+
+def test_a_tenants_guardrails_are_added_and_named_apart() -> None:
+    gateway = GuardrailsConfig(
+        rules=[GuardrailConfig(name="pii", detect=["personal_data"], action="redact")]
+    )
+    tenant = GuardrailsConfig(
+        rules=[GuardrailConfig(name="pii", detect=["secrets"], action="block")], stream="buffer"
+    )
+    both = guarding_of(gateway, tenant)
+    assert [(r.name, r.action) for r in both.rules] == [("pii", "redact"), ("tenant.pii", "block")]
+    assert both.stream == "buffer"
+    assert both.window_chars == gateway.window_chars  # not set by the tenant: the gateway's
+    assert guarding_of(gateway, None) is gateway
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=4000))
+def test_binary_read_as_text_is_screened_safely(data: bytes) -> None:
+    text = data.decode("utf-8", errors="replace")
+    for finding in Detectors().find(text, ["secrets", "personal_data", "injection"]):
+        assert 0 <= finding.start < finding.end <= len(text)
