@@ -37,6 +37,7 @@ from gateway.users_config import TokenExchangeConnection as TokenExchangeConnect
 from gateway.users_config import UsersConfig as UsersConfig
 from gateway.users_config import UserTokenAlgorithm as UserTokenAlgorithm
 from gateway.webhook_keys import WEBHOOK_SECRET_PREFIX as WEBHOOK_SECRET_PREFIX
+from gateway.webhook_keys import service_url, signing_secret
 from gateway.webhook_keys import webhook_key as webhook_key
 from tool_registry import (
     Effects,
@@ -280,19 +281,8 @@ class ApprovalsConfig(_Frozen):
     webhook_secret: SecretStr | None = None
     admin_keys: list[SecretStr] = Field(default_factory=list)  # list and decide them
 
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return url
-
-    @field_validator("webhook_secret")
-    @classmethod
-    def _webhook_secret(cls, secret: SecretStr | None) -> SecretStr | None:
-        if secret is not None:
-            webhook_key(secret.get_secret_value())  # its words never quote the secret
-        return secret
+    _webhook_url = field_validator("webhook")(service_url)
+    _webhook_secret = field_validator("webhook_secret")(signing_secret)
 
     @model_validator(mode="after")
     def _secret_signs_a_webhook(self) -> ApprovalsConfig:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from gateway.webhook_keys import webhook_key
+from gateway.webhook_keys import service_url, signing_secret
 
 # What a guardrail screens: a tool's result as it enters a run, the model's final answer
 # as it leaves for the client, or the client's input (its messages, its tools' answers).
@@ -65,19 +65,8 @@ class GuardrailConfig(_Frozen):
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     on_error: OnError = "allow"
 
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return url
-
-    @field_validator("secret")
-    @classmethod
-    def _webhook_secret(cls, secret: SecretStr | None) -> SecretStr | None:
-        if secret is not None:
-            webhook_key(secret.get_secret_value())  # its words never quote the secret
-        return secret
+    _url = field_validator("url")(service_url)
+    _secret = field_validator("secret")(signing_secret)
 
     @model_validator(mode="after")
     def _kind_has_what_it_needs(self) -> GuardrailConfig:

@@ -1,9 +1,12 @@
-"""The keys that sign what the gateway sends an operator's service (the approval webhook,
-an HTTP guardrail): Standard Webhooks secrets. Part of the configuration's base."""
+"""What the gateway sends an operator's service (the approval webhook, an HTTP
+guardrail) is addressed and signed alike: an http(s) URL, a Standard Webhooks secret.
+The rules of both, for the configuration's validators. Part of the configuration's base."""
 
 from __future__ import annotations
 
 import base64
+
+from pydantic import SecretStr
 
 WEBHOOK_SECRET_PREFIX = "whsec_"
 
@@ -20,3 +23,17 @@ def webhook_key(secret: str) -> bytes:
     if not 24 <= len(key) <= 64:
         raise ValueError("must hold 24 to 64 random bytes, base64-encoded")
     return key
+
+
+def service_url(url: str | None) -> str | None:
+    """``url`` if it is one an operator's service may have (``ValueError`` else)."""
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return url
+
+
+def signing_secret(secret: SecretStr | None) -> SecretStr | None:
+    """``secret`` if it is a Standard Webhooks secret (its words never quote it)."""
+    if secret is not None:
+        webhook_key(secret.get_secret_value())
+    return secret
