@@ -182,7 +182,7 @@ class Run:
                 if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
                     assert answer is not None  # the first round is refused instead
                     finish = "length"
-                    if not stream and self.policy.guards_passage:
+                    if not stream and self.policy.screens_answers:
                         answer, finish = await self._screened(answer, finish)
                     self.outcome = Final(answer, finish, bool(answer.turn.calls))
                     yield self.outcome
@@ -246,7 +246,7 @@ class Run:
                 yield Working(partial(self._run_tools, turn, step.runnable))
                 if not self._asked:
                     continue
-                if not stream and self.policy.guards_passage:  # its text is the client's
+                if not stream and self.policy.screens_answers:  # its text is the client's
                     answer, _ = await self._screened(answer, "tool_calls")
                 self.outcome = HandBack(self._asked, answer)  # approvals only
                 yield self.outcome
@@ -255,7 +255,7 @@ class Run:
                 turn, handed = self._handed(turn, step)
                 yield Working(partial(self._hand_back, turn, step, handed))
                 back = replace(answer, turn=turn)
-                if not stream and self.policy.guards_passage:  # its text is the client's
+                if not stream and self.policy.screens_answers:  # its text is the client's
                     back, _ = await self._screened(back, "tool_calls")
                 self.outcome = HandBack(handed + self._asked, back)
                 yield self.outcome
@@ -264,7 +264,7 @@ class Run:
             finish = "stop" if dropped else answer.finish_reason or "stop"
             if state.stopped in BUDGET_CAPS:
                 finish = "length"  # the budget cut the run short (docs/design.md §13)
-            if not stream and self.policy.guards_passage:
+            if not stream and self.policy.screens_answers:
                 answer, finish = await self._screened(answer, finish)
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome

@@ -24,19 +24,20 @@ from gateway.values import Message, Part
 
 @dataclass(slots=True)
 class Admitted:
-    """The history as the model may read it, the verdicts on its tail, and the
-    guardrail that tainted the run, if one did."""
+    """The history as the model may read it, the verdicts on its tail, the guardrail
+    that tainted the run (if one did), and whether a message was changed."""
 
     history: list[Message]
     verdicts: list[GuardVerdict] = field(default_factory=list)
     taint: str | None = None
+    changed: bool = False
 
 
 async def admitted(policy: PolicyPoint, history: Sequence[Message]) -> Admitted:
     """``history`` with its new tail screened (``GuardrailBlocked`` if its input is
     withheld)."""
     found = Admitted(list(history))
-    if not policy.guards_passage:
+    if not policy.screens_client:
         return found
     last = max((i for i, m in enumerate(history) if m.role == "assistant"), default=-1)
     names = {c.id: c.name or "" for c in history[last].calls} if last >= 0 else {}
@@ -49,7 +50,9 @@ async def admitted(policy: PolicyPoint, history: Sequence[Message]) -> Admitted:
             screened = await _screened(policy, found, message, "input", "input")
         else:
             continue
-        found.history[index] = screened
+        if screened is not message:
+            found.history[index] = screened
+            found.changed = True
     return found
 
 

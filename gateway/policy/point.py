@@ -197,11 +197,16 @@ class PolicyPoint:
         return await self.guard.screen(guardrails, text, Subject(on, subject, self.tenant, call_id))
 
     @property
-    def guards_passage(self) -> bool:
-        """Whether guardrails screen what passes between the client and the model
-        (its input, its tools' answers, the final answer): then nothing is passed
+    def screens_answers(self) -> bool:
+        """Whether guardrails screen the model's answers: then no request is passed
         through unscreened."""
-        return self.guard is not None and self.rules.guards_passage
+        return self.guard is not None and self.rules.screens_answers
+
+    @property
+    def screens_client(self) -> bool:
+        """Whether guardrails screen what the client sends (its input, its tools'
+        answers) as it enters a run."""
+        return self.guard is not None and self.rules.screens_client
 
     def round(
         self, ledger: Ledger, calls: Sequence[ToolCall], final: bool, time_left_s: float

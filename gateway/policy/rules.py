@@ -116,11 +116,17 @@ class TenantPolicy:
         )
 
     @property
-    def guards_passage(self) -> bool:
-        """Whether a guardrail screens the client's input, its tools' answers or the
-        model's final answer."""
+    def screens_answers(self) -> bool:
+        """Whether a guardrail screens the model's final answers."""
+        return any(rule.screens == "final_answer" for rule in self.guarding.rules)
+
+    @property
+    def screens_client(self) -> bool:
+        """Whether a guardrail screens what the client sends: its input, or its own
+        tools' answers."""
         return any(
-            rule.screens != "tool_result" or fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source)
+            rule.screens == "input"
+            or (rule.screens == "tool_result" and fnmatch.fnmatchcase(CLIENT_SOURCE, rule.source))
             for rule in self.guarding.rules
         )
 

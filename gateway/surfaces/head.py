@@ -154,7 +154,7 @@ class Head:
         and its model server speaks the client's ``wire`` (a dialect's name,
         docs/design.md §20). Otherwise the loop translates, with no tools of its own."""
         policy = self.policy
-        if policy.server_tools or policy.guards_passage:
+        if policy.server_tools or policy.screens_answers:
             return False
         return self.route.upstream.dialect == wire
 
@@ -187,13 +187,14 @@ class Head:
         self.tainted(restored.taint)
         return put_back_into(visible, restored)
 
-    async def admitted(self, history: list[Message]) -> list[Message]:
+    async def admitted(self, history: list[Message]) -> tuple[list[Message], bool]:
         """The history with what is new in it (the client's tools' answers, its words)
-        screened by the guardrails about it (``GuardrailBlocked``: its input is withheld)."""
+        screened by the guardrails about it (``GuardrailBlocked``: its input is
+        withheld), and whether they changed it."""
         found = await admitted(self.policy, history)
         self.guarded = tuple(found.verdicts)
         self.tainted(found.taint)
-        return found.history
+        return found.history, found.changed
 
     async def answered(
         self, visible: list[Message], asked: Approvals

@@ -211,9 +211,9 @@ class Skeleton(Generic[A]):
         restored = None if start.continued else await head.restore(start.history)
         head.tainted(start.taint)
         history, resumed = await head.answered(restored or list(start.history), start.approvals)
-        history = await head.admitted(history)
+        history, screened = await head.admitted(history)
         if start.forward is not None and not head.policy.server_tools:
-            if restored is None and not start.approvals:
+            if restored is None and not start.approvals and not screened:
                 return Forward(start.changed)
             # The body stays as it was sent: what is forwarded is a new one.
             messages = await offload(head.large, encode_messages, history)

@@ -440,3 +440,32 @@ def test_the_text_of_a_turn_handed_back_is_screened(stack: StackFactory, stream:
         text = answer.choices[0].message.content or ""
     assert "bob@example.com" not in text
     assert "[redacted: email]" in text
+
+
+def test_a_request_without_server_tools_passes_through_screened(stack: StackFactory) -> None:
+    """With no server tools and no guardrail on answers, a request is passed through as
+    before — with its client tool's answer screened first, the body sent anew."""
+    plain_key = "sk-plain-test-key"
+
+    def change(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded(SECRETS)(config)
+        config["tenants"].append({"id": "plain", "keys": [plain_key], "tools": []})
+        return config
+
+    s = stack(lambda body: say("thanks"), config=change)
+    history: Any = [
+        *USER,
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("k1", "read_env", {})]},
+        {"role": "tool", "tool_call_id": "k1", "content": f"AWS_ACCESS_KEY_ID={AWS_KEY}"},
+    ]
+    tools: Any = [{"type": "function", "function": {"name": "read_env", "parameters": {}}}]
+    raw = s.client(plain_key).chat.completions.with_raw_response.create(
+        model=MODEL, messages=history, tools=tools
+    )
+    assert "x-toolgate-iterations" not in raw.headers  # passed through, no loop
+    sent = s.upstream.requests[-1]["messages"][-1]["content"]
+    assert AWS_KEY not in sent
+    assert "[redacted: aws_access_key]" in sent
+    clean: Any = [*history[:2], {**history[2], "content": "PATH=/usr/bin"}]
+    s.client(plain_key).chat.completions.create(model=MODEL, messages=clean, tools=tools)
+    assert s.upstream.requests[-1]["messages"][-1]["content"] == "PATH=/usr/bin"
