@@ -35,10 +35,9 @@ class Admitted:
 
 async def admitted(policy: PolicyPoint, history: Sequence[Message]) -> Admitted:
     """``history`` with its new tail screened (``GuardrailBlocked`` if its input is
-    withheld)."""
+    withheld); asked only where guardrails screen what the client sends
+    (``PolicyPoint.screens_client``)."""
     found = Admitted(list(history))
-    if not policy.screens_client:
-        return found
     last = max((i for i, m in enumerate(history) if m.role == "assistant"), default=-1)
     names = {c.id: c.name or "" for c in history[last].calls} if last >= 0 else {}
     for index in range(last + 1, len(history)):

@@ -211,7 +211,9 @@ class Skeleton(Generic[A]):
         restored = None if start.continued else await head.restore(start.history)
         head.tainted(start.taint)
         history, resumed = await head.answered(restored or list(start.history), start.approvals)
-        history, screened = await head.admitted(history)
+        screened = False
+        if head.policy.screens_client:  # its new words and tools' answers, screened
+            history, screened = await head.admitted(history)
         if start.forward is not None and not head.policy.server_tools:
             if restored is None and not start.approvals and not screened:
                 return Forward(start.changed)
