@@ -170,8 +170,8 @@ class Run:
             yield Working(self._resume)
         answer: Completion | None = None
         shown = ""  # the last text streamed: the next round's first is set apart from it
-        screened = stream and self.policy.screens_answers
-        screen = AnswerScreen.of(self.policy, self.ledger) if screened else None
+        answers_screened = stream and self.policy.screens_answers
+        screen = AnswerScreen.of(self.policy, self.ledger) if answers_screened else None
         while True:
             started = time.perf_counter()
             grant: RoundGrant | None = None
