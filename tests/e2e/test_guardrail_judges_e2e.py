@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from tests.support.anthropic_upstream import Messages, text
 from tests.support.fake_upstream import FakeUpstream, Reply, say, tool_results
 from tests.support.servers import ServerThread, free_port
 
@@ -346,3 +347,49 @@ def test_a_judge_withholds_the_final_answer_on_every_surface(
         text = asked(s, surface, stream)
         assert "ACME-4471" not in text
         assert "guardrail 'judge'" in text
+
+
+def test_a_judge_on_an_anthropic_upstream(stack: StackFactory) -> None:
+    """Any upstream dialect serves as a judge: here a Messages server that checks every
+    request against the ``anthropic`` SDK's own types."""
+    judge = Messages(lambda body: [text('{"verdict": "unsafe", "categories": ["injection"]}')])
+    server = ServerThread(judge.recorder).start()
+    try:
+        base = with_judge(server.url)
+
+        def change(config: dict[str, Any]) -> dict[str, Any]:
+            config = base(config)
+            config["upstreams"][-1].update(base_url=server.url, dialect="anthropic")
+            return config
+
+        s = stack(reads_note(INJECTED), config=change)
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    finally:
+        server.stop()
+    assert judge.refused == []  # every request was one the SDK's types accept
+    (asked,) = judge.requests
+    assert "You are a guardrail" in json.dumps(asked["system"])
+    assert INJECTED in json.dumps(asked["messages"])
+    assert "guardrail 'judge';" in read_by_model(s)
+
+
+def test_a_service_goes_out_through_the_egress_guard(stack: StackFactory) -> None:
+    """With private addresses denied (the tools' own address allowed by name), a
+    service on another private address is refused before anything leaves."""
+    found = Service("redact")
+    server = ServerThread(found.app(), host="127.0.0.2", port=free_port()).start()
+    base = with_service(f"{server.url}/check", on_error="block")
+
+    def change(config: dict[str, Any]) -> dict[str, Any]:
+        config = base(config)
+        config["egress"] = {"deny_private": True, "allow_hosts": ["127.0.0.1"]}
+        return config
+
+    try:
+        s = stack(reads_note("customer ACME-4471"), config=change)
+        s.client().chat.completions.create(model=MODEL, messages=USER)
+    finally:
+        server.stop()
+    assert found.received == []  # refused before it left
+    assert "ACME-4471" not in read_by_model(s)
+    assert "could not be screened" in read_by_model(s)
