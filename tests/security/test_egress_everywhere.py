@@ -24,9 +24,16 @@ import pytest
 from starlette.datastructures import Headers
 
 from gateway.chat_json import encode_tool
-from gateway.config import GatewayConfig, JwtUsersConfig, McpConnection, OAuth2Connection
+from gateway.config import (
+    GatewayConfig,
+    GuardrailConfig,
+    JwtUsersConfig,
+    McpConnection,
+    OAuth2Connection,
+)
 from gateway.engine.recorded import decode
 from gateway.errors import GatewayError
+from gateway.policy.judges import Subject
 from gateway.runtime.outbound import Unreached, fetch
 from gateway.runtime.probe import probe_tools
 from gateway.runtime.providers import ProviderClient, ProviderRefused
@@ -110,6 +117,8 @@ def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
     """What sends for configuration or a model takes a ``GuardedTransport`` (mypy holds
     the rest): a plain ``httpx`` transport does not type-check there."""
     from gateway.ops.webhook import Webhooks
+    from gateway.policy.guardrails import Guard
+    from gateway.policy.judges import HttpJudge
     from gateway.runtime.discovery import Discovery
     from gateway.runtime.oauth import OAuthClient
     from gateway.runtime.providers import Providers
@@ -119,6 +128,8 @@ def test_every_consumer_is_typed_to_hold_only_the_guarded_transport() -> None:
 
     consumers = (
         ToolExecutor,
+        HttpJudge,
+        Guard,
         Webhooks,
         OpenApiUrl,
         RemoteSources,
@@ -262,6 +273,12 @@ async def _mcp_resource(gateway: Gateway, url: str) -> None:
         await gateway.providers.client(connection, "https://gw.test/cb")
 
 
+async def _guardrail(gateway: Gateway, url: str) -> None:
+    """An HTTP guardrail: the operator's service, asked to judge a tool's result."""
+    config = GuardrailConfig(name="corp", kind="http", url=url, timeout_s=5)
+    await gateway.guard.screen([config], "some text", Subject("tool_result", "look"))
+
+
 async def _sources(gateway: Gateway, url: str) -> None:
     """The OpenAPI URL and the MCP server were tried when the gateway started."""
     sources = gateway.runtimes.sources
@@ -280,6 +297,7 @@ MATRIX: dict[str, Place] = {
     "connection token endpoint": _oauth,
     "connection issuer metadata": _issuer,
     "mcp connection resource metadata": _mcp_resource,
+    "http guardrail": _guardrail,
     "openapi and mcp sources": _sources,
 }
 
