@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -469,3 +471,36 @@ def test_a_request_without_server_tools_passes_through_screened(stack: StackFact
     clean: Any = [*history[:2], {**history[2], "content": "PATH=/usr/bin"}]
     s.client(plain_key).chat.completions.create(model=MODEL, messages=clean, tools=tools)
     assert s.upstream.requests[-1]["messages"][-1]["content"] == "PATH=/usr/bin"
+
+
+@pytest.mark.parametrize("surface", ["claude", "ollama"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_final_answer_is_redacted_on_the_other_surfaces(
+    stack: StackFactory, surface: str, stream: bool
+) -> None:
+    """Claude's and Ollama's clients read the answer through the same screen."""
+    s = stack(lambda body: say(LEAKY), config=guarded(ANSWER_PII))
+    if surface == "claude":
+        claude = anthropic.Anthropic(base_url=s.gateway.url, api_key=ACME_KEY, max_retries=0)
+        ask: Any = {"model": MODEL, "max_tokens": 256, "messages": USER}
+        if stream:
+            with claude.messages.stream(**ask) as events:
+                text = "".join(events.text_stream)
+        else:
+            blocks = claude.messages.create(**ask).content
+            text = "".join(b.text for b in blocks if b.type == "text")
+        claude.close()
+    else:
+        headers = {"authorization": f"Bearer {ACME_KEY}"}
+        local = ollama.Client(host=s.gateway.url, headers=headers)
+        try:
+            if stream:
+                pieces = local.chat(MODEL, USER, stream=True)
+                text = "".join(c.message.content or "" for c in pieces)
+            else:
+                text = local.chat(MODEL, USER).message.content or ""
+        finally:
+            local.close()  # type: ignore[no-untyped-call]
+    assert "bob@example.com" not in text
+    assert "4111" not in text
+    assert "[redacted: card_number]" in text
