@@ -504,3 +504,25 @@ def test_the_final_answer_is_redacted_on_the_other_surfaces(
     assert "bob@example.com" not in text
     assert "4111" not in text
     assert "[redacted: card_number]" in text
+
+
+def test_a_reused_result_is_the_screened_one(stack: StackFactory) -> None:
+    """The same call twice in one turn runs once; the second reads the first's result
+    as the model read it, screened."""
+
+    def twice(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            q = {"q": f"key {AWS_KEY}"}
+            return calls(tool_call("n1", "note", q), tool_call("n2", "note", q))
+        return say("read both")
+
+    s = stack(twice, config=guarded(SECRETS))
+    raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
+    assert raw.headers["x-toolgate-tool-calls-reused"] == "1"
+    assert hits(s) == 1
+    read = tool_results(s.upstream.requests[-1])
+    assert set(read) == {"n1", "n2"}
+    for result in read.values():
+        assert AWS_KEY not in result
+        assert "[redacted: aws_access_key]" in result
