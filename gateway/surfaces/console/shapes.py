@@ -57,13 +57,54 @@ def steps(drawn: Timeline) -> list[dict[str, Any]]:
                 "y": 4 + bar.lane * LANE_PX,
                 "width": round(max(1000 * bar.duration_ms / total, 2.0), 2),
                 "arguments": pretty(detail.get("arguments")) if bar.kind == "call" else "",
-                "policy": detail.get("policy") if bar.kind == "call" else None,
+                "policy": verdict_words(detail.get("policy")) if bar.kind == "call" else None,
                 "offered": detail.get("tools_offered") if bar.kind == "round" else None,
                 "usage": detail.get("usage") if bar.kind == "round" else None,
                 "budget": detail.get("budget") if bar.kind == "round" else None,
             }
         )
     return made
+
+
+# The policy point's verdicts (docs/design.md §13) as an operator names them.
+_VERDICTS = {
+    "run": "ran",
+    "refuse": "refused",
+    "hold": "held for approval",
+    "approved": "approved",
+    "denied": "denied",
+    "expired": "no answer in time",
+}
+
+
+def verdict_words(why: Any) -> str | None:
+    """A call's verdict in words (its rule, the taint behind it, who decided and why),
+    from the ``policy`` of a trace's call: the store's, so anything not its shape is
+    left out."""
+    if not isinstance(why, dict):
+        return None
+
+    def text(key: str) -> str | None:
+        value = why.get(key)
+        return value[:200] if isinstance(value, str) and value else None
+
+    verdict = text("verdict")
+    words = [_VERDICTS.get(verdict, verdict) if verdict is not None else "decided"]
+    if (rule := text("rule")) is not None:
+        words.append(f"by rule {rule}")
+    if (taint := text("taint")) is not None:
+        words.append(f"after reading {taint}")
+    if (binding := text("binding")) is not None:
+        words.append(f"({binding})")
+    if (decider := text("decider")) is not None:
+        words.append(f"by the {decider}")
+    elif why.get("approver") is None and "approver" in why:
+        words.append("with no one to approve it")
+    if (reason := text("reason")) is not None:
+        words.append(f"saying: {reason}")
+    if (approval := text("approval")) is not None:
+        words.append(f"[{approval}]")
+    return " ".join(words)
 
 
 CHARTS = (
