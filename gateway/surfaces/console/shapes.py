@@ -143,19 +143,44 @@ def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
     return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": made}
 
 
+def asked_of(request: Any) -> str:
+    """What a recorded request last asked, in words, whichever surface it came by: a
+    chat or Claude client's last user message (its text, or its text parts), a
+    Responses client's ``input`` (a text, or its last user item's)."""
+    if not isinstance(request, dict):
+        return ""
+    items = request.get("messages")
+    if items is None:
+        items = request.get("input")
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, list):
+        return ""
+    for item in reversed(items):
+        if isinstance(item, dict) and item.get("role") == "user":
+            return _text_of(item.get("content"))
+    return ""
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = [
+        part["text"]
+        for part in content
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    ]
+    return " ".join(texts)
+
+
 def kept_row(recording: dict[str, Any]) -> dict[str, Any]:
     """A kept recording as the replay page lists it."""
-    request = recording.get("request")
-    messages = request.get("messages") if isinstance(request, dict) else None
-    asked = ""
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        content = last.get("content") if isinstance(last, dict) else None
-        asked = content[:200] if isinstance(content, str) else ""
     calls = recording.get("rounds")
     return {
         "request_id": recording.get("request_id", ""),
         "model": recording.get("model", ""),
-        "asked": asked,
+        "asked": asked_of(recording.get("request"))[:200],
         "rounds": len(calls) if isinstance(calls, list) else 0,
     }

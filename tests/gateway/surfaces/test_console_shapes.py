@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gateway.surfaces.console.shapes import SHOWN_CHARS, pretty
+from gateway.surfaces.console.shapes import SHOWN_CHARS, asked_of, kept_row, pretty
 
 
 def test_arguments_are_indented_where_they_parse() -> None:
@@ -20,3 +20,37 @@ def test_megabytes_of_arguments_are_cut() -> None:
     assert len(shown) < SHOWN_CHARS + 64
     assert shown.endswith(f"…[{len(huge) - SHOWN_CHARS} more characters]")
     assert len(pretty({"notes": "x" * 200_000})) < SHOWN_CHARS + 64
+
+
+def test_what_a_recording_asked_whichever_surface_it_came_by() -> None:
+    """Issue 52 §5: the Replay page's "Asked" was empty for Responses recordings."""
+    chat = {
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    }
+    parts = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "image"},
+                    {"type": "text", "text": "b"},
+                ],
+            }
+        ]
+    }
+    responses_text = {"input": "how long is toolgate?"}
+    responses_items = {
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "first"}]},
+            {"type": "function_call_output", "call_id": "c1", "output": "8"},
+            {"role": "user", "content": "second"},
+        ]
+    }
+    assert asked_of(chat) == "hi"
+    assert asked_of(parts) == "a b"
+    assert asked_of(responses_text) == "how long is toolgate?"
+    assert asked_of(responses_items) == "second"
+    for hostile in (None, [], {"input": 7}, {"messages": "x" * 3}, {"messages": [None, 3]}):
+        assert isinstance(asked_of(hostile), str)
+    assert kept_row({"request": {"input": "y" * 1000}})["asked"] == "y" * 200
