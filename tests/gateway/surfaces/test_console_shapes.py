@@ -4,6 +4,7 @@ indented to read; what does not parse as it came; megabytes cut, not parsed."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from gateway.surfaces.console.shapes import SHOWN_CHARS, asked_of, kept_row, pretty
 
@@ -51,6 +52,7 @@ def test_what_a_recording_asked_whichever_surface_it_came_by() -> None:
     assert asked_of(parts) == "a b"
     assert asked_of(responses_text) == "how long is toolgate?"
     assert asked_of(responses_items) == "second"
-    for hostile in (None, [], {"input": 7}, {"messages": "x" * 3}, {"messages": [None, 3]}):
+    hostiles: list[Any] = [None, [], {"input": 7}, {"messages": "x" * 3}, {"messages": [None, 3]}]
+    for hostile in hostiles:
         assert isinstance(asked_of(hostile), str)
     assert kept_row({"request": {"input": "y" * 1000}})["asked"] == "y" * 200
