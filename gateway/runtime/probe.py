@@ -139,7 +139,9 @@ async def probe_tools(gateway: Gateway) -> list[Probe]:
                 detail,
                 "calls to these tools will come back to the model as errors",
             )
-        return Probe("tools", listed, where, True, f"answered HTTP {response.status_code}")
+        # Its root, not a tool: any answer says it is up (a 404 there is common).
+        said = f"reachable (its root answered HTTP {response.status_code}; no tool was called)"
+        return Probe("tools", listed, where, True, said)
 
     probes = list(await asyncio.gather(*(one(w, n) for w, n in by_origin.items())))
     sources = gateway.runtimes.sources

@@ -119,6 +119,8 @@ def test_health_and_check_say_what_the_probe_and_check_found(harness: Harness) -
     assert health.status_code == 200, health.text
     probes = {(p["kind"], p["ok"]) for p in health.json()["probes"]}
     assert probes == {("model server", True), ("tools", True)}
+    (tools,) = [p for p in health.json()["probes"] if p["kind"] == "tools"]
+    assert tools["detail"].startswith("reachable (its root answered HTTP")  # not "ok: … 404"
     assert stack.get("/v1/toolgate/health", APPROVER_KEY).status_code == 404
     summary = stack.get("/v1/toolgate/configuration").json()
     # gpt-test has no price while acme has a budget: check says so.
