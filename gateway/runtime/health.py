@@ -55,4 +55,16 @@ def findings(config: GatewayConfig, runtime: Runtime, every_tool_known: bool = T
         found += unmatched_rules(config.policy, tenant_rules, list(runtime.registry))
     prices = {model.name: model.price for model in config.models}
     found += unpriced_models(runtime.tenants.all(), prices)
+    if config.console.enabled and not signs_in(runtime):
+        found.append(
+            "console.enabled: no key can sign in to the console: set server.admin_key (every "
+            "tenant) or a tenant's policy.approvals.admin_keys (its approvals and runs)"
+        )
     return found
+
+
+def signs_in(runtime: Runtime) -> bool:
+    """Whether some operator's key can sign in to the console (docs/design.md §19)."""
+    if runtime.config.server.admin_key is not None:
+        return True
+    return any(tenant.policy.approvals.admin_keys for tenant in runtime.tenants.all())

@@ -121,6 +121,28 @@ def test_check_exits_non_zero_on_an_invalid_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_check_says_when_no_key_can_sign_in_to_the_console(tmp_path: Path) -> None:
+    """Issue 52 §7: the console on, and no operator's key: check says so, and what to set."""
+    base = (
+        "upstreams: [{name: up, base_url: 'http://127.0.0.1:9/v1'}]\n"
+        "models: [{name: m, upstream: up}]\n"
+        "console: {enabled: true}\n"
+    )
+    path = tmp_path / "console.yaml"
+    path.write_text(base)
+    result = subprocess.run(
+        [TOOLGATE, "check", "--offline", "--config", str(path)], capture_output=True
+    )
+    said = result.stdout + result.stderr
+    assert b"no key can sign in to the console" in said
+    assert b"server.admin_key" in said
+    path.write_text(base + "server: {admin_key: sk-admin-x1234}\n")
+    result = subprocess.run(
+        [TOOLGATE, "check", "--offline", "--config", str(path)], capture_output=True
+    )
+    assert b"sign in" not in result.stdout + result.stderr
+
+
 def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
     """What the Kubernetes manifests rely on (``deploy/kubernetes``): on SIGTERM the
     gateway stops taking new connections and finishes the streams it is serving
