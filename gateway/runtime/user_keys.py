@@ -28,6 +28,7 @@ from gateway.policy.users import User, refused, token_of, verify
 from gateway.runtime.discovery import Discovery, DiscoveryFailed
 
 logger = logging.getLogger("gateway.users")
+SAY_EVERY_S = 60.0  # why an issuer's keys cannot be had, logged at most this often
 
 MAX_KEYS = 64  # of a JWKS, at most: the rest are not read
 _PUBLIC = frozenset({"RSA", "EC", "OKP"})  # key types JWTs are signed with; never "oct"
@@ -38,6 +39,7 @@ class _Held:
     keys: Mapping[str, jwt.PyJWK] = field(default_factory=dict)
     fetched: float = float("-inf")  # when, by the monotonic clock
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    said: float = float("-inf")  # when why they cannot be had was last logged
 
 
 class UserKeys:
@@ -76,6 +78,7 @@ class UserKeys:
                 held.keys = await self._fetch(settings)
             except (UserKeysUnavailable, ValueError) as exc:
                 if not held.keys:
+                    self._say_why(held, settings, exc)
                     raise UserKeysUnavailable(
                         "User tokens cannot be verified now: the identity provider's keys "
                         "cannot be fetched. Try again shortly."
@@ -83,6 +86,24 @@ class UserKeys:
                 logger.warning("user keys of %s kept: %s", settings.issuer, exc)
             held.fetched = self._clock()
         return held.keys
+
+    def _say_why(self, held: _Held, settings: JwtUsersConfig, exc: Exception) -> None:
+        """Why no user token can be verified, logged for the operator (once a minute per
+        issuer: every request meets it), with what to change where it is the
+        configuration's doing."""
+        now = self._clock()
+        if now - held.said < SAY_EVERY_S:
+            return
+        held.said = now
+        hint = ""
+        if settings.issuer.endswith("/") and settings.jwks_url is None:
+            hint = (
+                " (users.jwt.issuer ends with '/': an issuer is compared exactly, and most "
+                "providers' have none; write it as their discovery document does)"
+            )
+        logger.warning(
+            "user tokens of issuer %s cannot be verified: %s%s", settings.issuer, exc, hint
+        )
 
     async def _fetch(self, settings: JwtUsersConfig) -> dict[str, jwt.PyJWK]:
         url = settings.jwks_url

@@ -74,7 +74,13 @@ class Provider:
 
 
 class Stack:
-    def __init__(self, harness: Harness, users: dict[str, Any] | None = None, **extra: Any):
+    def __init__(
+        self,
+        harness: Harness,
+        users: dict[str, Any] | None = None,
+        issuer_suffix: str = "",
+        **extra: Any,
+    ):
         self.provider = Provider(harness)
         self.tools = Recorder(lambda hit: Answer(body=b'{"length": 5}'))
         tools_url = harness.serve(self.tools).url
@@ -88,7 +94,7 @@ class Stack:
         }
         data = config(harness.serve(self.model.recorder).url, [mine], **extra)
         settings = {
-            "issuer": self.provider.issuer,
+            "issuer": self.provider.issuer + issuer_suffix,
             "audience": AUDIENCE,
             "min_refresh_s": 0,
             **(users or {}),
@@ -216,6 +222,23 @@ def test_keys_from_where_they_must_not_come_are_not_fetched(harness: Harness) ->
     with pytest.raises(openai.InternalServerError):
         guarded.ask(guarded.provider.token())
     assert guarded.provider.recorder.hits == []
+
+
+def test_an_issuer_written_with_a_trailing_slash_is_said_in_the_log(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 52 §9: every request got 503 user_keys_unavailable and the log said nothing.
+    Now the log says why (once a minute), and what to change."""
+    caplog.set_level("WARNING", logger="gateway.users")
+    stack = Stack(harness, issuer_suffix="/")
+    for _ in range(3):
+        with pytest.raises(openai.InternalServerError) as raised:
+            stack.ask(stack.provider.token())
+        assert raised.value.status_code == 503
+    said = [r.getMessage() for r in caplog.records if r.name == "gateway.users"]
+    assert len(said) == 1, said  # not once a request
+    assert "cannot be verified" in said[0]
+    assert "ends with '/'" in said[0]
 
 
 def test_a_tenant_may_let_anonymous_requests_through(harness: Harness) -> None:
