@@ -55,11 +55,36 @@ def findings(config: GatewayConfig, runtime: Runtime, every_tool_known: bool = T
         found += unmatched_rules(config.policy, tenant_rules, list(runtime.registry))
     prices = {model.name: model.price for model in config.models}
     found += unpriced_models(runtime.tenants.all(), prices)
+    found += users_missing(runtime)
     if config.console.enabled and not signs_in(runtime):
         found.append(
             "console.enabled: no key can sign in to the console: set server.admin_key (every "
             "tenant) or a tenant's policy.approvals.admin_keys (its approvals and runs)"
         )
+    return found
+
+
+def users_missing(runtime: Runtime) -> list[str]:
+    """Tenants that may use a tool acting as the user (``auth.connection``) and have no
+    ``users`` section: no request of theirs names a user, so every such call fails."""
+    found = []
+    for tenant in runtime.tenants.all():
+        if tenant.users is not None:
+            continue
+        acting = sorted(
+            name
+            for name in tenant.tools
+            if (tool := runtime.registry.get(name)) is not None and tool.connection is not None
+        )
+        if acting:
+            shown = ", ".join(acting[:5]) + (
+                f" and {len(acting) - 5} more" if len(acting) > 5 else ""
+            )
+            found.append(
+                f"tenant {tenant.id!r}: its tools {shown} act as the user (auth.connection), "
+                "and it has no users section: every call of theirs will fail; set "
+                "tenants[].users (docs/security.md)"
+            )
     return found
 
 
