@@ -260,5 +260,5 @@ def test_every_page_renders_every_kind_of_run_without_a_python_repr(harness: Har
             assert found is None, (path, shown)
     operator = Operator(harness, held.base)
     assert operator.sign_in(ADMIN_KEY).status_code == 303
-    page = operator.client.get(f"/console/runs/acme/{runs[1][1]}").text
-    assert "refused by rule approval: always with no one to approve it" in page
+    drawn = operator.client.get(f"/console/runs/acme/{runs[1][1]}").text
+    assert "refused by rule approval: always with no one to approve it" in drawn
