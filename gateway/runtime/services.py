@@ -30,6 +30,7 @@ from gateway.policy.models import ModelRouter
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rate_limit import RateLimiter
 from gateway.policy.tenants import Tenant, TenantDirectory
+from gateway.policy.tool_search import Catalogs
 from gateway.runtime.credentials import UserCredentials
 from gateway.runtime.discovery import Discovery
 from gateway.runtime.oauth import OAuthClient
@@ -163,6 +164,9 @@ class Gateway:
         # Tool search's vectors, from the operator's embeddings model where configured:
         # each snapshot's catalog is embedded in the background once it is current.
         # The guardrails' judges (docs/guardrails.md): the model port, the one way out.
+        # The console's find box: tool search's index of a snapshot that has none (its
+        # tenants search nothing), built off the loop at its first query.
+        self.find_index: tuple[Runtime, Catalogs] | None = None
         self.guard = Guard(
             metrics,
             models=self.model_servers,

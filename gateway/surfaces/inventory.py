@@ -11,6 +11,7 @@ words, hostile as any: JSON carries them, a page must escape them. ``GET
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -21,6 +22,7 @@ from starlette.responses import Response
 from gateway.config import AssertedUsersConfig
 from gateway.errors import BadRequest, NotFound
 from gateway.policy.tenants import Tenant
+from gateway.policy.tool_search import Catalogs
 from gateway.runtime.health import findings
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_admitted
@@ -120,7 +122,6 @@ def tool_row(tenant: Tenant, runtime: Runtime, name: str) -> dict[str, Any] | No
 
 
 MAX_QUERY = 200  # characters of a find box's query read
-MATCHED_CHARS = 16 * 1024  # of a description a query is matched in (as tool search reads)
 
 
 def source_rows(gateway: Gateway, tenant: Tenant, admin: bool) -> list[dict[str, Any]]:
@@ -152,28 +153,26 @@ def source_rows(gateway: Gateway, tenant: Tenant, admin: bool) -> list[dict[str,
     return rows
 
 
-def find_tools(runtime: Runtime, tenant: Tenant, query: str) -> tuple[list[str], str]:
-    """The tenant's tools that match ``query``, best first, and how they were found:
-    ``ranked`` as tool search ranks them (bm25 over names, descriptions and parameters,
-    where the snapshot has tool search's index), else ``matched`` (the query's text in
-    a name or description, in the tenant's order). An empty query finds every tool."""
+async def find_tools(
+    gateway: Gateway, runtime: Runtime, tenant: Tenant, query: str
+) -> tuple[list[str], str]:
+    """The tenant's tools that match ``query``'s words, best first, as tool search ranks
+    them (BM25 over names, descriptions and parameters: ``ranked``); an empty query
+    finds every tool (``all``). Where no tenant searches its tools the snapshot has no
+    index: one is built for it, off the event loop, at the first query."""
     query = query[:MAX_QUERY].strip()
     if not query:
         return list(tenant.tools), "all"
     catalogs = runtime.catalogs
-    if catalogs is not None:
-        allowed = frozenset(tenant.tools)
-        return catalogs.index.search(query, len(allowed), allowed), "ranked"
-    lowered = query.lower()
-    found = []
-    for name in tenant.tools:
-        tool = runtime.registry.get(name)
-        if (
-            tool is not None
-            and lowered in f"{tool.name} {tool.description[:MATCHED_CHARS]}".lower()
-        ):
-            found.append(name)
-    return found, "matched"
+    if catalogs is None:
+        known = gateway.find_index
+        if known is not None and known[0] is runtime:
+            catalogs = known[1]
+        else:
+            catalogs = await asyncio.to_thread(Catalogs.build, runtime.registry)
+            gateway.find_index = (runtime, catalogs)
+    allowed = frozenset(tenant.tools)
+    return catalogs.index.search(query, len(allowed), allowed), "ranked"
 
 
 class Inventory:
@@ -206,7 +205,8 @@ class Inventory:
             if found is None:  # another tenant's and an unknown one read the same
                 raise NotFound(f"No tenant {asked[:64]!r} this key may see.")
             tenant = found
-        names, how = find_tools(runtime, tenant, request.query_params.get("q", ""))
+        query = request.query_params.get("q", "")
+        names, how = await find_tools(self._gateway, runtime, tenant, query)
         rows = [row for name in names if (row := tool_row(tenant, runtime, name))]
         return json_response(
             {

@@ -153,6 +153,8 @@ def test_the_find_box_ranks_as_tool_search_where_a_tenant_searches(harness: Harn
         | {"description": "Close a support ticket once it is solved."},
         tool("weather_now", "http://tools.test/weather", {"city": {"type": "string"}})
         | {"description": "Current weather for a city."},
+        tool("issue_refund", "http://tools.test/refund", {"order": {"type": "string"}})
+        | {"description": "Issues a refund."},
     ]
     data["tenants"][0]["tools"] = ["*"]
     plain = harness.gateway(data).url
@@ -170,10 +172,14 @@ def test_the_find_box_ranks_as_tool_search_where_a_tenant_searches(harness: Harn
     assert names[0] == "close_ticket"  # best first; a tool with no word of it is not found
     assert "weather_now" not in names
     assert found(searching, "weather in Paris") == ("ranked", ["weather_now"])
-    assert found(plain, "ticket") == (
-        "matched",
-        ["read_ticket", "create_ticket", "close_ticket"],
-    )
+    # Without tool search on, words are ranked alike (issue 52 §6: a phrase was matched,
+    # and "refund money" did not find issue_refund, "Issues a refund").
+    for base in (plain, searching):
+        how, names = found(base, "refund money")
+        assert (how, names[:1]) == ("ranked", ["issue_refund"])
+        how, names = found(base, "ticket")
+        assert set(names) == {"read_ticket", "create_ticket", "close_ticket"}
+    assert found(plain, "close the solved ticket")[1][0] == "close_ticket"
     assert found(plain, "")[0] == "all"
 
 

@@ -300,7 +300,7 @@ class Console:
             missing = {"title": "Not found", "text": "No such tenant that this key may see."}
             return self._page(request, "message.html", missing, 404, signed)
         query = request.query_params.get("q", "")[:MAX_QUERY].strip()
-        names, how = find_tools(runtime, tenant, query)
+        names, how = await find_tools(self._gateway, runtime, tenant, query)
         rows = [row for name in names if (row := tool_row(tenant, runtime, name))]
         for row in rows:
             row["schema"] = orjson.dumps(row["parameters"], option=orjson.OPT_INDENT_2).decode()
