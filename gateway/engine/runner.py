@@ -91,6 +91,7 @@ class Answered:
 
     result: ToolResult
     elapsed: float
+    started: float  # when it began (``time.perf_counter``), its screening not counted
     cached: bool = False
     kept: bool = False
 
@@ -341,6 +342,7 @@ class ToolRunner:
             cached=answered.cached,
             arguments=prepared.arguments,
             kept=answered.kept,
+            started=answered.started,
         )
         return result
 
@@ -416,7 +418,7 @@ class ToolRunner:
         if ttl is not None and self._cache is not None:
             cached = await self._cache.get(self._context.tenant_id, prepared)
             if cached is not None:
-                return Answered(cached, time.perf_counter() - started, cached=True)
+                return Answered(cached, time.perf_counter() - started, started, cached=True)
         kept = False
         if not self._is_write(prepared.tool):
             result = await self._executor.execute(prepared, deadline)
@@ -430,7 +432,7 @@ class ToolRunner:
                 self._state.unkept_writes = True
             if kept:
                 self._state.kept_calls += 1
-        return Answered(result, time.perf_counter() - started, kept=kept)
+        return Answered(result, time.perf_counter() - started, started, kept=kept)
 
     def _record(
         self,
@@ -442,7 +444,9 @@ class ToolRunner:
         arguments: dict[str, Any] | None = None,
         reused_from: str | None = None,
         kept: bool = False,
+        started: float | None = None,
     ) -> None:
+        """A call's record (``started``: when it began, if not ``duration`` ago)."""
         record = CallRecord(
             call_id,
             name,
@@ -455,7 +459,7 @@ class ToolRunner:
             self._why.get(call_id),
             reused_from,
             kept,
-            time.perf_counter() - duration,
+            started if started is not None else time.perf_counter() - duration,
         )
         self.records.append(record)
         if self._trace is not None:

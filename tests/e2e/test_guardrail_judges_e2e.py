@@ -26,7 +26,7 @@ from tests.support.fake_upstream import FakeUpstream, Reply, say, tool_results
 from tests.support.servers import ServerThread, free_port
 
 from .conftest import MODEL, Stack, StackFactory
-from .test_guardrails_e2e import INJECTED, USER, guarded, reads_note
+from .test_guardrails_e2e import INJECTED, USER, guarded, reads_note, trace
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 
@@ -156,10 +156,14 @@ def test_a_hanging_judge_times_out(
 ) -> None:
     judge, url = judge_server("hangs")
     s = stack(reads_note("fine"), config=with_judge(url, timeout_s=0.3, on_error="block"))
-    answer = s.client().chat.completions.create(model=MODEL, messages=USER)
+    raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     judge.release.set()
     assert "could not be screened" in read_by_model(s)
-    assert answer.choices[0].message.content is not None
+    assert raw.parse().choices[0].message.content is not None
+    # The screening is not the call's time: its bar ends before the judge's wait.
+    found = trace(s, raw.headers["x-request-id"])
+    (call,) = found["tool_calls"]
+    assert found["rounds"][1]["at_ms"] - (call["at_ms"] + call["duration_ms"]) >= 250
 
 
 # ------------------------------------------------------------------ the HTTP service
