@@ -1,7 +1,8 @@
 """What the gateway will use, and whether each answered (docs/design.md §9; issue 13).
 
 At start (``toolgate serve``) and on demand (``toolgate check --probe``) the gateway
-asks each upstream for ``GET /models`` and each tool origin for ``GET /`` — any HTTP
+asks each upstream for ``GET /models``, each identity provider of tenants' users for
+its signing keys (as a request would fetch them) and each tool origin for ``GET /`` — any HTTP
 answer counts as answering, but a model server's 503 that says it is loading (as
 llama.cpp's does) is reported as loading — and reads the state of its remote sources. The result
 is one block a person can read: a warning when something does not answer, never a
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from gateway.config import UpstreamConfig
+from gateway.config import JwtUsersConfig, UpstreamConfig
+from gateway.errors import UserKeysUnavailable
+from gateway.runtime.user_keys import slash_hint
 from tool_registry import FIELDS, EgressDenied, HttpTool, egress_denial, origin, send
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ NO_MODEL_SERVER_HINT = (
 
 @dataclass(frozen=True)
 class Probe:
-    kind: str  # "model server", "tools", "tool source"
+    kind: str  # "model server", "tools", "tool source", "identity provider"
     name: str
     target: str
     ok: bool
@@ -48,8 +51,33 @@ class Probe:
 
 async def probe_all(gateway: Gateway) -> list[Probe]:
     """Every upstream, every tool origin and every remote source, concurrently."""
-    upstreams, tools = await asyncio.gather(probe_upstreams(gateway), probe_tools(gateway))
-    return [*upstreams, *tools]
+    upstreams, tools, users = await asyncio.gather(
+        probe_upstreams(gateway), probe_tools(gateway), probe_users(gateway)
+    )
+    return [*upstreams, *tools, *users]
+
+
+async def probe_users(gateway: Gateway) -> list[Probe]:
+    """Each identity provider whose tokens name tenants' users (``users.jwt``): whether
+    its signing keys can be had now, as a request would fetch them."""
+    by_issuer: dict[tuple[str, str | None], tuple[JwtUsersConfig, list[str]]] = {}
+    for tenant in gateway.runtime.tenants.all():
+        if isinstance(tenant.users, JwtUsersConfig):
+            key = (tenant.users.issuer, tenant.users.jwks_url)
+            by_issuer.setdefault(key, (tenant.users, []))[1].append(tenant.id)
+
+    async def one(settings: JwtUsersConfig, tenants: list[str]) -> Probe:
+        where = settings.jwks_url or settings.issuer
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                count = await gateway.users.probe(settings)
+        except (UserKeysUnavailable, ValueError, TimeoutError) as exc:
+            said = str(exc) or f"no answer within {PROBE_TIMEOUT_S:g}s"
+            hint = slash_hint(settings) or "no user token of these tenants can be verified"
+            return Probe("identity provider", named(tenants), where, False, said, hint)
+        return Probe("identity provider", named(tenants), where, True, f"{count} signing key(s)")
+
+    return list(await asyncio.gather(*(one(s, t) for s, t in by_issuer.values())))
 
 
 async def probe_upstreams(gateway: Gateway) -> list[Probe]:

@@ -87,6 +87,11 @@ class UserKeys:
             held.fetched = self._clock()
         return held.keys
 
+    async def probe(self, settings: JwtUsersConfig) -> int:
+        """How many signing keys the issuer publishes now (``ValueError`` or
+        ``UserKeysUnavailable`` saying why none can be had): ``toolgate check --probe``."""
+        return len(await self._fetch(settings))
+
     def _say_why(self, held: _Held, settings: JwtUsersConfig, exc: Exception) -> None:
         """Why no user token can be verified, logged for the operator (once a minute per
         issuer: every request meets it), with what to change where it is the
@@ -95,14 +100,12 @@ class UserKeys:
         if now - held.said < SAY_EVERY_S:
             return
         held.said = now
-        hint = ""
-        if settings.issuer.endswith("/") and settings.jwks_url is None:
-            hint = (
-                " (users.jwt.issuer ends with '/': an issuer is compared exactly, and most "
-                "providers' have none; write it as their discovery document does)"
-            )
+        hint = slash_hint(settings)
         logger.warning(
-            "user tokens of issuer %s cannot be verified: %s%s", settings.issuer, exc, hint
+            "user tokens of issuer %s cannot be verified: %s%s",
+            settings.issuer,
+            exc,
+            f" ({hint})" if hint else "",
         )
 
     async def _fetch(self, settings: JwtUsersConfig) -> dict[str, jwt.PyJWK]:
@@ -119,6 +122,17 @@ class UserKeys:
             return keys_of(await self._discovery.document(url))
         except DiscoveryFailed as exc:
             raise ValueError(f"the JWKS: {exc}") from exc
+
+
+def slash_hint(settings: JwtUsersConfig) -> str:
+    """What to change when the configured issuer is the likely cause of its keys'
+    absence (a trailing slash: an issuer is compared exactly), else ""."""
+    if settings.issuer.endswith("/") and settings.jwks_url is None:
+        return (
+            "users.jwt.issuer ends with '/': an issuer is compared exactly, and most "
+            "providers' have none; write it as their discovery document does"
+        )
+    return ""
 
 
 def keys_of(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:

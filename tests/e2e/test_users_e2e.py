@@ -26,13 +26,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from gateway.config import GrantsConfig
+from gateway.config import GatewayConfig, GrantsConfig
+from gateway.runtime.probe import Probe, probe_users
+from gateway.runtime.services import Gateway
 from gateway.store import Keys
 from gateway.store.grants import Grant, GrantStore
 from gateway.store.redis import RedisStore, redis_client
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, config, tool_then_answer
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, free_port
 
 AUDIENCE = "toolgate-tests"
 
@@ -239,6 +241,34 @@ def test_an_issuer_written_with_a_trailing_slash_is_said_in_the_log(
     assert len(said) == 1, said  # not once a request
     assert "cannot be verified" in said[0]
     assert "ends with '/'" in said[0]
+
+
+def test_check_probe_asks_the_identity_provider(harness: Harness) -> None:
+    """Issue 52 §9: ``toolgate check --probe`` said ok with the identity provider on a dead
+    port. It now fetches the issuer's keys as a request would, and says why it cannot."""
+    provider = Provider(harness)
+
+    async def probed(issuer: str) -> list[Probe]:
+        users = {"jwt": {"issuer": issuer, "audience": AUDIENCE}}
+        config = GatewayConfig.model_validate(
+            {
+                "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+                "models": [{"name": MODEL, "upstream": "up"}],
+                "tenants": [{"id": "acme", "keys": [TENANT_KEY], "users": users}],
+            }
+        )
+        async with Gateway(config) as gateway:
+            return await probe_users(gateway)
+
+    (found,) = asyncio.run(probed(provider.issuer))
+    assert (found.kind, found.name, found.ok) == ("identity provider", "acme", True)
+    assert found.detail == "1 signing key(s)"
+    (slashed,) = asyncio.run(probed(provider.issuer + "/"))
+    assert not slashed.ok
+    assert "ends with '/'" in slashed.hint
+    (dead,) = asyncio.run(probed(f"http://127.0.0.1:{free_port()}"))
+    assert not dead.ok
+    assert "no user token of these tenants can be verified" in dead.hint
 
 
 def test_a_tenant_may_let_anonymous_requests_through(harness: Harness) -> None:
