@@ -458,8 +458,12 @@ class ConsoleConfig(_Frozen):
 
     enabled: bool = False
     session_ttl_s: float = Field(default=8 * 3600.0, ge=60, le=7 * 86400)
-    # Visits of its pages per browser address and minute (sign-in attempts among them).
+    # Visits of its pages per browser address and minute (sign-in attempts among them);
+    # its stylesheet and script are not counted (immutable, cached by the browser).
     pages_per_minute: int = Field(default=120, ge=1, le=100_000)
+    # A signed-in session's live updates (htmx polls) per minute, counted apart from
+    # its pages: a few tabs left open all day stay well inside it.
+    polls_per_minute: int = Field(default=240, ge=1, le=100_000)
     # Each tenant's newest runs listed on the Runs page (one store write per request
     # while the console is enabled; 0: none), kept this long after the last one.
     runs_kept: int = Field(default=10_000, ge=0, le=100_000)

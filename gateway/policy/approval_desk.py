@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from gateway.config import ApprovalsConfig
 from gateway.errors import StoreUnavailable
 from gateway.policy.rules import ToolPolicy
-from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver, Decision
+from gateway.store.approval_records import (
+    ApprovalRecord,
+    ApprovalStore,
+    Approver,
+    Decision,
+    Ended,
+)
 from gateway.values import ToolCall
 from tool_registry import ToolArgumentsInvalid, canonical_arguments, parse_arguments
 
@@ -101,8 +107,10 @@ class ApprovalDesk:
         config: ApprovalsConfig,
         approver: Approver | None,
         notify: Notify | None = None,
+        request_id: str = "",
     ) -> None:
         self.store = store
+        self.request_id = request_id
         self.tenant = tenant
         self.owner = owner
         self.config = config
@@ -130,6 +138,7 @@ class ApprovalDesk:
             taint=taint,
             created=now,
             expires=now + ttl,
+            request_id=self.request_id,
         )
 
     async def wait(self, record: ApprovalRecord, deadline: float | None) -> Decision | None:
@@ -142,17 +151,28 @@ class ApprovalDesk:
             await self._notify(record)
         clock = asyncio.get_running_loop()
         until = clock.time() + self.config.timeout_s
-        if deadline is not None:
-            until = min(until, deadline)
+        ended: Ended | None = "left"  # unless it ends otherwise: the client went away
+        out_of_time: Ended = "expired"
+        if deadline is not None and deadline < until:
+            until, out_of_time = deadline, "deadline"
         try:
             while True:
                 with contextlib.suppress(StoreUnavailable):  # a blip: ask again
                     decision = await self.store.decision(self.tenant, record.id)
                     if decision is not None:
+                        ended = None
                         return decision
                 if clock.time() + POLL_S > until:
+                    ended = out_of_time
                     return None
                 await asyncio.sleep(POLL_S)
         finally:
             with contextlib.suppress(StoreUnavailable):  # it expires by itself then
-                await asyncio.shield(self.store.take(self.tenant, record.id))
+                await asyncio.shield(self._ended(record.id, ended))
+
+    async def _ended(self, approval_id: str, why: Ended | None) -> None:
+        """Take the approval (a late decision finds nothing) and say why it ended."""
+        assert self.store is not None
+        await self.store.take(self.tenant, approval_id)
+        if why is not None:
+            await self.store.end(self.tenant, approval_id, why)

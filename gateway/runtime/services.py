@@ -217,6 +217,7 @@ class Gateway:
         identity: str,
         client_approves: bool,
         searched: bool = False,
+        request_id: str = "",
     ) -> tuple[PolicyPoint, tuple[str, ...]]:
         """The one factory of a request's policy, for every surface and ``/mcp``: the
         tenant's allowlist, caps and rules narrowed by the request (and the server
@@ -237,6 +238,7 @@ class Gateway:
                 approvals,
                 approver,
                 self.approval_notice(approvals),
+                request_id,
             )
         return PolicyPoint.of_request(
             tenant.tools,

@@ -56,6 +56,7 @@ class ApprovalRecord:
     taint: str | None  # what the run had read that was untrusted, if anything
     created: float  # epoch seconds
     expires: float
+    request_id: str = ""  # of the run that asked (none in records of older versions)
 
     def public(self) -> dict[str, Any]:
         """As ``GET /v1/toolgate/approvals`` shows it."""
@@ -63,6 +64,7 @@ class ApprovalRecord:
             "id": self.id,
             "object": "toolgate.approval",
             "tenant": self.tenant,
+            "request_id": self.request_id or None,
             "tool": self.tool,
             "arguments": self.arguments,
             "reason": self.why,
@@ -90,6 +92,11 @@ class Decision:
 
 
 DecideOutcome = Literal["decided", "missing", "already"]
+# Why an operator's approval stopped waiting without a decision: nobody decided within
+# ``approvals.timeout_s``, the request's own deadline came first, or its client left.
+Ended = Literal["expired", "deadline", "left"]
+ENDINGS: tuple[Ended, ...] = ("expired", "deadline", "left")
+ENDED_TTL_S = 3600.0  # how long the console can say why a card no longer waits
 HISTORY_KEPT = 1000  # decisions a tenant's history keeps
 HISTORY_TTL_S = 30 * 86400.0  # after its last decision
 
@@ -191,6 +198,19 @@ class ApprovalStore:
         """The tenant's operator decisions, newest first."""
         found = await self._store.newest(self._keys.decisions(tenant), count)
         return [decided for raw in found if (decided := Decided.parse(raw)) is not None]
+
+    async def end(self, tenant: str, approval_id: str, why: Ended) -> None:
+        """Say why an operator's approval stopped waiting undecided (for the pages
+        that still show it)."""
+        await self._store.put(self._ended_key(tenant, approval_id), why.encode(), ENDED_TTL_S)
+
+    async def ended(self, tenant: str, approval_id: str) -> Ended | None:
+        raw = await self._store.get(self._ended_key(tenant, approval_id))
+        said = raw.decode("ascii", "replace") if raw is not None else None
+        return next((why for why in ENDINGS if why == said), None)
+
+    def _ended_key(self, tenant: str, approval_id: str) -> str:
+        return self._keys.approval(tenant, approval_id) + ":ended"
 
     async def decision(self, tenant: str, approval_id: str) -> Decision | None:
         return Decision.parse(await self._store.get(self._decision_key(tenant, approval_id)))

@@ -247,7 +247,13 @@ class McpEndpoint:
         started = time.perf_counter()
         # An MCP client cannot be asked to approve: an operator does, if anyone.
         policy, _ = gateway.request_policy(
-            caller.runtime, tenant, Narrowing(), frozenset(), caller.identity, False
+            caller.runtime,
+            tenant,
+            Narrowing(),
+            frozenset(),
+            caller.identity,
+            False,
+            request_id=caller.request_id,
         )
         budget = gateway.budgets.for_tools(tenant, policy.limits)
         ledger = Ledger(budget=budget, taint=policy.input_taint)

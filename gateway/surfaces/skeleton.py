@@ -186,6 +186,7 @@ class Skeleton(Generic[A]):
             exchange.identity,
             asked.client_approves,
             searched=True,
+            request_id=exchange.request_id,
         )
         writes = None
         if policy.server_tools:

@@ -189,6 +189,48 @@ def test_an_approver_approves_a_held_call_and_the_waiting_run_finishes(
     assert "checked with the customer" in decided.inner_text()
 
 
+def test_a_card_another_operator_decided_says_who_and_why_and_offers_nothing(
+    harness: Harness,
+) -> None:
+    """Two operators on the Approvals page with one call waiting: the approver decides
+    it; the admin's page, without a reload, says who decided and why and offers no
+    buttons; its countdown moved meanwhile, and the card links to the run."""
+    from playwright.sync_api import expect
+
+    held = HeldCalls(harness)
+    base = held.base
+    browser = Browser()
+    harness.on_close(browser.close)
+    admin, approver = browser.page("admin"), browser.page("approver")  # contexts of their own
+    _sign_in(admin, base, ADMIN_KEY)
+    _sign_in(approver, base, APPROVER_KEY)
+    run = held.start({"title": "refund 7"})
+    for page in (admin, approver):
+        _nav(page, "Approvals")
+        page.wait_for_selector("section.approval.waiting", timeout=15_000)
+    countdown = admin.locator(".countdown")
+    drawn = countdown.inner_text()
+    assert drawn.startswith("Waiting ")
+    assert "refused in" in drawn
+    expect(countdown).not_to_have_text(drawn, timeout=15_000)  # it moves
+    link = admin.locator("section.approval a.run")
+    assert link.get_attribute("href", timeout=1_000).startswith("/console/runs/acme/")
+    approver.fill("input[name=reason]", "the customer asked")
+    approver.click("button[value=yes]")
+    approver.wait_for_url("**/console/approvals")
+    run.join(timeout=30)
+    ended = admin.locator("section.approval .ended")
+    expect(ended).to_contain_text("Approved by operator:", timeout=15_000)
+    assert "“the customer asked”" in ended.inner_text()
+    assert admin.locator("section.approval button").count() == 0
+    expect(admin.locator("tr.decision")).to_have_count(1, timeout=15_000)
+    request_id = held.answers[0].headers["x-request-id"]
+    assert link.get_attribute("href") == f"/console/runs/acme/{request_id}"
+    link.click()
+    admin.wait_for_url(f"**/console/runs/acme/{request_id}")
+    assert admin.locator("h1").inner_text() == f"Run {request_id}"
+
+
 def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     harness: Harness, tmp_path: Path
 ) -> None:

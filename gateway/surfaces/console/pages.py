@@ -5,8 +5,8 @@ every word: tool names, descriptions and schemas are hostile text."""
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,8 @@ from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.health import Health
 from gateway.store.approval_records import Decision
 from gateway.surfaces.admin import replays
+from gateway.surfaces.console.approval_cards import approval_cards
+from gateway.surfaces.console.assets import ASSET_HEADERS, Assets
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.console.shapes import charts, kept_row, pretty, steps, when
@@ -34,7 +36,7 @@ from gateway.surfaces.inventory import (
     tenant_rows,
     tool_row,
 )
-from gateway.surfaces.operator import MAX_REASON, decide_for, decided_for, pending_for
+from gateway.surfaces.operator import MAX_REASON, decide_for
 from gateway.surfaces.operator_keys import OperatorScope, scope_of
 from gateway.surfaces.overview import health_of, overview
 from gateway.surfaces.runs import RunQuery, list_runs, run_of, timeline
@@ -69,8 +71,7 @@ class Console:
         self._gateway = gateway
         self._health = health  # the probe's words, kept a while
         self._templates = Jinja2Templates(directory=HERE / "templates")
-        self._css = (HERE / "static" / "console.css").read_bytes()
-        self._script = (HERE / "static" / "htmx.min.js").read_bytes()
+        self._assets = Assets.of(HERE / "static")
 
     def routes(self) -> list[BaseRoute]:
         pages: list[tuple[str, Page, str]] = [
@@ -90,8 +91,7 @@ class Console:
             ("/configuration", self.configuration, "GET"),
             ("/configuration/reload", self.reload, "POST"),
             ("/configuration/check", self.check, "POST"),
-            ("/static/console.css", self.css, "GET"),
-            ("/static/htmx.min.js", self.script, "GET"),
+            ("/static/{name}", self.asset, "GET"),
         ]
         return [
             Route(PATH + path, endpoint(_handler(page), render=self._error_page), methods=[m])
@@ -119,11 +119,19 @@ class Console:
         wait = await self._gateway.limiter.admit_browser(
             address, config.pages_per_minute, "console"
         )
-        if wait is not None:
-            response = self._page(request, "message.html", {"title": "Too many requests"}, 429)
-            response.headers["retry-after"] = str(max(1, round(wait)))
-            return response
-        return None
+        if wait is None:
+            return None
+        said = f"more than {config.pages_per_minute} console pages within a minute"
+        return self._too_many(request, said, wait)
+
+    def _too_many(self, request: Request, said: str, wait: float) -> Response:
+        """A refused page that says so: what was too much, and when to come back."""
+        seconds = max(1, math.ceil(wait))
+        text = f"This browser asked for {said}. Wait {seconds} s, then reload the page."
+        context = {"title": "Too many requests", "text": text}
+        response = self._page(request, "message.html", context, 429)
+        response.headers["retry-after"] = str(seconds)
+        return response
 
     def _sessions(self) -> ConsoleSessions:
         gateway = self._gateway
@@ -138,12 +146,34 @@ class Console:
 
     async def _page_for(self, request: Request) -> Signed | Response:
         """A page's signed-in operator, or what to answer instead (404 while off, 429
-        past the budget, the sign-in page without a session)."""
+        past the budget, the sign-in page without a session). A live update of a
+        signed-in page (htmx's poll) is taken from its session's poll budget, not from
+        the address's page budget: tabs left open do not use up the clicks."""
+        if request.headers.get("hx-request") == "true":
+            polled = await self._polled(request)
+            if polled is not None:
+                return polled
         refused = await self._refused(request)
         if refused is not None:
             return refused
         signed = await self._signed_in(request)
         return self._to("/sign-in") if signed is None else signed
+
+    async def _polled(self, request: Request) -> Signed | Response | None:
+        """A poll's signed-in operator, or its 429; None when it has no session (it is
+        counted as a page then: a made-up header buys nothing)."""
+        config = self._gateway.runtime.config.console
+        if not config.enabled:
+            return None
+        signed = await self._signed_in(request)
+        if signed is None:
+            return None
+        session = "session:" + request.cookies[SESSION_COOKIE]
+        per_minute = config.polls_per_minute
+        wait = await self._gateway.limiter.admit_browser(session, per_minute, "console-poll")
+        if wait is None:
+            return signed
+        return self._too_many(request, f"more than {per_minute} live updates a minute", wait)
 
     async def _post_for(self, request: Request) -> tuple[dict[str, str], Signed] | Response:
         """A post's form and signed-in operator, or what to answer instead: a post from
@@ -176,6 +206,7 @@ class Console:
             "path": PATH,
             "signed": signed,
             "htmx_integrity": HTMX_INTEGRITY,
+            "assets": self._assets.urls,
             "when": when,  # a wall-clock time as the pages show it
             **context,
         }
@@ -191,18 +222,17 @@ class Console:
 
     # -- the routes
 
-    async def css(self, request: Request) -> Response:
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        return Response(self._css, media_type="text/css", headers=HEADERS)
-
-    async def script(self, request: Request) -> Response:
-        """The vendored htmx (``static/VENDORED.md``): pages name it with its hash."""
-        refused = await self._refused(request)
-        if refused is not None:
-            return refused
-        return Response(self._script, media_type="text/javascript", headers=HEADERS)
+    async def asset(self, request: Request) -> Response:
+        """The stylesheet or the vendored htmx (``static/VENDORED.md``), by a name that
+        holds its content's hash: kept by the browser for a year and not counted against
+        the page budget (a page never renders without its style or script for having
+        been busy). Any other name is a page not found, and counted."""
+        found = self._assets.named(request.path_params["name"])
+        if found is None or not self._gateway.runtime.config.console.enabled:
+            refused = await self._refused(request)
+            return refused or self._page(request, "message.html", {"title": "Not found"}, 404)
+        body, media_type = found
+        return Response(body, media_type=media_type, headers=ASSET_HEADERS)
 
     async def home(self, request: Request) -> Response:
         return await self._refused(request) or self._to("/overview")
@@ -371,20 +401,9 @@ class Console:
     async def _approvals(
         self, request: Request, signed: Signed, said: str = "", status: int = 200
     ) -> Response:
-        rows = []
-        for record in await pending_for(self._gateway, signed[1].tenants):
-            row = record.public()
-            row["arguments_text"] = pretty(record.arguments)
-            row["waiting_s"] = max(0, int(time.time() - record.created))
-            row["left_s"] = max(0, int(record.expires - time.time()))
-            rows.append(row)
-        decided = await decided_for(self._gateway, signed[1].tenants)
-        context = {
-            "title": "Approvals",
-            "rows": rows,
-            "said": said,
-            "decided": [{**d.public(), "arguments_text": pretty(d.arguments)} for d in decided],
-        }
+        shown = request.query_params.get("shown", "")[:8192]
+        cards = await approval_cards(self._gateway, signed[1].tenants, shown)
+        context = {"title": "Approvals", "said": said, "c": cards}
         return self._page(request, "approvals.html", context, status, signed)
 
     async def decide(self, request: Request) -> Response:

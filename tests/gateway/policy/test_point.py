@@ -20,7 +20,7 @@ from gateway.policy.limits import Narrowing, effective_limits
 from gateway.policy.point import PolicyPoint
 from gateway.policy.rules import TenantPolicy, unmatched_rules
 from gateway.store import GuardedStore, Keys
-from gateway.store.approval_records import ApprovalRecord, ApprovalStore
+from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Decision
 from gateway.store.memory import MemoryStore
 from gateway.surfaces.approval_answers import asked_in, held_calls, take_answers
 from gateway.values import Message, ToolCall
@@ -325,3 +325,45 @@ async def test_a_client_answer_never_uses_up_an_operators_approval() -> None:
     assert verdict.why is not None
     assert verdict.why["rule"] == "approval missing"  # refused, and...
     assert await store.peek("acme", held.id) == held  # ...the operator's is still there
+
+
+@pytest.mark.anyio
+async def test_an_operators_approval_says_why_it_stopped_waiting_undecided() -> None:
+    """Timed out, cut by the request's deadline, or its client gone: each is kept for
+    the pages that still show the card (and a decision is not an ending)."""
+    import asyncio
+
+    store = ApprovalStore(GuardedStore(MemoryStore(), timeout_s=None), Keys("t:"))
+    policy = POLICY
+    desk = ApprovalDesk(store, "acme", "owner-1", ApprovalsConfig(timeout_s=0.05), "operator")
+    loop = asyncio.get_running_loop()
+
+    expired = desk.record(CALL, policy, "approval: always", None)
+    assert await desk.wait(expired, None) is None
+    cut = desk.record(CALL, policy, "approval: always", None)
+    assert await desk.wait(cut, loop.time() + 0.01) is None
+    listed = asyncio.Queue[ApprovalRecord]()
+
+    async def notify(record: ApprovalRecord) -> None:  # told once it waits, listed
+        listed.put_nowait(record)
+
+    waiting = ApprovalDesk(
+        store, "acme", "owner-1", ApprovalsConfig(timeout_s=60), "operator", notify
+    )
+    left = waiting.record(CALL, policy, "approval: always", None)
+    task = asyncio.ensure_future(waiting.wait(left, None))
+    assert (await listed.get()) == left
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    decided = waiting.record(CALL, policy, "approval: always", None)
+    task = asyncio.ensure_future(waiting.wait(decided, None))
+    assert (await listed.get()) == decided
+    assert await store.decide("acme", decided.id, Decision(True, None, "operator:admin"))
+    assert (await task) is not None
+
+    assert await store.ended("acme", expired.id) == "expired"
+    assert await store.ended("acme", cut.id) == "deadline"
+    assert await store.ended("acme", left.id) == "left"
+    assert await store.ended("acme", decided.id) is None
+    assert await store.pending("acme") == []
