@@ -44,10 +44,23 @@ def _console(harness: Harness) -> str:
     return harness.gateway(data).url
 
 
+WIDE = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+
+
 def _shots(page: Any, folder: Path, name: str) -> None:
-    for width in (1280, 375):
+    """Screenshots at a desktop's width and a phone's, and neither scrolls sideways:
+    whatever a page holds (a megabyte of a tool's words, a long id) wraps or scrolls
+    inside its own box."""
+    for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(folder / f"console-{name}-{width}.png"), full_page=False)
+        scrolled, shown = page.evaluate(WIDE)
+        wide = page.evaluate(
+            "[...document.querySelectorAll('body *')].filter(e => e.scrollWidth > e.clientWidth"
+            " && getComputedStyle(e).overflowX === 'visible').slice(-3)"
+            ".map(e => e.outerHTML.slice(0, 120))"
+        )
+        assert scrolled <= shown, f"{name} at {width} px is {scrolled} px wide: {wide}"
 
 
 def _browser_page(harness: Harness, who: str) -> Any:
