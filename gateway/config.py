@@ -268,6 +268,21 @@ class ToolRule(_Frozen):
         return self
 
 
+class OperatorKey(_Frozen):
+    """An approver's key, and the name its sign-ins and decisions are shown under
+    (without one: ``operator:`` and the first digits of the key's digest)."""
+
+    key: SecretStr
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@+-]{0,63}$")
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_admin(cls, name: str | None) -> str | None:
+        if name is not None and name.strip().lower() == "admin":
+            raise ValueError("'admin' is server.admin_key's name: give this key another")
+        return name
+
+
 class ApprovalsConfig(_Frozen):
     """How a call that needs approval gets one (docs/design.md §13)."""
 
@@ -279,9 +294,18 @@ class ApprovalsConfig(_Frozen):
     webhook: str | None = None  # called (POST, JSON) when an operator approval is pending
     # Signs each delivery as Standard Webhooks does (``gateway/ops/webhook.py``).
     webhook_secret: SecretStr | None = None
-    admin_keys: list[SecretStr] = Field(default_factory=list)  # list and decide them
+    # Keys that list and decide them: each a key, or ``{name, key}``.
+    admin_keys: list[OperatorKey] = Field(default_factory=list)
 
     _webhook_url = field_validator("webhook")(service_url)
+
+    @field_validator("admin_keys", mode="before")
+    @classmethod
+    def _keys_or_named(cls, keys: object) -> object:
+        if not isinstance(keys, list):
+            return keys
+        return [{"key": key} if isinstance(key, str | SecretStr) else key for key in keys]
+
     _webhook_secret = field_validator("webhook_secret")(signing_secret)
 
     @model_validator(mode="after")

@@ -87,7 +87,7 @@ def secrets_of(config: GatewayConfig) -> list[str]:
     approvals = [config.policy.approvals]
     approvals += [t.policy.approvals for t in config.tenants or [] if t.policy.approvals]
     for said in approvals:
-        found += [key.get_secret_value() for key in said.admin_keys]
+        found += [named.key.get_secret_value() for named in said.admin_keys]
         if said.webhook_secret is not None:
             found.append(said.webhook_secret.get_secret_value())
         found += url_secrets(said.webhook) if said.webhook else []

@@ -41,6 +41,7 @@ from gateway.runtime.user_keys import UserKeys
 from gateway.store import Keys, open_store
 from gateway.store.activity import Activity, ActivityStore
 from gateway.store.approval_records import ApprovalRecord, ApprovalStore, Approver
+from gateway.store.audit import AuditLog
 from gateway.store.budget_counters import BudgetStore
 from gateway.store.consent import TICKET_TTL_S, Consents
 from gateway.store.conversations import ConversationStore
@@ -131,6 +132,7 @@ class Gateway:
         self.responses = ResponseStore(self.store, self.keys, config.responses.ttl_s)
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
+        self.audit = AuditLog(self.store, self.keys)
         self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
         self.activity = ActivityStore(self.store, self.keys, Activity(self.clock))
         self.kept_writes = KeptWrites(self.store, self.keys)

@@ -19,6 +19,10 @@ class Keys:
         digest = hashlib.sha256(address.encode()).hexdigest()[:32]
         return f"{self.prefix}{pages}:rate:{digest}"
 
+    def audit(self) -> str:
+        """What operators did (``store/audit.py``): of the gateway, not of a tenant."""
+        return f"{self.prefix}audit"
+
     def console_session(self, token: str) -> str:
         """An operator's console session, by its token's digest (never the token)."""
         digest = hashlib.sha256(token.encode()).hexdigest()

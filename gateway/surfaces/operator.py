@@ -72,7 +72,8 @@ class OperatorApprovals:
         if reason is not None and not isinstance(reason, str):
             raise BadRequest("'reason' must be a string.", param="reason")
         decision = Decision(said["approve"], reason[:MAX_REASON] if reason else None, decider)
-        outcome, tenant = await decide_for(self._gateway, tenants, approval_id, decision)
+        address = request.client.host if request.client is not None else ""
+        outcome, tenant = await decide_for(self._gateway, tenants, approval_id, decision, address)
         if outcome == "already":
             raise GatewayError(
                 f"Approval {approval_id!r} is decided already.",
@@ -107,12 +108,30 @@ async def decided_for(
 
 
 async def decide_for(
-    gateway: Gateway, tenants: Sequence[Tenant], approval_id: str, decision: Decision
+    gateway: Gateway,
+    tenants: Sequence[Tenant],
+    approval_id: str,
+    decision: Decision,
+    address: str = "",
 ) -> tuple[str, str | None]:
     """Decide ``approval_id`` for whichever of ``tenants`` it waits in: ``decided`` or
-    ``already`` (the first decision stands) and that tenant, or ``missing``."""
+    ``already`` (the first decision stands) and that tenant, or ``missing``. A decision
+    that stands goes into the audit log (``store/audit.py``)."""
+    approvals = gateway.approvals
     for tenant in tenants:
-        outcome = await gateway.approvals.decide(tenant.id, approval_id, decision)
+        record = await approvals.peek(tenant.id, approval_id)
+        if record is None:
+            continue
+        outcome = await approvals.decide(tenant.id, approval_id, decision)
+        if outcome == "decided":
+            reason = f": {decision.reason}" if decision.reason else ""
+            await gateway.audit.write(
+                decision.decider,
+                "approved" if decision.approve else "denied",
+                tenant.id,
+                f"{record.tool} ({approval_id}){reason}",
+                address,
+            )
         if outcome in ("already", "decided"):
             return outcome, tenant.id
     return "missing", None

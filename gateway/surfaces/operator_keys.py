@@ -26,7 +26,8 @@ class OperatorScope:
     """The tenants a key may see and steer, and who it is (for traces and decisions)."""
 
     tenants: tuple[Tenant, ...]
-    who: str  # ``operator:admin``, or ``operator:`` and the key digest's first 8 digits
+    # ``operator:admin``; ``operator:`` and the key's name, or its digest's first 8 digits.
+    who: str
     admin: bool
 
     def tenant(self, tenant_id: str) -> Tenant | None:
@@ -52,14 +53,16 @@ def scope_of(runtime: Runtime, presented: bytes) -> OperatorScope | None:
     tenants = runtime.tenants.all()
     if is_key(presented, runtime.config.server.admin_key):
         return OperatorScope(tuple(tenants), "operator:admin", admin=True)
-    allowed = tuple(
-        tenant
-        for tenant in tenants
-        if any(is_key(presented, key) for key in tenant.policy.approvals.admin_keys)
-    )
+    allowed, name = [], None
+    for tenant in tenants:
+        for named in tenant.policy.approvals.admin_keys:
+            if is_key(presented, named.key):
+                allowed.append(tenant)
+                name = name or named.name
+                break
     if not allowed:
         return None
-    return OperatorScope(allowed, f"operator:{presented.hex()[:8]}", admin=False)
+    return OperatorScope(tuple(allowed), f"operator:{name or presented.hex()[:8]}", admin=False)
 
 
 async def operator_admitted(gateway: Gateway, request: Request, routes: str) -> OperatorScope:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,11 +179,15 @@ class HeldCalls:
     """A gateway whose ``create_ticket`` calls wait for an operator (the inventory
     configuration, its tools on a recording server), and runs sent to it in threads."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(
+        self, harness: Harness, change: Callable[[dict[str, Any]], object] | None = None
+    ) -> None:
         self.tickets = Recorder()
         tools_url = harness.serve(self.tickets).url
         self.model = Model(tool_then_answer("create_ticket"))
         data = console_config(harness.serve(self.model.recorder).url, tools_url=tools_url)
+        if change is not None:
+            change(data)
         self.base = harness.gateway(data).url
         self.answers: list[httpx.Response] = []
 

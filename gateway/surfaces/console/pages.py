@@ -18,9 +18,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
+from gateway.digits import whole
 from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.health import Health
 from gateway.store.approval_records import Decision
+from gateway.store.audit import KEPT as AUDIT_KEPT
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.approval_cards import approval_cards
 from gateway.surfaces.console.assets import ASSET_HEADERS, Assets
@@ -53,6 +55,7 @@ PATH = "/console"
 MAX_KEY_CHARS = 512
 # The vendored htmx's SHA-384 (static/VENDORED.md): its <script> tag's integrity.
 REPLAYS_LISTED = 50  # recordings the replay page offers
+AUDIT_PAGE = 100  # entries the Audit page shows at once
 MAX_REPLAYED = 20  # recordings one replay from the page runs
 HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
 
@@ -91,6 +94,7 @@ class Console:
             ("/configuration", self.configuration, "GET"),
             ("/configuration/reload", self.reload, "POST"),
             ("/configuration/check", self.check, "POST"),
+            ("/audit", self.audit, "GET"),
             ("/static/{name}", self.asset, "GET"),
         ]
         return [
@@ -266,10 +270,13 @@ class Console:
             return self._forbidden(request)
         key = fields.get("key", "").strip()[:MAX_KEY_CHARS]
         digest = hashlib.sha256(key.encode()).digest()
-        if not key or scope_of(self._gateway.runtime, digest) is None:
+        scope = scope_of(self._gateway.runtime, digest) if key else None
+        if scope is None:
+            await self._audit(request, "unknown key", "sign-in refused")
             return await self.sign_in_page(request, 401, "That key is not an operator's key.")
         config = self._gateway.runtime.config.console
         token, _ = await self._sessions().open(digest, config.session_ttl_s)
+        await self._audit(request, scope.who, "sign-in")
         response = self._to("/overview")
         response.set_cookie(
             SESSION_COOKIE,
@@ -288,6 +295,7 @@ class Console:
         if isinstance(posted, Response):
             return posted
         await self._sessions().close(request.cookies[SESSION_COOKIE])
+        await self._audit(request, posted[1][1].who, "sign-out")
         response = self._to("/sign-in")
         response.delete_cookie(SESSION_COOKIE, path=PATH)
         return response
@@ -417,7 +425,9 @@ class Console:
         reason = fields.get("reason", "").strip()[:MAX_REASON] or None
         decision = Decision(approve == "yes", reason, signed[1].who)
         approval_id = request.path_params["approval_id"][:128]
-        outcome, _ = await decide_for(self._gateway, signed[1].tenants, approval_id, decision)
+        outcome, _ = await decide_for(
+            self._gateway, signed[1].tenants, approval_id, decision, _address(request)
+        )
         if outcome == "decided":
             return self._to("/approvals")
         said = (
@@ -484,6 +494,14 @@ class Console:
             said = "Pick at least one recording and a model."
             return await self._replay_page(request, signed, None, said, 400)
         result = await replays(self._gateway, model, tenant, ids)
+        summary = result["summary"]
+        await self._audit(
+            request,
+            signed[1].who,
+            "replay",
+            tenant,
+            f"{len(ids)} recording(s) against {model}: {summary['agree']} agree",
+        )
         for report in result["reports"]:
             for call in report["calls"]:
                 call["arguments_text"] = pretty(call["arguments"])
@@ -530,6 +548,7 @@ class Console:
         signed = posted[1]
         if not signed[1].admin:
             return self._forbidden(request)
+        await self._audit(request, signed[1].who, "probe")
         return await self._configuration(request, signed, "Probed just now.", again=True)
 
     async def reload(self, request: Request) -> Response:
@@ -542,8 +561,39 @@ class Console:
         result = await self._gateway.runtimes.reload()
         if not result.ok:
             said = f"Not reloaded; the running configuration stays. {result.message}"
+            await self._audit(request, signed[1].who, "reload refused", detail=result.message)
             return await self._configuration(request, signed, said, 422)
-        return await self._configuration(request, signed, f"Reloaded: {result.tools} tools.")
+        said = f"Reloaded: {result.tools} tools."
+        await self._audit(request, signed[1].who, "reload", detail=said)
+        return await self._configuration(request, signed, said)
+
+    async def audit(self, request: Request) -> Response:
+        """What operators did, newest first, a page at a time (the admin key's)."""
+        signed = await self._page_for(request)
+        if isinstance(signed, Response):
+            return signed
+        if not signed[1].admin:
+            missing = {"title": "Not found", "text": "The audit log is the admin key's."}
+            return self._page(request, "message.html", missing, 404, signed)
+        page = whole(request.query_params.get("page", "1")) or 1
+        page = min(max(page, 1), AUDIT_KEPT // AUDIT_PAGE)
+        entries = await self._gateway.audit.newest(AUDIT_PAGE + 1, (page - 1) * AUDIT_PAGE)
+        context = {
+            "title": "Audit",
+            "entries": entries[:AUDIT_PAGE],
+            "page": page,
+            "more": len(entries) > AUDIT_PAGE,
+        }
+        return self._page(request, "audit.html", context, 200, signed)
+
+    async def _audit(
+        self, request: Request, who: str, what: str, tenant: str = "", detail: str = ""
+    ) -> None:
+        await self._gateway.audit.write(who, what, tenant, detail, _address(request))
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client is not None else ""
 
 
 def guardrail_rows(trace: dict[str, Any] | None) -> list[dict[str, Any]]:
