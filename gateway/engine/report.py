@@ -27,6 +27,37 @@ from gateway.values import AnsweredRound, CapKind, ConnectLink, HiddenItem, Tool
 # ended it; cancelled: the client left (or the server stopped) before it ended.
 Ending = Literal["answered", "handed_back", "capped", "failed", "cancelled"]
 
+# A run's outcome as an operator names it (the console's Runs page, ``/v1/toolgate/runs``),
+# the first that holds: an error ended it; its client left; a guardrail blocked a text;
+# a cap or budget forced its last round; the policy refused a call (a rule, an
+# operator's denial, an approval that never came); a tool failed; the client's calls
+# were handed back; it was passed through untouched; or it was simply answered.
+RunOutcome = Literal[
+    "failed",
+    "cancelled",
+    "blocked",
+    "capped",
+    "denied",
+    "tool_failed",
+    "handed_back",
+    "passed_through",
+    "answered",
+]
+RUN_OUTCOMES: tuple[RunOutcome, ...] = (
+    "failed",
+    "cancelled",
+    "blocked",
+    "capped",
+    "denied",
+    "tool_failed",
+    "handed_back",
+    "passed_through",
+    "answered",
+)
+_FAILED_CALLS = frozenset(
+    ("http_error", "tool_error", "unreadable", "timeout", "invalid_args", "unknown")
+)
+
 STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
 CONNECT_HEADER = "x-toolgate-connect"  # links where the user makes a tool's connection
 
@@ -70,6 +101,21 @@ class RunReport:
         """The guardrails' verdicts as the trace and the span show them (``acted``:
         only those that did something: not ``pass``)."""
         return [v.line() for v in self.guarded if not acted or v.action != "pass"]
+
+    @property
+    def outcome(self) -> RunOutcome:
+        """How the run went, as an operator names it (``RunOutcome``)."""
+        if self.ending in ("failed", "cancelled"):
+            return self.ending
+        if any(v.action == "block" for v in self.guarded):
+            return "blocked"
+        if self.ending == "capped":
+            return "capped"
+        if any(c.outcome == "denied" for c in self.calls):
+            return "denied"
+        if any(c.outcome in _FAILED_CALLS for c in self.calls):
+            return "tool_failed"
+        return "handed_back" if self.ending == "handed_back" else "answered"
 
     @property
     def stopped_by(self) -> str | None:

@@ -23,7 +23,8 @@ logger = logging.getLogger("gateway.runs")
 
 MAX_READ = 10_000  # rows one listing reads at most, across the tenants it reads
 CHUNK = 2500  # rows read at a time past the first page
-VERSION = 1  # a stored row: [VERSION, *its fields in order], compact and quick to read
+VERSION = 2  # a stored row: [VERSION, *its fields in order], compact and quick to read
+# Version 1 rows (before ``outcome``) are read too: their outcome is "".
 
 
 class RunRow(NamedTuple):
@@ -45,6 +46,7 @@ class RunRow(NamedTuple):
     completion_tokens: int = 0
     error: str | None = None
     trace_id: str | None = None  # its OpenTelemetry trace, when traced
+    outcome: str = ""  # ``engine.report.RunOutcome``, or "" (a row of version 1)
 
     def encode(self) -> bytes:
         return orjson.dumps([VERSION, *self])
@@ -55,7 +57,11 @@ class RunRow(NamedTuple):
     @classmethod
     def decode(cls, values: Any) -> RunRow | None:
         """A stored row, or None where it is not one (another version's, damaged)."""
-        if type(values) is not list or len(values) != _STORED or values[0] != VERSION:
+        if type(values) is not list:
+            return None
+        if len(values) == _STORED - 1 and values[0] == 1:
+            values.append("")  # before outcomes were kept
+        elif len(values) != _STORED or values[0] != VERSION:
             return None
         request_id, status, tools = values[1], values[_STATUS], values[_TOOLS]
         if type(request_id) is not str or type(status) is not int or type(tools) is not list:

@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from gateway.config import RecordingsConfig
 from gateway.engine.recorded import encode as encode_recording
-from gateway.engine.report import RunReport
+from gateway.engine.report import RunOutcome, RunReport
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
 from gateway.ops.logs import FIELDS
@@ -361,7 +361,18 @@ def _run_row(exchange: Exchange, line: dict[str, Any], report: RunReport | None)
         completion_tokens=line["completion_tokens"],
         error=line.get("error"),
         trace_id=line.get("trace_id"),
+        outcome=_outcome(line["status"], report),
     )
+
+
+def _outcome(status: int, report: RunReport | None) -> RunOutcome:
+    """The run's outcome; a request answered without a run (passed through, or
+    refused before one) by its status."""
+    if status == ClientClosedRequest.status:
+        return "cancelled"
+    if status >= 400:
+        return "failed"
+    return "passed_through" if report is None else report.outcome
 
 
 def _tokens(usage: Any) -> tuple[int, int]:

@@ -1,8 +1,9 @@
 """Recent runs for an operator (docs/design.md §19, JSON first): ``GET /v1/toolgate/runs`` —
 the newest requests of the tenants a key may see, filtered by tenant, model, status,
-tool and cost — and ``GET /v1/toolgate/runs/{tenant}/{request_id}`` — one run with its
-trace and the timeline of its rounds and tool calls. The console's Runs pages stand
-on ``RunQuery`` and ``timeline`` here.
+outcome, tool, cost and time, found by request id, a page at a time — and
+``GET /v1/toolgate/runs/{tenant}/{request_id}`` — one run with its trace and the
+timeline of its rounds and tool calls. The console's Runs pages stand on ``RunQuery``
+and ``timeline`` here.
 
 What a trace holds is hostile text (tool names, arguments, results): JSON carries it,
 a page escapes it."""
@@ -12,12 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.digits import whole
+from gateway.engine.report import RUN_OUTCOMES
 from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
@@ -42,6 +45,11 @@ class RunQuery:
     tool: str = ""
     min_cost_usd: float | None = None
     limit: int = SHOWN
+    outcome: str = ""  # one of ``RUN_OUTCOMES``
+    request_id: str = ""  # the one run of this id (in each tenant read)
+    since: float | None = None  # began at or after (epoch seconds)
+    until: float | None = None  # began before
+    before: float | None = None  # the page after one that ended with a run begun then
 
     @classmethod
     def of(cls, query: Mapping[str, str]) -> RunQuery:
@@ -61,6 +69,9 @@ class RunQuery:
         limit = whole(query.get("limit", str(SHOWN)))
         if limit is None or not 1 <= limit <= 1000:
             raise BadRequest("limit is a number from 1 to 1000.", param="limit")
+        outcome = query.get("outcome", "").strip()
+        if outcome and outcome not in RUN_OUTCOMES:
+            raise BadRequest(f"outcome is one of {', '.join(RUN_OUTCOMES)}.", param="outcome")
         return cls(
             tenant=query.get("tenant", "").strip()[:MAX_TEXT],
             model=query.get("model", "").strip()[:MAX_TEXT],
@@ -68,9 +79,36 @@ class RunQuery:
             tool=query.get("tool", "").strip()[:MAX_TEXT],
             min_cost_usd=min_cost,
             limit=limit,
+            outcome=outcome,
+            request_id=query.get("request_id", "").strip()[:MAX_TEXT],
+            since=_moment(query, "since"),
+            until=_moment(query, "until"),
+            before=_moment(query, "before"),
+        )
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether anything but the tenant narrows the listing."""
+        return bool(
+            self.model
+            or self.status
+            or self.tool
+            or self.outcome
+            or self.request_id
+            or self.min_cost_usd is not None
+            or self.since is not None
+            or self.until is not None
         )
 
     def admits(self, row: RunRow) -> bool:
+        if self.outcome and row.outcome != self.outcome:
+            return False
+        if self.since is not None and row.at < self.since:
+            return False
+        if self.until is not None and row.at >= self.until:
+            return False
+        if self.before is not None and row.at >= self.before:
+            return False
         if self.model and row.model != self.model:
             return False
         if self.status == "ok" and row.status >= 400:
@@ -93,9 +131,41 @@ class RunQuery:
         return [self.tenant]
 
 
+def _moment(query: Mapping[str, str], name: str) -> float | None:
+    """A time: epoch seconds, or an ISO 8601 date and time (UTC unless it says
+    otherwise: what a browser's ``datetime-local`` field sends)."""
+    said = query.get(name, "").strip()[:64]
+    if not said:
+        return None
+    try:
+        at = float(said)
+    except ValueError:
+        try:
+            moment = datetime.fromisoformat(said)
+        except ValueError:
+            raise BadRequest(
+                f"{name} is a time: 2026-11-27T09:30 (UTC) or epoch seconds.", param=name
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        at = moment.timestamp()
+    if not math.isfinite(at) or at < 0:
+        raise BadRequest(f"{name} is a time: 2026-11-27T09:30 (UTC) or epoch seconds.", param=name)
+    return at
+
+
 async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> Scanned:
-    """The newest runs the query admits among the tenants the key may see."""
-    return await gateway.runs.scan(query.tenants(scope), query.admits, query.limit)
+    """The newest runs the query admits among the tenants the key may see; by request
+    id, that run wherever it is kept (not only among the newest read)."""
+    tenants = query.tenants(scope)
+    if not query.request_id:
+        return await gateway.runs.scan(tenants, query.admits, query.limit)
+    rows = []
+    for tenant in tenants:
+        row = await gateway.runs.find(tenant, query.request_id)
+        if row is not None and query.admits(row):
+            rows.append(row)
+    return Scanned(rows, len(rows), len(rows), True)
 
 
 @dataclass(frozen=True, slots=True)

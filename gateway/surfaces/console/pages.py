@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import orjson
 from starlette.requests import Request
@@ -28,7 +28,18 @@ from gateway.surfaces.console.approval_cards import approval_cards
 from gateway.surfaces.console.assets import ASSET_HEADERS, Assets
 from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
-from gateway.surfaces.console.shapes import charts, kept_row, pretty, steps, when
+from gateway.surfaces.console.shapes import (
+    OUTCOME_WORDS,
+    TROUBLED,
+    charts,
+    dollars,
+    kept_row,
+    moment,
+    plain,
+    pretty,
+    steps,
+    when,
+)
 from gateway.surfaces.http import Exchange, Handler, endpoint, page_headers, page_words
 from gateway.surfaces.inventory import (
     MAX_QUERY,
@@ -212,6 +223,8 @@ class Console:
             "htmx_integrity": HTMX_INTEGRITY,
             "assets": self._assets.urls,
             "when": when,  # a wall-clock time as the pages show it
+            "dollars": dollars,
+            "plain": plain,
             **context,
         }
         if signed is not None:
@@ -363,12 +376,22 @@ class Console:
         except (BadRequest, NotFound) as exc:
             said = {"title": "Runs", "text": exc.message}
             return self._page(request, "message.html", said, exc.status, signed)
+        asked = {k: v for k, v in request.query_params.items() if k != "before" and v}
+        older = None
+        if listed.rows and len(listed.rows) >= query.limit and not query.request_id:
+            older = urlencode(asked | {"before": repr(listed.rows[-1].at)})
         context: dict[str, Any] = {
             "title": "Runs",
             "q": query,
             "listed": listed,
             "tenants": [t.id for t in signed[1].tenants],
             "keeping": self._gateway.runs.keeping,
+            "outcomes": list(OUTCOME_WORDS),
+            "outcome_words": OUTCOME_WORDS,
+            "troubled": TROUBLED,
+            "moment": moment,
+            "newest": urlencode(asked),
+            "older": older,
         }
         return self._page(request, "runs.html", context, 200, signed)
 

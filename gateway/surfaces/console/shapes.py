@@ -39,6 +39,43 @@ def when(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def moment(at: float | None) -> str:
+    """A time as a ``datetime-local`` field holds it (UTC), or nothing."""
+    return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+def dollars(value: float | None, none: str = "—") -> str:
+    """An amount of dollars as a person reads it: ``$0.2500``, a small one to its
+    digits (``$0.000076``, never ``7.6e-05``)."""
+    if value is None:
+        return none
+    if value == 0 or abs(value) >= 0.0001:
+        return f"${value:.4f}"
+    return "$" + f"{value:.10f}".rstrip("0")
+
+
+def plain(value: float | None) -> str:
+    """A number as a form field holds it, never in exponent notation."""
+    if value is None:
+        return ""
+    return f"{value:.10f}".rstrip("0").rstrip(".")
+
+
+# A run's outcome (``engine.report.RunOutcome``) in the words of the Runs page.
+OUTCOME_WORDS = {
+    "failed": "failed",
+    "cancelled": "client left",
+    "blocked": "blocked by a guardrail",
+    "capped": "cut by a cap or budget",
+    "denied": "a call denied",
+    "tool_failed": "a tool failed",
+    "handed_back": "handed back",
+    "passed_through": "passed through",
+    "answered": "answered",
+}
+TROUBLED = frozenset(("failed", "blocked", "capped", "denied", "tool_failed"))
+
+
 LANE_PX = 26  # a timeline lane's height, in the SVG's units (1000 across)
 
 
@@ -127,7 +164,7 @@ def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
             if not value:
                 continue
             height = max(31 * value / top, 1.0)
-            shown = f"${value:.6f}" if name == "cost_usd" else str(value)
+            shown = dollars(value) if name == "cost_usd" else str(value)
             minute = datetime.fromtimestamp(since + 60 * i, UTC).strftime("%H:%M")
             bars.append(
                 {
@@ -138,7 +175,7 @@ def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
                 }
             )
         total = row["totals"][name]
-        shown_total = f"${total:.4f}" if name == "cost_usd" else str(int(total))
+        shown_total = dollars(total) if name == "cost_usd" else str(int(total))
         made.append({"name": name, "label": label, "bars": bars, "total": shown_total})
     return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": made}
 
