@@ -98,3 +98,16 @@ async def test_many_tenants_share_what_one_listing_reads(
     assert listed.read == 12  # 3 each: not 10 each past the bound
     assert listed.complete is False
     assert {r.request_id for r in listed.rows[:4]} == {f"{t}-4" for t in tenants}
+
+
+async def test_rows_of_the_version_before_outcomes_are_still_listed(
+    backend: tuple[GuardedStore, Keys],
+) -> None:
+    store, keys = backend
+    console = ConsoleConfig(enabled=True)
+    log = RunLog(store, keys, lambda: console)
+    older = b'[1, "old-1", 1.0, "acme", "m", "/r", 200, 1.0, 1, 0, [], null, 0, 0, null, null]'
+    await store.push_capped(keys.runs("acme"), older, 100, 60)
+    await log.add(row("new-1", 2.0, outcome="tool_failed"))
+    listed = (await log.scan(["acme"], lambda r: True, 100)).rows
+    assert [(r.request_id, r.outcome) for r in listed] == [("new-1", "tool_failed"), ("old-1", "")]
