@@ -312,9 +312,11 @@ class ToolRunner:
     ) -> ToolResult:
         held = self._waits.pop(prepared.key, None)
         if held is not None:  # an operator answers first, while the run waits
+            asked = time.perf_counter()
             verdict = await self._policy.wait_for(held, deadline)
-            if verdict.why is not None:
-                self._why[call_id] = verdict.why
+            if verdict.why is not None:  # with how long it waited (the timeline draws it)
+                waited_ms = round((time.perf_counter() - asked) * 1000, 1)
+                self._why[call_id] = verdict.why | {"waited_ms": waited_ms}
             if isinstance(verdict, Refuse):
                 self._record(call_id, prepared.tool.name, verdict.result, 0.0)
                 return verdict.result

@@ -1,5 +1,6 @@
 """What each tenant did, minute by minute, over the last hour (docs/design.md §19): requests,
-errors, tool calls and spend — the console's Overview draws them, without Prometheus.
+errors, tool calls, spend and time taken — the console's Overview draws them, without
+Prometheus.
 
 While the console is on, a replica counts in its own memory as requests end (a dict
 update, no store call on a request's path) and adds what it counted to the store every few seconds
@@ -23,7 +24,7 @@ from gateway.store import GuardedStore, Keys, StoreUnavailable
 
 logger = logging.getLogger("gateway.activity")
 
-MEASURES = ("requests", "errors", "tool_calls", "cost_nanos")
+MEASURES = ("requests", "errors", "tool_calls", "cost_nanos", "latency_ms")
 MINUTES = 60
 KEPT_S = 2 * 3600.0  # an hour's hash, after its last addition
 FLUSH_S = 5.0  # a replica adds its counts this often
@@ -38,6 +39,7 @@ class Minute:
     errors: int = 0
     tool_calls: int = 0
     cost_nanos: int = 0
+    latency_ms: int = 0  # summed over its requests (their mean: over ``requests``)
 
 
 @dataclass(slots=True)
@@ -47,15 +49,23 @@ class Activity:
     clock: Callable[[], float] = time.time
     _pending: dict[tuple[str, int], Counts] = field(default_factory=dict)
 
-    def count(self, tenant: str, status: int, tool_calls: int, cost_nanos: int | None) -> None:
+    def count(
+        self,
+        tenant: str,
+        status: int,
+        tool_calls: int,
+        cost_nanos: int | None,
+        latency_ms: float = 0.0,
+    ) -> None:
         minute = int(self.clock() // 60)
         counts = self._pending.get((tenant, minute))
         if counts is None:
-            counts = self._pending[tenant, minute] = [0, 0, 0, 0]
+            counts = self._pending[tenant, minute] = [0] * len(MEASURES)
         counts[0] += 1
         counts[1] += status >= 400
         counts[2] += tool_calls
         counts[3] += cost_nanos or 0
+        counts[4] += round(latency_ms)
 
     def pending(self) -> dict[tuple[str, int], Counts]:
         return self._pending
@@ -67,7 +77,7 @@ class Activity:
     def put_back(self, taken: dict[tuple[str, int], Counts]) -> None:
         """Counts the store did not take: added again at the next flush."""
         for key, counts in taken.items():
-            mine = self._pending.setdefault(key, [0, 0, 0, 0])
+            mine = self._pending.setdefault(key, [0] * len(MEASURES))
             for i, n in enumerate(counts):
                 mine[i] += n
 
@@ -114,14 +124,15 @@ class ActivityStore:
                         continue
                     minute = hour * 60 + of_hour
                     if first <= minute <= last:
-                        counts = sums.setdefault(minute, [0, 0, 0, 0])
+                        counts = sums.setdefault(minute, [0] * len(MEASURES))
                         counts[MEASURES.index(measure)] += _int(raw)
             for (named, minute), counts in pending.items():
                 if named == tenant and first <= minute <= last:
-                    mine = sums.setdefault(minute, [0, 0, 0, 0])
+                    mine = sums.setdefault(minute, [0] * len(MEASURES))
                     for i, n in enumerate(counts):
                         mine[i] += n
-            found[tenant] = [Minute(m, *sums.get(m, (0, 0, 0, 0))) for m in range(first, last + 1)]
+            nothing = [0] * len(MEASURES)
+            found[tenant] = [Minute(m, *sums.get(m, nothing)) for m in range(first, last + 1)]
         return found
 
 

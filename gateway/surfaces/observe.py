@@ -131,7 +131,7 @@ class Observer:
         if exchange.tenant != NONE and self.console_on():  # what the console shows
             if self.activity is not None:
                 calls = report.tool_calls if report is not None else 0
-                self.activity.count(exchange.tenant, status, calls, cost)
+                self.activity.count(exchange.tenant, status, calls, cost, line["latency_ms"])
             runs = self.runs
             if runs is not None and exchange.route not in NOT_RUNS and runs.keeping:
                 await runs.add(_run_row(exchange, line, report))

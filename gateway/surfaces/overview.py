@@ -1,5 +1,5 @@
 """The operator's overview (docs/design.md §19, JSON first): ``GET /v1/toolgate/overview`` —
-each tenant's requests, errors, tool calls and spend per minute over the last hour
+each tenant's requests, errors, tool calls, spend and mean latency per minute over the last hour
 (the gateway's own counts, every replica's: no Prometheus needed) and the approvals
 waiting now — and ``GET /v1/toolgate/health`` (the admin key's) — the probe's words
 for each model server, tool origin and remote source, and the model servers the
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
 
 ROUTES = "The overview routes"
-SERIES = ("requests", "errors", "tool_calls", "cost_usd")
+SERIES = ("requests", "errors", "tool_calls", "cost_usd", "latency_ms")
 
 
 def series(minutes: list[Minute]) -> dict[str, list[float]]:
@@ -36,7 +36,16 @@ def series(minutes: list[Minute]) -> dict[str, list[float]]:
         "errors": [m.errors for m in minutes],
         "tool_calls": [m.tool_calls for m in minutes],
         "cost_usd": [usd(m.cost_nanos) for m in minutes],
+        "latency_ms": [round(m.latency_ms / m.requests) if m.requests else 0 for m in minutes],
     }
+
+
+def totals(minutes: list[Minute], drawn: dict[str, list[float]]) -> dict[str, float]:
+    """The hour's: sums, and the mean latency of all its requests."""
+    found = {name: round(sum(drawn[name]), 9) for name in SERIES}
+    requests = sum(m.requests for m in minutes)
+    found["latency_ms"] = round(sum(m.latency_ms for m in minutes) / requests) if requests else 0
+    return found
 
 
 async def overview(gateway: Gateway, tenants: tuple[Tenant, ...]) -> dict[str, Any]:
@@ -54,7 +63,7 @@ async def overview(gateway: Gateway, tenants: tuple[Tenant, ...]) -> dict[str, A
             {
                 "id": tenant_id,
                 **drawn,
-                "totals": {name: round(sum(drawn[name]), 9) for name in SERIES},
+                "totals": totals(minutes, drawn),
                 "pending_approvals": waiting[tenant_id],
             }
         )

@@ -172,7 +172,7 @@ async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> 
 class Bar:
     """One step of a run on its timeline: a round (the model asked) or a tool call."""
 
-    kind: str  # "round" or "call"
+    kind: str  # "round", "call", or "wait" (a call's wait for an operator, before it)
     label: str
     at_ms: float
     duration_ms: float
@@ -222,15 +222,25 @@ def timeline(trace: Mapping[str, Any]) -> Timeline:
             label = f"round {entry.get('iteration', '?')} · {entry.get('upstream', '')}"
             outcome = "tools" if _listed(entry.get("tool_calls")) else "final"
         else:
-            lane = next((i for i, end in enumerate(ends) if end <= at), len(ends))
+            waited = min(_waited(entry), at)  # for an operator's approval, before it ran
+            lane = next((i for i, end in enumerate(ends) if end <= at - waited), len(ends))
             if lane == len(ends):
                 ends.append(0.0)
             ends[lane] = at + duration
             lane += 1
             label, outcome = str(entry.get("name", "?")), str(entry.get("outcome", ""))
+            if waited > 0:
+                wait = "waiting for approval"
+                bars.append(Bar("wait", wait, at - waited, waited, lane, "wait", entry))
         bars.append(Bar(kind, label, at, duration, lane, outcome, entry))
     total = max((b.at_ms + b.duration_ms for b in bars), default=0.0)
     return Timeline(tuple(bars), total, 1 + len(ends), measured)
+
+
+def _waited(call: Mapping[str, Any]) -> float:
+    """How long a call waited for an operator's decision (ms), by its verdict."""
+    why = call.get("policy")
+    return _ms(why.get("waited_ms")) if isinstance(why, Mapping) else 0.0
 
 
 def _listed(value: Any) -> Sequence[Any]:

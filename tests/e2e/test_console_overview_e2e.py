@@ -87,6 +87,11 @@ def test_the_overview_counts_the_last_hour_per_tenant(harness: Harness) -> None:
     assert acme["requests"][-1] + acme["requests"][-2] == 4  # this minute (or the last)
     assert acme["pending_approvals"] == 0
     assert rows["beta"]["totals"]["requests"] == 1
+    # The mean time a request took, as the runs list has each: the hour's and a minute's.
+    runs = stack.get("/v1/toolgate/runs", tenant="acme").json()["data"]
+    mean = sum(round(r["latency_ms"]) for r in runs) / len(runs)
+    assert abs(acme["totals"]["latency_ms"] - mean) <= 1
+    assert max(acme["latency_ms"][-2:]) > 0
     own = stack.get("/v1/toolgate/overview", APPROVER_KEY).json()
     assert [row["id"] for row in own["tenants"]] == ["acme"]
     assert stack.get("/v1/toolgate/overview", TENANT_KEY).status_code == 401
@@ -98,11 +103,12 @@ def test_the_overview_counts_the_last_hour_per_tenant(harness: Harness) -> None:
     charts = re.findall(
         r'<figure class="chart (\w+)">.*?<strong class="total">([^<]+)<', page.text, re.S
     )
-    assert charts[:4] == [
+    assert charts[:5] == [
         ("requests", "4"),
         ("errors", "1"),
         ("tool_calls", "3"),
         ("cost_usd", "$0.0000"),
+        ("latency_ms", f"{acme['totals']['latency_ms']:,} ms"),
     ]
     assert 'class="probe ok"' in page.text  # the admin sees the servers' health
     approver = Operator(harness, stack.base)

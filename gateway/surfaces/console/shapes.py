@@ -77,6 +77,17 @@ TROUBLED = frozenset(("failed", "blocked", "capped", "denied", "tool_failed"))
 
 
 LANE_PX = 26  # a timeline lane's height, in the SVG's units (1000 across)
+LABEL_CHARS = 40  # of a bar's label drawn
+CHAR_UNITS = 7.0  # a label's character, at most, in the SVG's units (12 px type)
+
+
+def _label_at(label: str, x: float, width: float) -> dict[str, Any]:
+    """Where a bar's label goes: after the bar's start, or — where it would run past
+    the right edge — ending at the bar's end (or the edge), never cut."""
+    if x + 4 + CHAR_UNITS * len(label) <= 996:
+        return {"label": label, "label_x": round(x + 4, 2), "anchor": "start"}
+    end = min(max(x + width - 4, CHAR_UNITS * len(label) + 4), 996)
+    return {"label": label, "label_x": round(end, 2), "anchor": "end"}
 
 
 def steps(drawn: Timeline) -> list[dict[str, Any]]:
@@ -86,13 +97,15 @@ def steps(drawn: Timeline) -> list[dict[str, Any]]:
     made = []
     for bar in drawn.bars:
         x = 1000 * bar.at_ms / total
+        width = max(1000 * bar.duration_ms / total, 2.0)
         detail = bar.detail
         made.append(
             {
                 "bar": bar,
                 "x": round(x, 2),
                 "y": 4 + bar.lane * LANE_PX,
-                "width": round(max(1000 * bar.duration_ms / total, 2.0), 2),
+                "width": round(width, 2),
+                **_label_at(bar.label[:LABEL_CHARS], x, width),
                 "arguments": pretty(detail.get("arguments")) if bar.kind == "call" else "",
                 "policy": verdict_words(detail.get("policy")) if bar.kind == "call" else None,
                 "offered": detail.get("tools_offered") if bar.kind == "round" else None,
@@ -149,6 +162,7 @@ CHARTS = (
     ("errors", "Errors"),
     ("tool_calls", "Tool calls"),
     ("cost_usd", "Spend"),
+    ("latency_ms", "Latency (mean)"),
 )
 
 
@@ -164,7 +178,7 @@ def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
             if not value:
                 continue
             height = max(31 * value / top, 1.0)
-            shown = dollars(value) if name == "cost_usd" else str(value)
+            shown = _shown(name, value)
             minute = datetime.fromtimestamp(since + 60 * i, UTC).strftime("%H:%M")
             bars.append(
                 {
@@ -175,9 +189,17 @@ def charts(row: dict[str, Any], since: float) -> dict[str, Any]:
                 }
             )
         total = row["totals"][name]
-        shown_total = dollars(total) if name == "cost_usd" else str(int(total))
+        shown_total = _shown(name, total)
         made.append({"name": name, "label": label, "bars": bars, "total": shown_total})
     return {"id": row["id"], "pending_approvals": row["pending_approvals"], "charts": made}
+
+
+def _shown(measure: str, value: float) -> str:
+    if measure == "cost_usd":
+        return dollars(value)
+    if measure == "latency_ms":
+        return f"{int(value):,} ms"
+    return str(int(value))
 
 
 def asked_of(request: Any) -> str:

@@ -19,11 +19,12 @@ async def test_every_replica_reads_every_replicas_counts(
     store, keys = backend
     one = ActivityStore(store, keys, Activity(lambda: NOW))
     two = ActivityStore(store, keys, Activity(lambda: NOW))
-    one.activity.count("acme", 200, 2, 1_000)
-    two.activity.count("acme", 502, 0, None)
+    one.activity.count("acme", 200, 2, 1_000, 120.4)
+    two.activity.count("acme", 502, 0, None, 30.0)
     await one.flush()
     last = (await two.last_hour(["acme"], NOW))["acme"][-1]  # two's own counted too
     assert (last.requests, last.errors, last.tool_calls, last.cost_nanos) == (2, 1, 2, 1_000)
+    assert last.latency_ms == 150
     await two.flush()
     hour = await one.last_hour(["acme", "beta"], NOW)
     assert len(hour["acme"]) == 60
@@ -46,4 +47,4 @@ async def test_counts_the_store_did_not_take_are_added_next_time() -> None:
     activity.count("acme", 200, 1, 5)
     await down.flush()
     activity.count("acme", 200, 0, 0)
-    assert activity.pending() == {("acme", int(NOW // 60)): [2, 0, 1, 5]}
+    assert activity.pending() == {("acme", int(NOW // 60)): [2, 0, 1, 5, 0]}

@@ -68,14 +68,65 @@ def test_an_older_trace_is_laid_end_to_end() -> None:
     assert drawn.total_ms == 22.0
 
 
+def test_a_calls_wait_for_an_operator_is_drawn_before_it_in_its_lane() -> None:
+    trace = {
+        "rounds": [
+            {
+                "iteration": 1,
+                "upstream": "m",
+                "at_ms": 0.0,
+                "duration_ms": 5.0,
+                "tool_calls": ["a"],
+            },
+            {"iteration": 2, "upstream": "m", "at_ms": 905.0, "duration_ms": 5.0},
+        ],
+        "tool_calls": [
+            {
+                "id": "a",
+                "name": "refund",
+                "outcome": "ok",
+                "at_ms": 800.0,
+                "duration_ms": 100.0,
+                "policy": {"verdict": "approved", "waited_ms": 795.0},
+            },
+        ],
+    }
+    drawn = timeline(trace)
+    assert [(b.kind, b.label, b.at_ms, b.duration_ms, b.lane) for b in drawn.bars] == [
+        ("round", "round 1 · m", 0.0, 5.0, 0),
+        ("wait", "waiting for approval", 5.0, 795.0, 1),
+        ("call", "refund", 800.0, 100.0, 1),
+        ("round", "round 2 · m", 905.0, 5.0, 0),
+    ]
+
+
+def test_a_label_near_the_right_edge_ends_there_instead_of_being_cut() -> None:
+    from gateway.surfaces.console.shapes import CHAR_UNITS
+    from gateway.surfaces.console.shapes import steps as drawn_steps
+
+    name = "a_rather_long_tool_name_for_the_edge"
+    trace = {
+        "rounds": [{"iteration": 1, "upstream": "m", "at_ms": 0.0, "duration_ms": 950.0}],
+        "tool_calls": [{"id": "a", "name": name, "at_ms": 950.0, "duration_ms": 50.0}],
+    }
+    drawn = drawn_steps(timeline(trace))
+    first, last = drawn
+    assert (first["anchor"], first["label_x"]) == ("start", 4.0)
+    assert last["anchor"] == "end"
+    assert last["label_x"] <= 996
+    assert last["label_x"] - CHAR_UNITS * len(name) >= 0
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
     max_leaves=12,
 )
 steps = st.dictionaries(
-    st.sampled_from(["id", "name", "at_ms", "duration_ms", "tool_calls", "iteration"]),
-    json_values | st.floats(min_value=-1e9, max_value=1e9),
+    st.sampled_from(["id", "name", "at_ms", "duration_ms", "tool_calls", "iteration", "policy"]),
+    json_values
+    | st.floats(min_value=-1e9, max_value=1e9)
+    | st.fixed_dictionaries({"waited_ms": json_values | st.floats(min_value=-1e9, max_value=1e9)}),
 )
 
 
@@ -91,7 +142,7 @@ def test_whatever_a_trace_holds_draws_inside_its_axis(rounds: Any, calls: Any) -
         assert bar.duration_ms >= 0
         assert bar.at_ms + bar.duration_ms <= drawn.total_ms
         assert 0 <= bar.lane < drawn.lanes
-        if bar.kind == "call":
+        if bar.kind in ("call", "wait"):  # a call and its wait for approval: one lane
             for start, end in ends.get(bar.lane, []):
                 assert bar.at_ms >= end or bar.at_ms + bar.duration_ms <= start or start == end
             ends.setdefault(bar.lane, []).append((bar.at_ms, bar.at_ms + bar.duration_ms))
