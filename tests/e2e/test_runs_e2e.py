@@ -338,3 +338,58 @@ def test_each_run_is_listed_with_its_outcome_and_found_by_it(harness: Harness) -
     searched = operator.client.get("/console/runs", params={"request_id": first}).text
     assert _outcomes(searched) == ["answered"]
     assert f"/console/runs/acme/{first}" in searched
+
+
+def test_approved_and_handed_back_runs_render_in_words(harness: Harness) -> None:
+    """Issue 52 §2: the kinds of run the other tests leave out — a call an operator
+    approved, a turn handed back to the client's own tool — drawn without a Python
+    value, each with its outcome."""
+    from tests.e2e.test_console_e2e import HeldCalls
+
+    held = HeldCalls(harness)
+    run = held.start({"title": "refund 3"})
+    waiting = []
+    for _ in range(200):
+        waiting = httpx.get(
+            f"{held.base}/v1/toolgate/approvals",
+            headers={"authorization": f"Bearer {ADMIN_KEY}"},
+            timeout=10,
+        ).json()["data"]
+        if waiting:
+            break
+        run.join(timeout=0.05)
+    [approval] = waiting
+    assert approval["request_id"]  # the run behind the call
+    decided = httpx.post(
+        f"{held.base}/v1/toolgate/approvals/{approval['id']}",
+        json={"approve": True, "reason": "ok'd by {phone}"},
+        headers={"authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=10,
+    )
+    assert decided.status_code == 200, decided.text
+    run.join(timeout=30)
+    assert held.answers[0].headers["x-request-id"] == approval["request_id"]
+
+    stack = Stack(harness)
+    stack.model.script = [asks(call("get_weather", '{"city": "Oslo"}'))]
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    handed = stack.ask(tools=[weather])
+    assert handed.status_code == 200, handed.text
+    assert handed.json()["choices"][0]["finish_reason"] == "tool_calls"
+
+    for base, request_id, words, verdict in (
+        (held.base, approval["request_id"], "answered", "approved"),
+        (stack.base, handed.headers["x-request-id"], "handed back", None),
+    ):
+        operator = Operator(harness, base)
+        assert operator.sign_in(ADMIN_KEY).status_code == 303
+        assert _outcomes(operator.client.get("/console/runs").text) == [words]
+        for path in ("/console/runs", f"/console/runs/acme/{request_id}", "/console/approvals"):
+            page = operator.client.get(path)
+            assert page.status_code == 200, (path, page.text[:300])
+            found = _REPR.search(page.text)
+            assert found is None, page.text[max(found.start() - 80, 0) : found.end() + 80]
+        if verdict is not None:
+            drawn = operator.client.get(f"/console/runs/acme/{request_id}").text
+            assert f'<small class="verdict">{verdict}' in drawn
+            assert "waiting for approval" in drawn
