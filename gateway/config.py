@@ -95,6 +95,12 @@ class ServerConfig(_Frozen):
     # (/v1/toolgate/approvals, tenants, tools, runs, overview, health, ...) a minute.
     operator_requests_per_minute: int = Field(default=600, ge=1, le=1_000_000)
 
+    @field_validator("metrics_token", "admin_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """``${VAR:-}`` of an unset variable: no key, not a key of no characters."""
+        return None if value == "" else value
+
     @model_validator(mode="after")
     def _a_largest_body_fits(self) -> ServerConfig:
         if self.large_bodies_held_bytes < self.max_body_bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -69,6 +70,12 @@ def test_make_run_ends_in_a_tool_round_through_the_example_tools(
         trace = httpx.get(f"{url}/v1/toolgate/traces/{raw.headers['x-request-id']}").json()
         assert trace["tool_calls"][0]["name"] == "string_length"
         assert trace["tool_calls"][0]["outcome"] == "ok"
+        # The console is on, and the key it printed signs in: the run is listed.
+        said = (tmp_path / "make-run.log").read_text(errors="replace")
+        printed = re.search(r"Console: (\S+) \(sign in with the key (\S+), made for", said)
+        assert printed is not None, said
+        assert printed.group(1) == f"{url}/console"
+        _signs_in(url, printed.group(2), raw.headers["x-request-id"])
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
         process.wait(timeout=20)
@@ -187,3 +194,20 @@ def test_a_model_server_still_loading_is_reported_as_loading(
     lines = _startup(tmp_path / "serve.log")
     (model,) = [line for line in lines if line["message"].startswith("model server")]
     assert "loading" in model["message"]
+
+
+def _signs_in(url: str, key: str, request_id: str) -> None:
+    """Sign in to the console as a browser does, and find the run on the Runs page."""
+    with httpx.Client(base_url=url, timeout=10) as browser:
+        form = browser.get("/console/sign-in")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None, form.text
+        signed = browser.post(
+            "/console/sign-in",
+            data={"csrf": token.group(1), "key": key},
+            headers={"origin": url, "sec-fetch-site": "same-origin"},
+        )
+        assert signed.status_code == 303, signed.text
+        runs = browser.get("/console/runs")
+        assert runs.status_code == 200
+        assert f"/console/runs/default/{request_id}" in runs.text
