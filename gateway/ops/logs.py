@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from gateway.ops.log_context import context_fields
 from gateway.ops.redaction import forget_links_text
 from tool_registry import FIELDS, Redactor, dumps_text
 
@@ -28,6 +29,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        line.update(context_fields())  # the request it was written in, if any
         fields = getattr(record, FIELDS, None)
         if isinstance(fields, dict):
             line.update(fields)

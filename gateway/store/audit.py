@@ -1,14 +1,14 @@
 """What operators did, for an auditor (docs/design.md §19): console sign-ins (and the
 refused ones), sign-outs, every approval decision (the console's and the JSON
 route's), reloads, probes and replays — who, when, from where, about what. Each entry
-is one JSON line on the ``toolgate.audit`` logger (for the log pipeline, kept as long
-as the logs are) and the newest ``KEPT`` in the store for the console's Audit page,
-for ``TTL_S`` after the last. No key and no session token is ever written: a key is
-named (``operator:alice``) or shown by its digest's first digits."""
+is one line on the ``toolgate.audit`` logger, its fields under ``audit`` (for the log
+pipeline, kept as long as the logs are), and one of the newest ``KEPT`` in the store
+for the console's Audit page, for ``TTL_S`` after the last. No key and no session token
+is ever written: a key is named (``operator:alice``) or shown by its digest's first
+digits."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
-from tool_registry import dumps, loads_object
+from tool_registry import FIELDS, dumps, loads_object
 
 logger = logging.getLogger("toolgate.audit")
 
@@ -44,7 +44,7 @@ class AuditLog:
         self, who: str, what: str, tenant: str = "", detail: str = "", address: str = ""
     ) -> None:
         entry = AuditEntry(time.time(), who, what, tenant, detail[:MAX_DETAIL], address)
-        logger.info(json.dumps(asdict(entry), ensure_ascii=False))
+        logger.info("%s: %s", who, what, extra={FIELDS: {"audit": asdict(entry)}})
         try:
             await self._store.push_capped(self._key, dumps(asdict(entry)), KEPT, TTL_S)
         except StoreUnavailable:  # the log line stands; the page misses this one

@@ -103,6 +103,7 @@ class Sealer:
             raise ValueError("a sealer needs a key")
         self._newest = keys[0][0]
         self._ciphers = {kid: AESGCM(key) for kid, key in keys}
+        self._checks = {kid: key_check(key) for kid, key in keys}
 
     @classmethod
     def of(cls, config: GrantsConfig) -> Sealer:
@@ -112,7 +113,8 @@ class Sealer:
         nonce = os.urandom(_NONCE)
         sealed = self._ciphers[self._newest].encrypt(nonce, plain, bound)
         text = base64.b64encode(nonce + sealed).decode()
-        return dumps({"v": VERSION, "kid": self._newest, "sealed": text})
+        check = self._checks[self._newest]
+        return dumps({"v": VERSION, "kid": self._newest, "check": check, "sealed": text})
 
     def open(self, stored: bytes, bound: bytes) -> tuple[bytes, bool]:
         """The plain bytes, and whether they were sealed under an older key."""
@@ -120,15 +122,33 @@ class Sealer:
         if found is None or found.get("v") != VERSION:
             raise GrantUnreadable("not a sealed grant of a version this gateway reads")
         kid, text = found.get("kid"), found.get("sealed")
-        cipher = self._ciphers.get(kid) if isinstance(kid, str) else None
-        if cipher is None or not isinstance(text, str):
+        if not isinstance(kid, str) or kid not in self._ciphers or not isinstance(text, str):
             raise GrantUnreadable(f"sealed under a key not configured ({str(kid)[:32]!r})")
+        cipher = self._ciphers[kid]
         try:
             raw = base64.b64decode(text, validate=True)
             plain = cipher.decrypt(raw[:_NONCE], raw[_NONCE:], bound)
         except (ValueError, InvalidTag) as exc:
-            raise GrantUnreadable("altered, or sealed for another user or connection") from exc
+            check = found.get("check")
+            if isinstance(check, str) and check != self._checks[kid]:
+                raise GrantUnreadable(
+                    f"sealed under another key of the id {kid[:32]!r}: the configured "
+                    "key of that id is not the one it was sealed with (were its bytes "
+                    "replaced? give a new key a new id, listed first)"
+                ) from exc
+            raise GrantUnreadable(
+                "altered, or sealed for another user or connection"
+                if isinstance(check, str)
+                else f"did not open under the key {kid[:32]!r}: that key's bytes changed, "
+                "or the grant was altered or moved"
+            ) from exc
         return plain, kid != self._newest
+
+
+def key_check(key: bytes) -> str:
+    """A key's check value, kept beside what it sealed: tells a replaced key from an
+    altered grant, and says nothing of the key (a digest of it, cut short)."""
+    return hashlib.sha256(b"toolgate-grant-key-check\0" + key).hexdigest()[:16]
 
 
 def _bound(tenant: str, user: str, connection: str) -> bytes:

@@ -29,6 +29,7 @@ from gateway.errors import (
     StoreUnavailable,
     settle,
 )
+from gateway.ops.log_context import serving
 from gateway.ops.metrics import NONE
 from gateway.policy.identity import owner_of
 from gateway.policy.large_bodies import LargeBodies
@@ -362,6 +363,7 @@ def endpoint(
 
     async def wrapped(request: Request) -> Response:
         exchange = Exchange(new_request_id())
+        serving(exchange)  # this task's log lines are the request's (uvicorn's task each)
         if observer is not None:
             observer.begin(request, exchange, route)
         try:

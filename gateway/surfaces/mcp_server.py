@@ -34,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.engine.runner import ToolRunner
 from gateway.errors import AuthError, GatewayError, settle
+from gateway.ops.log_context import serving
 from gateway.policy.identity import owner_of
 from gateway.policy.ledger import Ledger
 from gateway.policy.limits import Narrowing
@@ -150,6 +151,7 @@ class McpEndpoint:
         began is the envelope, as ``http.endpoint`` renders it (the SDK answers its own
         protocol's errors)."""
         exchange = Exchange(new_request_id())
+        serving(exchange)  # this task's log lines are the request's
         began = False
 
         async def sending(message: Message) -> None:

@@ -5,6 +5,7 @@ line on the ``toolgate.audit`` logger; never a key."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -14,9 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.ops.logs import JsonFormatter
 from tests.e2e.test_console_e2e import HeldCalls, Operator
 from tests.e2e.test_inventory_e2e import ADMIN_KEY, APPROVER_KEY
 from tests.support.scripted import Harness
+from tool_registry import FIELDS
 
 
 def _named(data: dict[str, Any]) -> None:
@@ -46,6 +49,11 @@ def test_sign_ins_decisions_and_reloads_are_audited_by_name(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="toolgate.audit")
+    written = io.StringIO()  # the lines as the gateway writes them (JSON, in context)
+    handler = logging.StreamHandler(written)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger("toolgate.audit").addHandler(handler)
+    harness.on_close(lambda: logging.getLogger("toolgate.audit").removeHandler(handler))
     held = HeldCalls(harness, _named)
     approver, admin = Operator(harness, held.base), Operator(harness, held.base)
     assert approver.sign_in("sk-guessed-CANARY-0099").status_code == 401
@@ -55,6 +63,9 @@ def test_sign_ins_decisions_and_reloads_are_audited_by_name(
         _action(approver), {"csrf": approver.csrf(), "approve": "no", "reason": "not today"}
     )
     assert denied.status_code == 303
+    line = json.loads(written.getvalue().splitlines()[-1])
+    assert line["audit"]["what"] == "denied"
+    assert line["request_id"] == denied.headers["x-request-id"]  # the request it was in
     run.join(timeout=30)
     second = held.start({"title": "refund 10"})
     approval_id = _action(approver).rsplit("/", 1)[1]
@@ -89,7 +100,7 @@ def test_sign_ins_decisions_and_reloads_are_audited_by_name(
     denial = rows[5]
     assert re.fullmatch(r"create_ticket \(mcpr_[0-9a-f]+\): not today", denial[4])
     assert all(row[5] == "127.0.0.1" for row in rows)
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "toolgate.audit"]
+    logged = [getattr(r, FIELDS)["audit"] for r in caplog.records if r.name == "toolgate.audit"]
     assert [(e["who"], e["what"]) for e in logged][::-1] == [(w, x) for w, x, _ in said]
     assert rows[1][4] == "this gateway was not started from a configuration file"
     for secret in (ADMIN_KEY, APPROVER_KEY, "sk-guessed-CANARY-0099"):

@@ -144,6 +144,22 @@ def test_a_sealed_grant_that_was_altered_does_not_open() -> None:
         sealer.open(sealed, b"another binding")
 
 
+def test_a_replaced_key_is_told_from_an_altered_grant() -> None:
+    """The bytes of a key replaced under the same id are not tampering: the reason
+    says which it is, and an operator can act on it."""
+    before, after = Sealer([("k", os.urandom(32))]), Sealer([("k", os.urandom(32))])
+    sealed = before.seal(b"plain", b"bound")
+    with pytest.raises(GrantUnreadable, match="another key of the id 'k'") as replaced:
+        after.open(sealed, b"bound")
+    assert "altered" not in str(replaced.value)
+    with pytest.raises(GrantUnreadable, match="altered, or sealed for another user"):
+        before.open(sealed, b"another binding")
+    unchecked = sealed.replace(b'"check":', b'"older":')  # sealed before checks were kept
+    with pytest.raises(GrantUnreadable, match="that key's bytes changed, or the grant"):
+        after.open(unchecked, b"bound")
+    assert before.open(unchecked, b"bound") == (b"plain", False)
+
+
 def test_keys_must_be_thirty_two_bytes_with_distinct_ids() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         config(("a", base64.b64encode(b"short").decode()))
