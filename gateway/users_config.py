@@ -105,6 +105,9 @@ class OAuth2Connection(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     type: Literal["oauth2"] = "oauth2"
+    # How its users know it, on the pages they see and in the answer's link ("GitHub");
+    # else its name.
+    display_name: str | None = Field(default=None, min_length=1, max_length=64)
     issuer: str | None = Field(default=None, pattern=_ENDPOINT)  # its metadata names the rest
     authorize_url: str | None = Field(default=None, pattern=_URL)
     token_url: str | None = Field(default=None, pattern=_ENDPOINT)
@@ -137,6 +140,9 @@ class McpConnection(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     type: Literal["mcp"]
+    # How its users know it, on the pages they see and in the answer's link ("GitHub");
+    # else its name.
+    display_name: str | None = Field(default=None, min_length=1, max_length=64)
     url: str = Field(pattern=_URL)  # the MCP server's endpoint: the resource
     client_id: str | None = Field(default=None, min_length=1, max_length=512)
     client_secret: SecretStr | None = None
@@ -160,6 +166,9 @@ class TokenExchangeConnection(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     type: Literal["token_exchange"]
+    # How its users know it, on the pages they see and in the answer's link ("GitHub");
+    # else its name.
+    display_name: str | None = Field(default=None, min_length=1, max_length=64)
     token_url: str = Field(pattern=r"^https?://[^\s?#]+$")
     client_id: str = Field(min_length=1, max_length=512)
     client_secret: SecretStr | None = None  # sent to the token endpoint only

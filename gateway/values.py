@@ -273,6 +273,12 @@ class ConnectLink:
 
     connection: str
     url: str
+    title: str = ""  # how the user knows it (its ``display_name``); else its name
+
+    def words(self) -> str:
+        """The line the gateway adds to an answer for the user (docs/security.md)."""
+        title = self.title or self.connection
+        return f"{title} needs your permission first. Connect it here, then ask again: {self.url}"
 
 
 @dataclass(frozen=True, slots=True)

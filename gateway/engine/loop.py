@@ -267,9 +267,26 @@ class Run:
                 finish = "length"  # the budget cut the run short (docs/design.md §13)
             if not stream and self.policy.screens_answers:
                 answer, finish = await self._screened(answer, finish)
+            answer, added = self._linked(answer, shown if stream else answer.turn.content)
+            if added and stream:  # in the stream itself, as the answer's last words
+                yield ChoiceDelta({"content": added})
             self.outcome = Final(answer, finish, bool(turn.calls))
             yield self.outcome
             return
+
+    def _linked(self, answer: Completion, before: str | None) -> tuple[Completion, str]:
+        """The answer with a line for each connection the user must make that the
+        model's words left out (its link, whole: a link the model retyped may be cut or
+        changed), and what was added (set apart from ``before``, the text shown last);
+        the same on every surface, streamed or not."""
+        text = answer.turn.content or ""
+        missing = [link for link in self.ledger.connects if link.url not in text]
+        if not missing:
+            return answer, ""
+        piece = ChoiceDelta({"content": "\n\n".join(dict.fromkeys(m.words() for m in missing))})
+        added = (set_apart(piece, before) if before else piece).delta["content"]
+        turn = replace(answer.turn, content=text + added)
+        return replace(answer, turn=turn, raw=None), added
 
     async def _screened(self, answer: Completion, finish: str) -> tuple[Completion, str]:
         """A final answer after the guardrails on final answers: as it was, redacted, or

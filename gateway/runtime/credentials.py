@@ -75,7 +75,8 @@ class UserCredentials:
         if configured is None:
             return CredentialRefused(connection, "the gateway no longer offers it")
         ticket = await self._consents.ticket(Consent(self._tenant, user, connection))
-        return ConnectLink(connection, f"{self._public}{CONNECT_PATH}/{ticket}")
+        title = configured.display_name or connection
+        return ConnectLink(connection, f"{self._public}{CONNECT_PATH}/{ticket}", title)
 
     async def refused(self, connection: str) -> None:
         """A tool answered 401 to the user's token (the grant was revoked at the

@@ -2,7 +2,8 @@
 
 At start (``toolgate serve``) and on demand (``toolgate check --probe``) the gateway
 asks each upstream for ``GET /models``, each identity provider of tenants' users for
-its signing keys (as a request would fetch them) and each tool origin for ``GET /`` — any HTTP
+its signing keys (as a request would fetch them), each connection's provider for its
+metadata (or its token endpoint for an answer) and each tool origin for ``GET /`` — any HTTP
 answer counts as answering, but a model server's 503 that says it is loading (as
 llama.cpp's does) is reported as loading — and reads the state of its remote sources. The result
 is one block a person can read: a warning when something does not answer, never a
@@ -20,9 +21,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from gateway.config import JwtUsersConfig, UpstreamConfig
+from gateway.config import JwtUsersConfig, McpConnection, OAuth2Connection, UpstreamConfig
 from gateway.errors import UserKeysUnavailable
+from gateway.runtime.providers import ProviderRefused
 from gateway.runtime.user_keys import slash_hint
+from gateway.users_config import Connection
 from tool_registry import FIELDS, EgressDenied, HttpTool, egress_denial, origin, send
 
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ NO_MODEL_SERVER_HINT = (
 
 @dataclass(frozen=True)
 class Probe:
-    kind: str  # "model server", "tools", "tool source", "identity provider"
+    kind: str  # "model server", "tools", "tool source", "identity provider", "connection"
     name: str
     target: str
     ok: bool
@@ -51,10 +54,53 @@ class Probe:
 
 async def probe_all(gateway: Gateway) -> list[Probe]:
     """Every upstream, every tool origin and every remote source, concurrently."""
-    upstreams, tools, users = await asyncio.gather(
-        probe_upstreams(gateway), probe_tools(gateway), probe_users(gateway)
+    upstreams, tools, users, connections = await asyncio.gather(
+        probe_upstreams(gateway),
+        probe_tools(gateway),
+        probe_users(gateway),
+        probe_connections(gateway),
     )
-    return [*upstreams, *tools, *users]
+    return [*upstreams, *tools, *users, *connections]
+
+
+async def probe_connections(gateway: Gateway) -> list[Probe]:
+    """Each connection's provider (docs/connections.md): its metadata read, or its
+    token endpoint reached, as a user's first connection would; nothing is asked of it."""
+
+    async def one(connection: Connection) -> Probe:
+        where = _provider_of(connection)
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S * 2):
+                said = await gateway.providers.probe(connection)
+        except (ProviderRefused, TimeoutError) as exc:
+            detail = str(exc) or f"no answer within {PROBE_TIMEOUT_S * 2:g}s"
+            hint = _connection_hint(connection, detail)
+            return Probe("connection", connection.name, where, False, detail, hint)
+        return Probe("connection", connection.name, where, True, said)
+
+    return list(await asyncio.gather(*(one(c) for c in gateway.runtime.config.connections)))
+
+
+def _provider_of(connection: Connection) -> str:
+    if isinstance(connection, McpConnection):
+        return connection.url
+    if isinstance(connection, OAuth2Connection) and connection.issuer is not None:
+        return connection.issuer
+    return connection.token_url or ""
+
+
+def _connection_hint(connection: Connection, detail: str) -> str:
+    """What an operator can do about a provider the probe could not use."""
+    issuer = getattr(connection, "issuer", None)
+    if isinstance(issuer, str) and issuer.endswith("/") and "issuer" in detail:
+        return (
+            f"connections[{connection.name}].issuer ends with '/': an issuer is matched "
+            "exactly, so try it without the slash (as the provider's metadata names it)"
+        )
+    return (
+        f"users cannot connect {connection.name} until it can be used: check its "
+        "address, and that the gateway may reach it (egress)"
+    )
 
 
 async def probe_users(gateway: Gateway) -> list[Probe]:

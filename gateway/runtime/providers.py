@@ -21,20 +21,27 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from gateway.config import AssertedUsersConfig, JwtUsersConfig, McpConnection, OAuth2Connection
+from gateway.config import (
+    AssertedUsersConfig,
+    JwtUsersConfig,
+    McpConnection,
+    OAuth2Connection,
+    TokenExchangeConnection,
+)
 from gateway.runtime.discovery import (
     Discovery,
     DiscoveryFailed,
     DiscoveryUnreached,
     ServerMetadata,
 )
-from gateway.runtime.outbound import Unreached, fetch
+from gateway.runtime.outbound import Unreached, fetch, peek
 from gateway.store.registrations import Registration, Registrations
 from tool_registry import GuardedTransport, dumps, loads_object
 
 ConsentConnection = OAuth2Connection | McpConnection
 MAX_ANSWER_BYTES = 64 * 1024
 TIMEOUT_S = 10.0
+PROBE_S = 3.0  # a probe of a token endpoint
 CLIENT_NAME = "Toolgate"
 
 
@@ -102,6 +109,36 @@ class Providers:
             names_itself=server.iss_parameter,
             jwks_uri=server.jwks_uri,
         )
+
+    async def probe(
+        self, connection: OAuth2Connection | McpConnection | TokenExchangeConnection
+    ) -> str:
+        """What ``toolgate check --probe`` says of a connection's provider, read as a
+        user's first connection would read it (metadata, not a token: nothing is asked
+        for, nothing registered); ``ProviderRefused`` says why it cannot be used."""
+        if isinstance(connection, McpConnection):
+            try:
+                resource = await self._discovery.resource(connection.url)
+            except DiscoveryFailed as exc:
+                raise _failed(f"the MCP server's resource metadata: {exc}", exc) from exc
+            accepted = [
+                i
+                for i in resource.authorization_servers
+                if not connection.issuers or i in connection.issuers
+            ]
+            if not accepted:
+                raise ProviderRefused("the MCP server names no authorization server accepted here")
+            server = await self._server(accepted[0], connection.endpoint_origins)
+            return f"its authorization server {server.issuer} named its endpoints"
+        if isinstance(connection, OAuth2Connection) and connection.issuer is not None:
+            server = await self._server(connection.issuer, connection.endpoint_origins)
+            return f"its metadata named the endpoints (issuer {server.issuer})"
+        token_url = connection.token_url or ""
+        try:
+            status, _ = await peek(self._transport, httpx.Request("GET", token_url), PROBE_S)
+        except Unreached as exc:
+            raise ProviderUnreachable(f"its token endpoint: {exc}") from exc
+        return f"its token endpoint answered HTTP {status} (asked nothing: a GET)"
 
     async def _server(self, issuer: str, origins: tuple[str, ...]) -> ServerMetadata:
         try:

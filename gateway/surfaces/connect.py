@@ -84,6 +84,49 @@ def error_page(request: Request, exc: GatewayError, request_id: str) -> Response
     return answer
 
 
+def _title(connection: ConsentConnection) -> str:
+    return connection.display_name or connection.name
+
+
+# What a provider's ``error`` (RFC 6749 §4.1.2.1, OpenID Connect Core §3.1.2.6) means
+# for the person who was sent there, and what they can do.
+_PROVIDER_SAID = {
+    "access_denied": "You chose not to allow it (or the sign-in was cancelled), so "
+    "nothing was connected. If you meant to allow it, go back to the chat and ask "
+    "again: it will give you a new link.",
+    "login_required": "You were not signed in there. Go back to the chat and ask again "
+    "for a new link, and sign in when {title} asks.",
+    "consent_required": "{title} needs you to allow it, and could not ask. Go back to "
+    "the chat and ask again for a new link.",
+    "interaction_required": "{title} needs you to do something there first. Go back to "
+    "the chat and ask again for a new link.",
+    "temporarily_unavailable": "{title} is busy or down for a moment. Wait a few "
+    "minutes, then go back to the chat and ask again for a new link.",
+    "server_error": "{title} failed on its side. Wait a few minutes, then go back to "
+    "the chat and ask again for a new link.",
+}
+_SET_UP_WRONG = (
+    "{title} refused how this service asked ({error}): nothing was connected, and "
+    "asking again will not help. Tell the people who run this service; they can fix "
+    "it in its settings at {title}."
+)
+
+
+def provider_words(title: str, error: str) -> str:
+    """What the provider's ``error`` tells the user, in words they can act on: a
+    refusal they chose, one to wait out, or a setting for the operator to fix."""
+    said = _PROVIDER_SAID.get(error)
+    if said is not None:
+        return said.format(title=title)
+    if not error:
+        return (
+            f"{title} sent you back without an answer, so nothing was connected. Go "
+            "back to the chat and ask again for a new link."
+        )
+    shown = "".join(c for c in error if c.isalnum() or c in "_-.")[:64]
+    return _SET_UP_WRONG.format(title=title, error=shown or "unknown error")
+
+
 class Connect:
     def __init__(self, gateway: Gateway, admit: Admission) -> None:
         self._gateway = gateway
@@ -161,8 +204,11 @@ class Connect:
         except ProviderRefused as exc:
             logger.warning("connection %s cannot start: %s", connection.name, exc)
             return page(
-                f"{connection.name} cannot be connected now",
-                f"The provider cannot be used: {exc}. Ask the application for a new link later.",
+                f"{_title(connection)} cannot be connected now",
+                f"{_title(connection)} cannot be reached or did not answer as it should. "
+                "Nothing was connected. Try again later: go back to the chat and ask "
+                "again, and it will give you a new link. If it keeps happening, tell "
+                "the people who run this service.",
                 502,
             )
         tenant = self._gateway.runtime.tenants.find(consent.tenant)
@@ -214,10 +260,11 @@ class Connect:
         tenant = self._gateway.runtime.tenants.find(consent.tenant)
         if connection is None or tenant is None:
             return page("This connection is gone", "The gateway no longer offers it.", 404)
-        title = f"{connection.name} is not connected"
+        title = f"{_title(connection)} is not connected"
         if code is None or not 0 < len(code) <= 4096:
-            error = query.get("error", "no code was given")
-            return page(title, f"The provider said: {error[:200]}", 400)
+            error = query.get("error", "")[:64]
+            logger.info("connection %s not made: the provider said %r", connection.name, error)
+            return page(title, provider_words(_title(connection), error), 400)
         grants = self._gateway.grants
         assert grants is not None  # the configuration holds grants wherever connections are
         try:
@@ -230,9 +277,17 @@ class Connect:
             )
         except ProviderRefused as exc:
             logger.warning("connection %s not made: %s", connection.name, exc)
-            return page(title, f"The provider's answer was not a grant: {exc}.", 502)
+            return page(
+                title,
+                f"{_title(connection)} answered, but not with what it should have, so "
+                "nothing was connected. Go back to the chat and ask again for a new "
+                "link; if it keeps happening, tell the people who run this service "
+                f"(what went wrong: {exc}).",
+                502,
+            )
         await grants.put(consent.tenant, consent.user, grant)
         return page(
-            f"{connection.name} is connected",
-            "You can close this page and return to the chat.",
+            f"{_title(connection)} is connected",
+            "You can close this page, go back to the chat and ask again: what needed "
+            f"{_title(connection)} can be done now.",
         )

@@ -215,7 +215,9 @@ def test_a_denied_or_bad_grant_keeps_nothing(harness: Harness) -> None:
     stack.oauth.denied = True
     denied = stack.browse(stack.link())
     assert denied.status_code == 400
-    assert "access_denied" in denied.text
+    assert "access_denied" not in denied.text  # in words the user can act on
+    assert "You chose not to allow it" in denied.text
+    assert "ask again: it will give you a new link" in denied.text
     stack.oauth.denied = False
     for bad in (
         {"access_token": "a" * 100_000, "token_type": "Bearer"},

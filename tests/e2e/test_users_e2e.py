@@ -332,3 +332,60 @@ def test_a_user_lists_and_forgets_their_connections(
     assert httpx.get(url, headers=alice).json()["data"] == []
     anonymous = {"authorization": f"Bearer {TENANT_KEY}"}
     assert httpx.get(url, headers=anonymous).status_code == 401  # users are required here
+
+
+def test_check_probe_asks_each_connections_provider(harness: Harness) -> None:
+    """Issue 52 §9: ``toolgate check --probe`` said ok with a connection's provider on a
+    dead port. It now reads each provider's metadata (or reaches its token endpoint) as
+    a user's first connection would, asks for no token, and says why it cannot."""
+    from gateway.runtime.probe import probe_connections
+    from tests.e2e.test_links_stay_theirs_e2e import SameProvider
+
+    provider = SameProvider(harness)
+    dead = f"http://127.0.0.1:{free_port()}"
+    connections: list[dict[str, Any]] = [
+        {"name": "found", "issuer": provider.issuer, "client_id": "c"},
+        {"name": "slashed", "issuer": provider.issuer + "/", "client_id": "c"},
+        {"name": "gone", "issuer": dead, "client_id": "c"},
+        {
+            "name": "by_hand",
+            "authorize_url": f"{provider.issuer}/authorize",
+            "token_url": f"{provider.issuer}/token",
+            "client_id": "c",
+        },
+        {
+            "name": "hand_dead",
+            "authorize_url": f"{dead}/a",
+            "token_url": f"{dead}/t",
+            "client_id": "c",
+        },
+    ]
+
+    async def probed() -> list[Probe]:
+        config = GatewayConfig.model_validate(
+            {
+                "server": {"public_url": "http://127.0.0.1:1"},
+                "grants": {"keys": [{"id": "k", "key": base64.b64encode(os.urandom(32)).decode()}]},
+                "upstreams": [{"name": "up", "base_url": "http://127.0.0.1:9/v1"}],
+                "models": [{"name": MODEL, "upstream": "up"}],
+                "connections": connections,
+                "tenants": [{"id": "acme", "keys": [TENANT_KEY]}],
+            }
+        )
+        async with Gateway(config) as gateway:
+            return await probe_connections(gateway)
+
+    found = {p.name: p for p in asyncio.run(probed())}
+    assert {p.kind for p in found.values()} == {"connection"}
+    assert found["found"].ok, found["found"]
+    assert found["found"].detail == f"its metadata named the endpoints (issuer {provider.issuer})"
+    assert not found["slashed"].ok
+    assert "ends with '/'" in found["slashed"].hint
+    assert not found["gone"].ok
+    assert "users cannot connect gone" in found["gone"].hint
+    assert found["by_hand"].ok
+    assert found["by_hand"].detail.startswith("its token endpoint answered HTTP ")
+    assert not found["hand_dead"].ok
+    asked = [h.raw_path for h in provider.recorder.hits]
+    assert not any(p.startswith("/authorize") for p in asked)  # nothing was asked for
+    assert all(h.method == "GET" for h in provider.recorder.hits)
