@@ -108,8 +108,20 @@ def unknown_keys(model: type[BaseModel], data: Any, where: str) -> list[str]:
     return wrong
 
 
+def _placeholder(name: str) -> str:
+    """A value of the kind a variable's name says it holds (an address, a grants key,
+    else a key of any shape)."""
+    if name.endswith(("_URL", "_ISSUER")):
+        return "https://docs.example.com"
+    if name.startswith("GRANTS_KEY"):
+        return "A" * 43 + "="  # 32 bytes, base64
+    return "sk-docs-x1234"
+
+
 def _substituted(text: str) -> str:
-    return _VARIABLE.sub(lambda m: m.group(2) if m.group(2) is not None else "sk-docs-x1234", text)
+    return _VARIABLE.sub(
+        lambda m: m.group(2) if m.group(2) is not None else _placeholder(m.group(1)), text
+    )
 
 
 def config_blocks() -> Iterator[tuple[str, Any]]:
@@ -194,3 +206,30 @@ def test_the_code_cites_the_design_notes_in_the_repository() -> None:
             assert number in sections, f"{name} cites docs/design.md §{number}"
             cited += 1
     assert cited > 200
+
+
+def test_the_connections_recipe_is_the_example_configuration_and_it_loads() -> None:
+    """docs/connections.md shows config/examples/connections.yaml, which loads."""
+    import base64
+    import os
+
+    from gateway.runtime.loader import load_config
+
+    example = ROOT / "config" / "examples" / "connections.yaml"
+    page = (ROOT / "docs" / "connections.md").read_text()
+    body = "\n".join(line for line in example.read_text().splitlines() if not line.startswith("#"))
+    assert f"```yaml\n{body}\n```" in page
+    env = {
+        "TOOLGATE_PUBLIC_URL": "https://gateway.example.com",
+        "GRANTS_KEY": base64.b64encode(os.urandom(32)).decode(),
+        "IDP_ISSUER": "https://idp.example.com",
+        "TICKETS_CLIENT_ID": "toolgate",
+        "TICKETS_CLIENT_SECRET": "secret",
+        "TICKETS_API_URL": "https://tickets.example.com",
+        "SUPPORT_APP_KEY": "sk-app",
+        "APP_CLIENT_ID": "support-app",
+    }
+    config = load_config(example, env)
+    [connection] = config.connections
+    assert connection.display_name == "Ticket desk"
+    assert config.tools[0].auth is not None
