@@ -341,6 +341,11 @@ def test_an_operator_follows_a_run_sees_a_spent_budget_and_replays_it(
     _nav(page, "Configuration")
     assert page.locator("tr.probe.ok").count() == 2
     _shots(page, folder, "configuration")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _nav(page, "Audit")  # the sign-in and the replay, who and from where
+    assert page.locator("tr.entry .what").all_inner_texts() == ["replay", "sign-in"]
+    _shots(page, folder, "audit")
+    page.set_viewport_size({"width": 1280, "height": 900})
     # The overview keeps itself up to date: a request made now is counted there.
     page.goto(f"{base}/console/overview")
     assert page.evaluate("typeof htmx") == "object"  # the pinned script loaded and ran
