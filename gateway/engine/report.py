@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from gateway.engine.loop import HandBack, LoopEnd, Run
 from gateway.engine.runner import CallRecord
@@ -43,17 +43,7 @@ RunOutcome = Literal[
     "passed_through",
     "answered",
 ]
-RUN_OUTCOMES: tuple[RunOutcome, ...] = (
-    "failed",
-    "cancelled",
-    "blocked",
-    "capped",
-    "denied",
-    "tool_failed",
-    "handed_back",
-    "passed_through",
-    "answered",
-)
+RUN_OUTCOMES: tuple[RunOutcome, ...] = get_args(RunOutcome)
 _FAILED_CALLS = frozenset(
     ("http_error", "tool_error", "unreadable", "timeout", "invalid_args", "unknown")
 )

@@ -56,3 +56,17 @@ def test_what_a_recording_asked_whichever_surface_it_came_by() -> None:
     for hostile in hostiles:
         assert isinstance(asked_of(hostile), str)
     assert kept_row({"request": {"input": "y" * 1000}})["asked"] == "y" * 200
+
+
+def test_every_run_outcome_has_words_and_amounts_read_as_dollars() -> None:
+    from gateway.engine.report import RUN_OUTCOMES
+    from gateway.surfaces.console.shapes import OUTCOME_WORDS, dollars, plain
+
+    assert set(OUTCOME_WORDS) == set(RUN_OUTCOMES)
+    assert dollars(7.6e-05) == "$0.000076"
+    assert dollars(0.25) == "$0.2500"
+    assert dollars(0) == "$0.0000"
+    assert dollars(None) == "—"
+    assert plain(7.6e-05) == "0.000076"
+    assert plain(2.0) == "2"
+    assert "e" not in dollars(1e-9) + plain(1e-9)
