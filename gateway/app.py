@@ -76,6 +76,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with gateway, mcp.running(), contextlib.AsyncExitStack() as stack:
             observer.traces = gateway.traces
+            observer.afterwards = gateway.afterwards
             observer.runs = gateway.runs
             observer.activity = gateway.activity.activity
             observer.console_on = gateway.console_on

@@ -15,6 +15,7 @@ import httpx
 
 from gateway.config import ApprovalsConfig, GatewayConfig
 from gateway.engine.loop import ToolLoop
+from gateway.ops.afterwards import Afterwards
 from gateway.ops.metrics import Metrics
 from gateway.ops.redaction import redactor_of
 from gateway.ops.telemetry import otel_settings
@@ -126,6 +127,10 @@ class Gateway:
             memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
         )
         await self.store.connect()
+        # A request's trace, recording and runs row: kept after its answer is sent.
+        self.afterwards = Afterwards()
+        self.afterwards.start()
+        settled = self.afterwards.settled
         self.limiter = RateLimiter(self.store, self.keys, config.store.on_error, metrics)
         self.turns = TurnStore(self.store, self.keys, config.store.turn_ttl_s, metrics)
         self.cache = ResultCache(self.store, self.keys, metrics)
@@ -133,7 +138,7 @@ class Gateway:
         self.conversations = ConversationStore(self.store, self.keys, config.responses.ttl_s)
         self.approvals = ApprovalStore(self.store, self.keys)
         self.audit = AuditLog(self.store, self.keys)
-        self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console)
+        self.runs = RunLog(self.store, self.keys, lambda: self.runtime.config.console, settled)
         self.activity = ActivityStore(self.store, self.keys, Activity(self.clock))
         self.kept_writes = KeptWrites(self.store, self.keys)
         # Users' tokens for their connections, sealed (docs/design.md §18), where configured.
@@ -149,7 +154,9 @@ class Gateway:
             BudgetStore(self.store, self.keys, self.clock), config.store.on_error, metrics
         )
         self.traces = (
-            TraceStore(self.store, self.keys, config.traces.ttl_s, config.traces.result_chars)
+            TraceStore(
+                self.store, self.keys, config.traces.ttl_s, config.traces.result_chars, settled
+            )
             if config.traces.enabled
             else None
         )
@@ -299,6 +306,7 @@ class Gateway:
             self.meanings.warm(runtime.config, runtime.catalogs.index)
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self.afterwards.aclose()  # every answered request's writes, kept first
         self.runtimes.swapped = None
         await self.meanings.aclose()
         await self.webhooks.aclose()

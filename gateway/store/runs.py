@@ -10,7 +10,7 @@ request."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -87,9 +87,14 @@ class RunLog:
     """Each tenant's newest runs, ``console.runs_kept`` of them, in the store."""
 
     def __init__(
-        self, store: GuardedStore, keys: Keys, console: Callable[[], ConsoleConfig]
+        self,
+        store: GuardedStore,
+        keys: Keys,
+        console: Callable[[], ConsoleConfig],
+        settled: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
+        self._settled = settled  # this replica's answered requests' rows, added
         self._keys = keys
         self._console = console  # the configuration in force: a reload may turn it on
 
@@ -118,6 +123,8 @@ class RunLog:
         named = list(tenants)
         if not named:
             return Scanned([], 0, 0, True)
+        if self._settled is not None:  # a run is listed once its answer has arrived
+            await self._settled()
         cap = max(1, MAX_READ // len(named))  # each tenant's share of MAX_READ
         found: list[RunRow] = []
         matched = read = 0
@@ -149,6 +156,8 @@ class RunLog:
     async def find(self, tenant: str, request_id: str) -> RunRow | None:
         """One of the tenant's kept runs, by its request id (looked for in the stored
         bytes, a chunk at a time: only the row found is read)."""
+        if self._settled is not None:
+            await self._settled()
         needle = orjson.dumps(request_id)
         key, skip = self._keys.runs(tenant), 0
         while skip < MAX_READ:

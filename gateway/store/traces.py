@@ -9,6 +9,7 @@ tenant's routes (docs/security.md, "What a user's requests keep is theirs")."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
@@ -17,9 +18,21 @@ from tool_registry import dumps, loads
 logger = logging.getLogger("gateway.traces")
 
 
+async def _now() -> None:
+    """Nothing to wait for (a store used without writes after answers)."""
+
+
 class TraceStore:
-    def __init__(self, store: GuardedStore, keys: Keys, ttl_s: float, result_chars: int) -> None:
+    def __init__(
+        self,
+        store: GuardedStore,
+        keys: Keys,
+        ttl_s: float,
+        result_chars: int,
+        settled: Callable[[], Awaitable[None]] = _now,
+    ) -> None:
         self._store = store
+        self._settled = settled  # this replica's answered requests' writes, done
         self._keys = keys
         self._ttl_s = ttl_s
         self.result_chars = result_chars
@@ -39,6 +52,7 @@ class TraceStore:
             logger.warning("trace of %s not saved: store unavailable", request_id)
 
     async def load(self, tenant: str, request_id: str) -> dict[str, Any] | None:
+        await self._settled()  # a trace is there once its answer has arrived
         value = await self._store.get(self._keys.trace(tenant, request_id))
         return None if value is None else dict(loads(value))
 
@@ -59,6 +73,7 @@ class TraceStore:
         """The tenant's recordings still kept that ``owner`` may read (those of no
         owner's and its own), oldest first, at most ``limit`` (the newest); the index
         forgets those whose trace has expired."""
+        await self._settled()  # the recordings of this replica's answered requests
         key = self._keys.recordings(tenant)
         index = await self._store.fields(key)
         newest = sorted(index.items(), key=lambda item: float(item[1] or b"0"), reverse=True)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -16,6 +17,7 @@ from gateway.engine.recorded import encode as encode_recording
 from gateway.engine.report import RunOutcome, RunReport
 from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
+from gateway.ops.afterwards import Afterwards
 from gateway.ops.logs import FIELDS
 from gateway.ops.metrics import NONE, Metrics, status_class
 from gateway.ops.spans import Spans
@@ -88,6 +90,8 @@ class Observer:
         self.runs: RunLog | None = None  # each request's row in its tenant's recent runs
         self.activity: Activity | None = None  # each tenant's counts per minute
         self.console_on: Callable[[], bool] = _off  # the configuration in force says
+        # Where the writes an answer does not wait for go (inline until the app starts).
+        self.afterwards = Afterwards()
 
     def begin(self, request: Request, exchange: Exchange, route: str) -> None:
         self.metrics.in_flight.inc()
@@ -126,15 +130,34 @@ class Observer:
         access.info("request", extra={FIELDS: line})
         if exchange.span is not None:
             self._end_span(exchange, status, usage, cost)
-        if report is not None and self.traces is not None:
-            await self._keep_trace(self.traces, report, exchange, status, line)
+        traces = self.traces if report is not None else None
+        row = None
         if exchange.tenant != NONE and self.console_on():  # what the console shows
             if self.activity is not None:
                 calls = report.tool_calls if report is not None else 0
                 self.activity.count(exchange.tenant, status, calls, cost, line["latency_ms"])
             runs = self.runs
             if runs is not None and exchange.route not in NOT_RUNS and runs.keeping:
-                await runs.add(_run_row(exchange, line, report))
+                row = _run_row(exchange, line, report)
+        if traces is not None or row is not None:  # kept after the answer is sent
+            keep = partial(self._keep, traces, report, exchange, status, line, row)
+            await self.afterwards.submit(keep)
+
+    async def _keep(
+        self,
+        traces: TraceStore | None,
+        report: RunReport | None,
+        exchange: Exchange,
+        status: int,
+        line: dict[str, Any],
+        row: RunRow | None,
+    ) -> None:
+        """What the store keeps of a request: its trace (with its recording) and its
+        row in the runs list."""
+        if traces is not None and report is not None:
+            await self._keep_trace(traces, report, exchange, status, line)
+        if row is not None and self.runs is not None:
+            await self.runs.add(row)
 
     def _count(
         self,

@@ -32,7 +32,7 @@ from tests.support.scripted import (
     says,
     tool,
 )
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, wait_for
 
 USER = "user-CANARY-bound-0026"
 
@@ -168,7 +168,11 @@ def test_a_recorded_trace_lives_for_recordings_ttl(
     request_id = ask(harness, gateway)
     client = redis.Redis.from_url(redis_url)
     try:
-        (key,) = client.keys(f"{redis_prefix}rec:t:acme:trace:{request_id}")
+        # Read straight from the store, as another replica would: the trace is kept
+        # just after the answer is sent (``ops/afterwards.py``).
+        pattern = f"{redis_prefix}rec:t:acme:trace:{request_id}"
+        assert wait_for(lambda: client.keys(pattern))
+        (key,) = client.keys(pattern)
         assert client.pttl(key) > 3600 * 1000  # longer than traces.ttl_s
     finally:
         client.close()

@@ -1,0 +1,90 @@
+"""Writes an answer does not wait for (docs/performance.md): a request's trace, its
+recording and its row in the runs list are kept after its answer is sent, by one
+worker, in the order they came.
+
+- **Bounded**: at most ``limit`` writes wait. Past that, a write is done on its
+  request's own path, as before: nothing is dropped, and a store that has fallen
+  behind slows the requests instead of filling the memory.
+- **Read your own writes**: ``settled()`` waits until every write submitted so far is
+  done. The reads of what these writes keep (a trace, the runs list, the recordings)
+  wait for it first, so a run is there once its answer has arrived, on this replica.
+  Another replica sees it a few milliseconds later, as any store write.
+- **Drained on shutdown**: ``aclose()`` takes no new write into the queue (it is done
+  at once instead), waits for those queued, then stops the worker.
+- A write that fails is logged, never raised: its request was answered already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger("gateway.afterwards")
+
+Write = Callable[[], Awaitable[object]]  # what it returns is not read
+LIMIT = 1024  # writes waiting at most
+
+
+class Afterwards:
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._queue: asyncio.Queue[Write] = asyncio.Queue(limit)
+        self._worker: asyncio.Task[None] | None = None
+        self._queued = 0  # writes queued so far
+        self._done = 0  # of those, done (in the order they were queued)
+        self._progress = asyncio.Condition()
+        self.inline = 0  # writes done on their request's path (the queue was full)
+
+    def start(self) -> None:
+        """Take writes from here (in the running event loop)."""
+        if self._worker is None:
+            self._worker = asyncio.create_task(self._drain(), name="writes after answers")
+
+    async def submit(self, write: Write) -> None:
+        """Queue ``write``; done at once where there is no worker or no room."""
+        if self._worker is not None and not self._worker.done():
+            try:
+                self._queue.put_nowait(write)
+            except asyncio.QueueFull:
+                self.inline += 1
+            else:
+                self._queued += 1
+                return
+        await _done(write)
+
+    async def settled(self) -> None:
+        """Wait until every write submitted so far is done (not those submitted while
+        it waits: a steady stream of answers never keeps a reader waiting)."""
+        until = self._queued
+        if self._done >= until:
+            return
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._done >= until)
+
+    async def aclose(self) -> None:
+        worker, self._worker = self._worker, None  # new writes are done at once from here
+        if worker is None:
+            return
+        await self._queue.join()
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+    async def _drain(self) -> None:
+        while True:
+            write = await self._queue.get()
+            try:
+                await _done(write)
+            finally:
+                self._queue.task_done()
+                self._done += 1
+                async with self._progress:
+                    self._progress.notify_all()
+
+
+async def _done(write: Write) -> None:
+    try:
+        await write()
+    except Exception:
+        logger.exception("a write after an answer failed; the answer was sent")

@@ -1,0 +1,119 @@
+"""Writes an answer does not wait for (issue 53 §2): queued, done in order by one worker;
+``settled()`` waits for those submitted before it (not those after); bounded (past the
+limit a write is done on its request's path, never dropped); drained on close; a
+failing write is logged, never raised."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+
+import pytest
+
+from gateway.ops.afterwards import Afterwards
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_writes_wait_for_no_answer_and_reads_wait_for_them() -> None:
+    later = Afterwards()
+    later.start()
+    gate, done = asyncio.Event(), []
+
+    async def write(n: int) -> None:
+        await gate.wait()
+        done.append(n)
+
+    for n in range(3):
+        await later.submit(partial(write, n))  # returns at once: the gate is shut
+    assert done == []
+    reader = asyncio.ensure_future(later.settled())
+    await asyncio.sleep(0)
+    assert not reader.done()  # a read waits for the writes before it
+    gate.set()
+    await reader
+    assert done == [0, 1, 2]  # in the order they came
+    await later.aclose()
+
+
+async def test_a_reader_does_not_wait_for_writes_submitted_after_it() -> None:
+    later = Afterwards()
+    later.start()
+    first, second = asyncio.Event(), asyncio.Event()
+    await later.submit(first.wait)
+    reader = asyncio.ensure_future(later.settled())
+    await asyncio.sleep(0)  # the read begins
+    await later.submit(second.wait)  # came after the read began
+    first.set()
+    await asyncio.wait_for(reader, 5)  # done without the second
+    second.set()
+    await later.aclose()
+
+
+async def test_past_its_bound_a_write_is_done_on_its_own_path() -> None:
+    later = Afterwards(limit=1)
+    later.start()
+    gate, taken, done = asyncio.Event(), asyncio.Event(), []
+
+    async def held() -> None:
+        taken.set()
+        await gate.wait()
+        done.append("held")
+
+    async def quick(name: str) -> None:
+        done.append(name)
+
+    await later.submit(held)  # the worker takes it and waits
+    await taken.wait()  # the worker has taken it: the queue is empty
+    await later.submit(lambda: quick("queued"))  # fills the one place
+    await later.submit(lambda: quick("inline"))  # no room: done now, not dropped
+    assert done == ["inline"]
+    assert later.inline == 1
+    gate.set()
+    await later.settled()
+    assert done == ["inline", "held", "queued"]
+    await later.aclose()
+
+
+async def test_close_drains_every_queued_write_and_then_writes_inline() -> None:
+    later = Afterwards()
+    later.start()
+    gate, done = asyncio.Event(), []
+
+    async def write(n: int) -> None:
+        await gate.wait()
+        done.append(n)
+
+    for n in range(5):
+        await later.submit(partial(write, n))
+    closing = asyncio.ensure_future(later.aclose())
+    await asyncio.sleep(0)
+    assert not closing.done()  # it waits for them
+    gate.set()
+    await closing
+    assert done == [0, 1, 2, 3, 4]
+    await later.submit(lambda: write(5))  # after close: done at once
+    assert done[-1] == 5
+
+
+async def test_a_failing_write_is_logged_and_the_next_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    later = Afterwards()
+    later.start()
+    done = []
+
+    async def broken() -> None:
+        raise RuntimeError("store down")
+
+    async def fine() -> None:
+        done.append("fine")
+
+    await later.submit(broken)
+    await later.submit(fine)
+    with caplog.at_level(logging.ERROR, logger="gateway.afterwards"):
+        await later.settled()
+    assert done == ["fine"]
+    assert "a write after an answer failed" in caplog.text
+    await later.aclose()
