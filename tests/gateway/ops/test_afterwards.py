@@ -16,24 +16,35 @@ from gateway.ops.afterwards import Afterwards
 pytestmark = pytest.mark.anyio
 
 
-async def test_writes_wait_for_no_answer_and_reads_wait_for_them() -> None:
-    later = Afterwards()
+class Gated:
+    """Writes that wait for a gate, and the order they were done in."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.done: list[int] = []
+
+    async def write(self, n: int) -> None:
+        await self.gate.wait()
+        self.done.append(n)
+
+
+async def _queued(count: int) -> tuple[Afterwards, Gated]:
+    later, gated = Afterwards(), Gated()
     later.start()
-    gate, done = asyncio.Event(), []
+    for n in range(count):
+        await later.submit(partial(gated.write, n))  # returns at once: the gate is shut
+    return later, gated
 
-    async def write(n: int) -> None:
-        await gate.wait()
-        done.append(n)
 
-    for n in range(3):
-        await later.submit(partial(write, n))  # returns at once: the gate is shut
-    assert done == []
+async def test_writes_wait_for_no_answer_and_reads_wait_for_them() -> None:
+    later, gated = await _queued(3)
+    assert gated.done == []
     reader = asyncio.ensure_future(later.settled())
     await asyncio.sleep(0)
     assert not reader.done()  # a read waits for the writes before it
-    gate.set()
+    gated.gate.set()
     await reader
-    assert done == [0, 1, 2]  # in the order they came
+    assert gated.done == [0, 1, 2]  # in the order they came
     await later.aclose()
 
 
@@ -77,24 +88,15 @@ async def test_past_its_bound_a_write_is_done_on_its_own_path() -> None:
 
 
 async def test_close_drains_every_queued_write_and_then_writes_inline() -> None:
-    later = Afterwards()
-    later.start()
-    gate, done = asyncio.Event(), []
-
-    async def write(n: int) -> None:
-        await gate.wait()
-        done.append(n)
-
-    for n in range(5):
-        await later.submit(partial(write, n))
+    later, gated = await _queued(5)
     closing = asyncio.ensure_future(later.aclose())
     await asyncio.sleep(0)
     assert not closing.done()  # it waits for them
-    gate.set()
+    gated.gate.set()
     await closing
-    assert done == [0, 1, 2, 3, 4]
-    await later.submit(lambda: write(5))  # after close: done at once
-    assert done[-1] == 5
+    assert gated.done == [0, 1, 2, 3, 4]
+    await later.submit(partial(gated.write, 5))  # after close: done at once
+    assert gated.done[-1] == 5
 
 
 async def test_a_failing_write_is_logged_and_the_next_still_runs(
