@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.console_config import ConsoleConfig as ConsoleConfig
 from gateway.guardrails_config import Detector as Detector
 from gateway.guardrails_config import GuardrailAction as GuardrailAction
 from gateway.guardrails_config import GuardrailConfig as GuardrailConfig
@@ -480,26 +481,6 @@ class OtelConfig(_Frozen):
 
 class ResponsesConfig(_Frozen):
     ttl_s: float = Field(default=7 * 24 * 3600, gt=0)  # stored responses live this long
-
-
-class ConsoleConfig(_Frozen):
-    """The operator console (docs/design.md §19): off unless enabled. Signed in with
-    ``server.admin_key`` or a tenant's ``policy.approvals.admin_keys``."""
-
-    enabled: bool = False
-    session_ttl_s: float = Field(default=8 * 3600.0, ge=60, le=7 * 86400)
-    # Visits of its pages per browser address and minute (sign-in attempts among them);
-    # its stylesheet and script are not counted (immutable, cached by the browser).
-    pages_per_minute: int = Field(default=120, ge=1, le=100_000)
-    # A signed-in session's live updates (htmx polls) per minute, counted apart from
-    # its pages: a few tabs left open all day stay well inside it.
-    polls_per_minute: int = Field(default=240, ge=1, le=100_000)
-    # Each tenant's newest runs listed on the Runs page (one store write per request
-    # while the console is enabled; 0: none), kept this long after the last one.
-    runs_kept: int = Field(default=10_000, ge=0, le=100_000)
-    runs_ttl_s: float = Field(default=7 * 86400.0, gt=0, le=90 * 86400)
-    # A run's trace id links here (``{trace_id}`` is replaced): a tracing backend's page.
-    trace_url: str | None = Field(default=None, pattern=r"^https?://[^\s]*\{trace_id\}[^\s]*$")
 
 
 class GatewayConfig(_Frozen):

@@ -31,6 +31,7 @@ BASE = {
     "gateway.users_config",
     "gateway.search_config",
     "gateway.guardrails_config",
+    "gateway.console_config",
     "gateway.webhook_keys",
     "gateway.digits",
     "gateway.chat_json",

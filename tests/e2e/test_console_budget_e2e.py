@@ -53,7 +53,7 @@ def test_live_updates_are_counted_apart_per_session(harness: Harness) -> None:
     refused = operator.client.get("/console/approvals", headers=POLL)
     assert refused.status_code == 429
     assert int(refused.headers["retry-after"]) >= 1
-    assert "more than 30 live updates a minute" in refused.text
+    assert "more than 30 live updates within a minute" in refused.text
     # Without a session the header buys nothing: the poll is a page of the address.
     stranger = Operator(harness, base)
     answers = [stranger.client.get("/console/approvals", headers=POLL) for _ in range(4)]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from gateway.surfaces.console.guards import HEADERS
 
+# The vendored htmx's SHA-384 (static/VENDORED.md): its <script> tag's integrity.
+HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
 # What a page's headers say, but kept: immutable bytes under a name of their own.
 ASSET_HEADERS = HEADERS | {"cache-control": "public, max-age=31536000, immutable"}
 _FILES = (("css", "console.css", "text/css"), ("script", "htmx.min.js", "text/javascript"))

@@ -6,9 +6,13 @@ CSRF token in every form), and small form bodies."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.surfaces.http import Exchange, Handler
 
 HEADERS = {
     # The console's own stylesheet and its one vendored script (htmx, pinned by hash),
@@ -26,6 +30,15 @@ HEADERS = {
 }
 MAX_FORM_BYTES = 8 * 1024
 MAX_FORM_FIELDS = 64  # the replay form's recordings (50 offered) and its own three
+
+
+def handler_of(page: Callable[[Request], Awaitable[Response]]) -> Handler:
+    """A page as the boundary calls a handler (the exchange is the boundary's)."""
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        return await page(request)
+
+    return handler
 
 
 def same_origin(request: Request) -> bool:

@@ -5,7 +5,6 @@ every word: tool names, descriptions and schemas are hostile text."""
 from __future__ import annotations
 
 import hashlib
-import math
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,14 +24,16 @@ from gateway.store.approval_records import Decision
 from gateway.store.audit import KEPT as AUDIT_KEPT
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.approval_cards import approval_cards
-from gateway.surfaces.console.assets import ASSET_HEADERS, Assets
-from gateway.surfaces.console.guards import HEADERS, form, same_origin, tokens_match
+from gateway.surfaces.console.assets import ASSET_HEADERS, HTMX_INTEGRITY, Assets
+from gateway.surfaces.console.budget import Refusal, address, is_poll, page_refusal, poll_refusal
+from gateway.surfaces.console.guards import HEADERS, form, handler_of, same_origin, tokens_match
 from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.console.shapes import (
     OUTCOME_WORDS,
     TROUBLED,
     charts,
     dollars,
+    guardrail_rows,
     kept_row,
     moment,
     plain,
@@ -40,7 +41,7 @@ from gateway.surfaces.console.shapes import (
     steps,
     when,
 )
-from gateway.surfaces.http import Exchange, Handler, endpoint, page_headers, page_words
+from gateway.surfaces.http import endpoint, page_headers, page_words
 from gateway.surfaces.inventory import (
     MAX_QUERY,
     configuration_summary,
@@ -64,20 +65,9 @@ SESSION_COOKIE = "toolgate_console"
 SIGN_IN_COOKIE = "toolgate_console_sign_in"  # the sign-in form's CSRF token, before a session
 PATH = "/console"
 MAX_KEY_CHARS = 512
-# The vendored htmx's SHA-384 (static/VENDORED.md): its <script> tag's integrity.
 REPLAYS_LISTED = 50  # recordings the replay page offers
 AUDIT_PAGE = 100  # entries the Audit page shows at once
 MAX_REPLAYED = 20  # recordings one replay from the page runs
-HTMX_INTEGRITY = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHmVjg"
-
-
-def _handler(page: Page) -> Handler:
-    """A page as the boundary calls a handler (the exchange is the boundary's)."""
-
-    async def handler(request: Request, exchange: Exchange) -> Response:
-        return await page(request)
-
-    return handler
 
 
 class Console:
@@ -109,7 +99,7 @@ class Console:
             ("/static/{name}", self.asset, "GET"),
         ]
         return [
-            Route(PATH + path, endpoint(_handler(page), render=self._error_page), methods=[m])
+            Route(PATH + path, endpoint(handler_of(page), render=self._error_page), methods=[m])
             for path, page, m in pages
         ]
 
@@ -127,25 +117,16 @@ class Console:
 
     async def _refused(self, request: Request) -> Response | None:
         """404 while the console is off; 429 past the page budget of the address."""
-        config = self._gateway.runtime.config.console
-        if not config.enabled:
+        if not self._gateway.runtime.config.console.enabled:
             return self._page(request, "message.html", {"title": "Not found"}, 404, None)
-        address = request.client.host if request.client is not None else "-"
-        wait = await self._gateway.limiter.admit_browser(
-            address, config.pages_per_minute, "console"
-        )
-        if wait is None:
-            return None
-        said = f"more than {config.pages_per_minute} console pages within a minute"
-        return self._too_many(request, said, wait)
+        refusal = await page_refusal(self._gateway, request)
+        return None if refusal is None else self._too_many(request, refusal)
 
-    def _too_many(self, request: Request, said: str, wait: float) -> Response:
+    def _too_many(self, request: Request, refusal: Refusal) -> Response:
         """A refused page that says so: what was too much, and when to come back."""
-        seconds = max(1, math.ceil(wait))
-        text = f"This browser asked for {said}. Wait {seconds} s, then reload the page."
-        context = {"title": "Too many requests", "text": text}
+        context = {"title": "Too many requests", "text": refusal.text}
         response = self._page(request, "message.html", context, 429)
-        response.headers["retry-after"] = str(seconds)
+        response.headers["retry-after"] = str(refusal.seconds)
         return response
 
     def _sessions(self) -> ConsoleSessions:
@@ -164,7 +145,7 @@ class Console:
         past the budget, the sign-in page without a session). A live update of a
         signed-in page (htmx's poll) is taken from its session's poll budget, not from
         the address's page budget: tabs left open do not use up the clicks."""
-        if request.headers.get("hx-request") == "true":
+        if is_poll(request):
             polled = await self._polled(request)
             if polled is not None:
                 return polled
@@ -177,18 +158,13 @@ class Console:
     async def _polled(self, request: Request) -> Signed | Response | None:
         """A poll's signed-in operator, or its 429; None when it has no session (it is
         counted as a page then: a made-up header buys nothing)."""
-        config = self._gateway.runtime.config.console
-        if not config.enabled:
+        if not self._gateway.runtime.config.console.enabled:
             return None
         signed = await self._signed_in(request)
         if signed is None:
             return None
-        session = "session:" + request.cookies[SESSION_COOKIE]
-        per_minute = config.polls_per_minute
-        wait = await self._gateway.limiter.admit_browser(session, per_minute, "console-poll")
-        if wait is None:
-            return signed
-        return self._too_many(request, f"more than {per_minute} live updates a minute", wait)
+        refusal = await poll_refusal(self._gateway, request.cookies[SESSION_COOKIE])
+        return signed if refusal is None else self._too_many(request, refusal)
 
     async def _post_for(self, request: Request) -> tuple[dict[str, str], Signed] | Response:
         """A post's form and signed-in operator, or what to answer instead: a post from
@@ -240,10 +216,8 @@ class Console:
     # -- the routes
 
     async def asset(self, request: Request) -> Response:
-        """The stylesheet or the vendored htmx (``static/VENDORED.md``), by a name that
-        holds its content's hash: kept by the browser for a year and not counted against
-        the page budget (a page never renders without its style or script for having
-        been busy). Any other name is a page not found, and counted."""
+        """The stylesheet or the vendored htmx, by a hashed name (``assets.py``); any
+        other name is a page not found, and counted."""
         found = self._assets.named(request.path_params["name"])
         if found is None or not self._gateway.runtime.config.console.enabled:
             refused = await self._refused(request)
@@ -449,7 +423,7 @@ class Console:
         decision = Decision(approve == "yes", reason, signed[1].who)
         approval_id = request.path_params["approval_id"][:128]
         outcome, _ = await decide_for(
-            self._gateway, signed[1].tenants, approval_id, decision, _address(request)
+            self._gateway, signed[1].tenants, approval_id, decision, address(request)
         )
         if outcome == "decided":
             return self._to("/approvals")
@@ -612,26 +586,4 @@ class Console:
     async def _audit(
         self, request: Request, who: str, what: str, tenant: str = "", detail: str = ""
     ) -> None:
-        await self._gateway.audit.write(who, what, tenant, detail, _address(request))
-
-
-def _address(request: Request) -> str:
-    return request.client.host if request.client is not None else ""
-
-
-def guardrail_rows(trace: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The guardrails' verdicts a trace holds, each with its fields as text (a trace is
-    the store's: what is not the shape is left out)."""
-    rows = []
-    for line in (trace or {}).get("guardrails") or []:
-        if not isinstance(line, dict):
-            continue
-        found = line.get("found")
-        rows.append(
-            {
-                key: str(line.get(key) or "")
-                for key in ("guardrail", "screens", "subject", "action", "call_id", "error")
-            }
-            | {"found": [str(f) for f in found] if isinstance(found, list) else []}
-        )
-    return rows
+        await self._gateway.audit.write(who, what, tenant, detail, address(request))

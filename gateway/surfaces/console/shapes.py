@@ -243,3 +243,21 @@ def kept_row(recording: dict[str, Any]) -> dict[str, Any]:
         "asked": asked_of(recording.get("request"))[:200],
         "rounds": len(calls) if isinstance(calls, list) else 0,
     }
+
+
+def guardrail_rows(trace: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The guardrails' verdicts a trace holds, each with its fields as text (a trace is
+    the store's: what is not the shape is left out)."""
+    rows = []
+    for line in (trace or {}).get("guardrails") or []:
+        if not isinstance(line, dict):
+            continue
+        found = line.get("found")
+        rows.append(
+            {
+                key: str(line.get(key) or "")
+                for key in ("guardrail", "screens", "subject", "action", "call_id", "error")
+            }
+            | {"found": [str(f) for f in found] if isinstance(found, list) else []}
+        )
+    return rows

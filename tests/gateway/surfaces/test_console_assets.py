@@ -9,8 +9,8 @@ import base64
 import hashlib
 from pathlib import Path
 
+from gateway.surfaces.console.assets import HTMX_INTEGRITY
 from gateway.surfaces.console.guards import HEADERS
-from gateway.surfaces.console.pages import HTMX_INTEGRITY
 
 STATIC = Path(__file__).resolve().parents[3] / "gateway" / "surfaces" / "console" / "static"
 
