@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+import redis
 import yaml
 
 from gateway.cli.main import main
@@ -28,6 +29,7 @@ from tests.support.scripted import (
     says,
     tool,
 )
+from tests.support.servers import wait_for
 
 OTHER = "other-model"
 
@@ -252,6 +254,13 @@ def test_a_recording_is_replayed_by_its_request_id_from_the_store(
     store = {"url": redis_url, "prefix": f"{redis_prefix}replay:", "timeout_s": 2.0}
     setup = Setup(harness, tmp_path, recorded_model(), replaying, store)
     request_id = setup.record_id()
+    # The CLI reads the store as another replica would: the recording is kept just
+    # after the answer was sent (``ops/afterwards.py``), so it is there a moment later.
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert wait_for(lambda: client.exists(f"{store['prefix']}t:acme:trace:{request_id}"))
+    finally:
+        client.close()
     capsys.readouterr()
     command = ["replay", request_id, "--tenant", "acme", "--model", OTHER, "--json"]
     status = main([*command, "--config", str(setup.path)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import Any
 
 import httpx
@@ -91,7 +92,8 @@ def test_stopping_the_gateway_loses_no_write_still_waiting(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_prefix: str
 ) -> None:
     gate = _gated(monkeypatch)
-    harness.store = {"url": redis_url, "prefix": redis_prefix, "timeout_s": 2.0}
+    prefix = f"{redis_prefix}stop-{uuid.uuid4().hex[:8]}:"  # this test's keys alone
+    harness.store = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
     tickets = harness.serve(Recorder(lambda hit: Answer(body=b'{"title": "ok"}'))).url
     model = Model(tool_then_answer("read_ticket"))
     data = console_config(harness.serve(model.recorder).url, tools_url=tickets)
@@ -106,7 +108,7 @@ def test_stopping_the_gateway_loses_no_write_still_waiting(
     try:
 
         def kept() -> int:
-            return len(client.keys(f"{redis_prefix}t:acme:trace:*"))
+            return len(client.keys(f"{prefix}t:acme:trace:*"))
 
         assert kept() == 0  # every answer sent, no trace written yet
         stopping = threading.Thread(target=gateway.stop)
@@ -118,7 +120,7 @@ def test_stopping_the_gateway_loses_no_write_still_waiting(
         assert not stopping.is_alive()
         assert kept() == 5
         for request_id in ids:
-            assert client.exists(f"{redis_prefix}t:acme:trace:{request_id}")
+            assert client.exists(f"{prefix}t:acme:trace:{request_id}")
     finally:
         gate.set()
         client.close()
