@@ -2,8 +2,9 @@
 recording and its row in the runs list are kept after its answer is sent, by one
 worker, in the order they came.
 
-- **Bounded**: at most ``limit`` writes wait. Past that, a write is done on its
-  request's own path, as before: nothing is dropped, and a store that has fallen
+- **Bounded**: at most ``limit`` writes wait, holding at most ``max_bytes`` of what
+  they keep (a recording holds its whole request). Past either, a write is done on
+  its request's own path, as before: nothing is dropped, and a store that has fallen
   behind slows the requests instead of filling the memory.
 - **Read your own writes**: ``settled()`` waits until every write submitted so far is
   done. The reads of what these writes keep (a trace, the runs list, the recordings)
@@ -25,11 +26,14 @@ logger = logging.getLogger("gateway.afterwards")
 
 Write = Callable[[], Awaitable[object]]  # what it returns is not read
 LIMIT = 1024  # writes waiting at most
+MAX_BYTES = 64 * 1024 * 1024  # of what they hold (the request bodies they record)
 
 
 class Afterwards:
-    def __init__(self, limit: int = LIMIT) -> None:
-        self._queue: asyncio.Queue[Write] = asyncio.Queue(limit)
+    def __init__(self, limit: int = LIMIT, max_bytes: int = MAX_BYTES) -> None:
+        self._queue: asyncio.Queue[tuple[Write, int]] = asyncio.Queue(limit)
+        self._max_bytes = max_bytes
+        self._bytes = 0  # held by the writes waiting
         self._worker: asyncio.Task[None] | None = None
         self._queued = 0  # writes queued so far
         self._done = 0  # of those, done (in the order they were queued)
@@ -41,16 +45,20 @@ class Afterwards:
         if self._worker is None:
             self._worker = asyncio.create_task(self._drain(), name="writes after answers")
 
-    async def submit(self, write: Write) -> None:
-        """Queue ``write``; done at once where there is no worker or no room."""
+    async def submit(self, write: Write, size: int = 0) -> None:
+        """Queue ``write`` (holding ``size`` bytes until done); done at once where
+        there is no worker, or no room."""
         if self._worker is not None and not self._worker.done():
-            try:
-                self._queue.put_nowait(write)
-            except asyncio.QueueFull:
-                self.inline += 1
-            else:
-                self._queued += 1
-                return
+            if self._bytes + size <= self._max_bytes:
+                try:
+                    self._queue.put_nowait((write, size))
+                except asyncio.QueueFull:
+                    pass
+                else:
+                    self._queued += 1
+                    self._bytes += size
+                    return
+            self.inline += 1
         await _done(write)
 
     async def settled(self) -> None:
@@ -73,12 +81,13 @@ class Afterwards:
 
     async def _drain(self) -> None:
         while True:
-            write = await self._queue.get()
+            write, size = await self._queue.get()
             try:
                 await _done(write)
             finally:
                 self._queue.task_done()
                 self._done += 1
+                self._bytes -= size
                 async with self._progress:
                     self._progress.notify_all()
 

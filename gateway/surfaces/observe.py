@@ -141,7 +141,8 @@ class Observer:
                 row = _run_row(exchange, line, report)
         if traces is not None or row is not None:  # kept after the answer is sent
             keep = partial(self._keep, traces, report, exchange, status, line, row)
-            await self.afterwards.submit(keep)
+            held = len(exchange.sent) if exchange.sent is not None else 0  # to record
+            await self.afterwards.submit(keep, held)
 
     async def _keep(
         self,

@@ -119,3 +119,26 @@ async def test_a_failing_write_is_logged_and_the_next_still_runs(
     assert done == ["fine"]
     assert "a write after an answer failed" in caplog.text
     await later.aclose()
+
+
+async def test_writes_holding_too_much_are_done_on_their_own_path() -> None:
+    """A recording holds its whole request: past ``max_bytes`` waiting, a write is
+    done at once, and the bytes are given back as writes finish."""
+    later, gated = Afterwards(max_bytes=100), Gated()
+    later.start()
+    await later.submit(partial(gated.write, 0), 60)  # waits at the gate, holding 60
+    done: list[str] = []
+
+    async def big() -> None:
+        done.append("big")
+
+    await later.submit(big, 50)  # 110 > 100: not queued, done now
+    assert done == ["big"]
+    assert later.inline == 1
+    gated.gate.set()
+    await later.settled()
+    await later.submit(big, 50)  # the 60 were given back: queued again
+    await later.settled()
+    assert done == ["big", "big"]
+    assert later.inline == 1
+    await later.aclose()
