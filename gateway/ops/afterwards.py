@@ -38,6 +38,7 @@ class Afterwards:
         self._queued = 0  # writes queued so far
         self._done = 0  # of those, done (in the order they were queued)
         self._progress = asyncio.Condition()
+        self._stopped = False  # its worker has ended
         self.inline = 0  # writes done on their request's path (the queue was full)
 
     def start(self) -> None:
@@ -65,21 +66,30 @@ class Afterwards:
         """Wait until every write submitted so far is done (not those submitted while
         it waits: a steady stream of answers never keeps a reader waiting)."""
         until = self._queued
-        if self._done >= until:
+        if self._done >= until or self._stopped:
             return
         async with self._progress:
-            await self._progress.wait_for(lambda: self._done >= until)
+            await self._progress.wait_for(lambda: self._done >= until or self._stopped)
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None  # new writes are done at once from here
         if worker is None:
             return
-        await self._queue.join()
+        if not worker.done():  # a worker stopped some other way drains nothing more
+            await self._queue.join()
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
 
     async def _drain(self) -> None:
+        try:
+            await self._take()
+        finally:  # stopped: nothing more will be done, so no reader waits for it
+            self._stopped = True
+            async with self._progress:
+                self._progress.notify_all()
+
+    async def _take(self) -> None:
         while True:
             write, size = await self._queue.get()
             try:

@@ -142,3 +142,14 @@ async def test_writes_holding_too_much_are_done_on_their_own_path() -> None:
     assert done == ["big", "big"]
     assert later.inline == 1
     await later.aclose()
+
+
+async def test_a_reader_is_let_go_when_the_worker_stops_without_a_close() -> None:
+    later, gated = await _queued(2)
+    reader = asyncio.ensure_future(later.settled())
+    await asyncio.sleep(0)
+    assert later._worker is not None
+    later._worker.cancel()  # the loop torn down around it, say
+    await asyncio.wait_for(reader, 5)  # not left waiting for writes that will not come
+    assert gated.done == []
+    await asyncio.wait_for(later.aclose(), 5)  # nor is a close
