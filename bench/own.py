@@ -5,15 +5,18 @@ parsing, policy, the loop, metrics, redaction, the answer — in microseconds, w
 the HTTP machinery on either side that ``make bench`` measures too.
 
     python -m bench.own pass|round [--dialect openai|anthropic|bedrock] [--requests N]
-                                   [--profile FILE]
+                                   [--history TURNS] [--profile FILE]
 
 ``pass`` is a pass-through (no tools in play), ``round`` a chat tool round (ask, one
 tool call, ask again), with its model on an upstream of ``--dialect`` (a round's
 translation to Anthropic Messages or Bedrock Converse, SigV4 signing included, against
-chat completions'). It prints five timings of N requests each (the least is the
-one to compare: the others carry the machine's noise); ``--profile`` writes cProfile
-statistics of one more batch to FILE. Garbage collection is tuned as ``toolgate serve``
-tunes it. Compare two checkouts by running each's copy, interleaved.
+chat completions'). ``--history`` puts that many earlier turns (a user's question and
+the assistant's answer, about 700 bytes a turn) before the request's own question, as
+an agent's session resends its whole history each time. It prints five timings of N
+requests each (the least is the one to compare: the others carry the machine's noise);
+``--profile`` writes cProfile statistics of one more batch to FILE. Garbage collection
+is tuned as ``toolgate serve`` tunes it. Compare two checkouts by running each's copy,
+interleaved.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def _tool(request: httpx.Request) -> httpx.Response:
 class Driver:
     """Sends one request at a time to the app as uvicorn would, and checks the answer."""
 
-    def __init__(self, which: str, dialect: str = "openai") -> None:
+    def __init__(self, which: str, dialect: str = "openai", history: int = 0) -> None:
         os.environ.update(AWS)  # the bedrock upstream's requests are signed
         config = GatewayConfig.model_validate(yaml.safe_load(gateway_config(1, 2, 3, 4)))
         self.app = create_app(
@@ -119,7 +122,16 @@ class Driver:
         model, key = ("bench-tool1", TOOLS_KEY) if which == "round" else ("bench-plain", PLAIN_KEY)
         if dialect != "openai":
             model = f"{model}-{dialect}"
-        self.body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "Hi"}]})
+        earlier = [
+            message
+            for turn in range(history)
+            for message in (
+                {"role": "user", "content": f"What does src/module_{turn}.py do? " * 8},
+                {"role": "assistant", "content": f"It doubles x (module {turn}). " * 12},
+            )
+        ]
+        messages = [*earlier, {"role": "user", "content": "Hi"}]
+        self.body = orjson.dumps({"model": model, "messages": messages})
         self.headers = [
             (b"host", b"127.0.0.1:8080"),
             (b"authorization", f"Bearer {key}".encode()),
@@ -168,8 +180,10 @@ class Driver:
             raise SystemExit(f"answered {sent[0]['status']}: {sent[1].get('body', b'')[:300]!r}")
 
 
-async def main(which: str, dialect: str, requests: int, profile: str | None) -> None:
-    driver = Driver(which, dialect)
+async def main(
+    which: str, dialect: str, requests: int, profile: str | None, history: int = 0
+) -> None:
+    driver = Driver(which, dialect, history)
     async with driver.app.router.lifespan_context(driver.app):
         driver.use_canned_wire()
         for _ in range(300):  # warm: caches filled, first-time imports done
@@ -182,7 +196,8 @@ async def main(which: str, dialect: str, requests: int, profile: str | None) -> 
                 await driver.one()
             timings.append((time.perf_counter() - started) / requests * 1e6)
         print(
-            f"{which} ({dialect}): "
+            f"{which} ({dialect}{f', {history} turns before' if history else ''}, "
+            f"{len(driver.body):,} bytes): "
             + " ".join(f"{t:.1f}" for t in timings)
             + f" µs; least {min(timings):.1f}"
         )
@@ -200,6 +215,7 @@ if __name__ == "__main__":
     parser.add_argument("which", choices=["pass", "round"])
     parser.add_argument("--dialect", choices=["openai", "anthropic", "bedrock"], default="openai")
     parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--history", type=int, default=0, help="earlier turns in each request")
     parser.add_argument("--profile", help="write cProfile statistics of one more batch here")
     args = parser.parse_args()
     try:
@@ -208,4 +224,4 @@ if __name__ == "__main__":
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(main(args.which, args.dialect, args.requests, args.profile))
+    asyncio.run(main(args.which, args.dialect, args.requests, args.profile, args.history))
