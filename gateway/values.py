@@ -5,7 +5,7 @@ turn wire dicts into these and back; the engine sees nothing else."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -13,6 +13,7 @@ from typing import Any, Literal
 from tool_registry import NO_EXTRA as NO_EXTRA
 from tool_registry import Extra as Extra
 from tool_registry import ToolDefinition as ToolDefinition
+from tool_registry.immutable import immutable
 
 # ``approval``: not the model's — a held call handed to the client to approve
 # (chat: a call of the client's ``toolgate_approval`` tool; Responses: an
@@ -24,7 +25,7 @@ APPROVAL_TOOL = "toolgate_approval"  # the chat tool a client approves calls wit
 CapKind = Literal["iterations", "tool_calls", "time", "tokens", "cost", "quota"]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolCall:
     """A call the model made. ``arguments`` is the JSON text (a custom tool's input) as
     the model wrote it; ``name`` is None when the model named nothing usable."""
@@ -41,7 +42,7 @@ class ToolCall:
 Carried = tuple[Extra, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AssistantMessage:
     """An assistant turn: its text, its tool calls, a refusal if it refused, and what
     its dialect needs back in the next rounds (``carried``)."""
@@ -52,7 +53,7 @@ class AssistantMessage:
     carried: Carried = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolOutput:
     """What a server tool answered (or the gateway in its place), for the model;
     ``error`` when the call failed (dialects with an error flag send it)."""
@@ -65,7 +66,7 @@ class ToolOutput:
 HiddenItem = AssistantMessage | ToolOutput  # an item of the rounds the client does not see
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Part:
     """A part of a message's content: its ``type``, its ``text`` when it has one (a
     text part's), and whatever else it holds (an image's URL, audio) as it came."""
@@ -75,7 +76,7 @@ class Part:
     extra: Extra = NO_EXTRA
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Message:
     """A message of the history a model reads: the client's, a stored one, or a hidden
     item put back. Typed where the gateway reads it — its role, its content (text, or
@@ -158,7 +159,7 @@ def _add(total: UsageCounts, usage: Mapping[str, object]) -> UsageCounts:
     return total
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Completion:
     """One upstream round's answer. ``usage`` is as the upstream reported it (summed by
     ``Usage``); ``raw`` is the dialect's whole answer when it came in one piece, which
@@ -173,7 +174,7 @@ class Completion:
     model: str | None = field(default=None, compare=False)  # the model that answered
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AnsweredRound:
     """A round's answer as a recording keeps it: which round of which choice."""
 
@@ -182,7 +183,7 @@ class AnsweredRound:
     choice: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ChoiceDelta:
     """What a streamed round has for the client at once: text deltas (``content``,
     ``refusal``), and their logprobs if the upstream sent them."""
@@ -191,7 +192,7 @@ class ChoiceDelta:
     logprobs: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolChoice:
     """Which tools the model may or must call: ``auto``, ``none`` or ``required``; one
     tool it must call (``name``, of ``kind`` function or custom); or only ``allowed``
@@ -205,7 +206,7 @@ class ToolChoice:
     unread: object = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ResponseFormat:
     """The shape the answer must take: JSON (``json_object``), or JSON under a schema
     (``json_schema``: its ``schema``, name, description, strictness)."""
@@ -217,7 +218,7 @@ class ResponseFormat:
     strict: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Parameters:
     """What a client asks of the model besides its history and tools: typed where the
     gateway reads or translates it, the rest (``extra``: a chat client's ``seed``,
@@ -248,7 +249,7 @@ class Parameters:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CompletionRequest:
     """What the engine asks of one round: the hidden items so far (after the visible
     history the model server holds), whether it is the first round, and whether it is
@@ -266,7 +267,7 @@ class CompletionRequest:
 CONNECT_PATH = "/v1/toolgate/connect"  # a connect link's path, under server.public_url
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ConnectLink:
     """A connection the user has not made (or whose grant is gone): where they make it
     (a short-lived, single-use link, docs/design.md §18)."""
@@ -281,7 +282,7 @@ class ConnectLink:
         return f"{title} needs your permission first. Connect it here, then ask again: {self.url}"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CredentialRefused:
     """A connection that cannot act for the user now, and why (words safe to show)."""
 

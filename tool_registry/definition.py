@@ -10,8 +10,9 @@ judges it).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from .immutable import immutable
 
 # What a value keeps of its wire form that the gateway does not read, as it came.
 Extra = Mapping[str, object]
@@ -41,7 +42,7 @@ class _Nothing(Mapping[str, object]):
 NO_EXTRA: Extra = _Nothing()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolDefinition:
     """A tool as a model is offered it. ``kind`` is ``function`` or ``custom``;
     ``parameters`` a function's JSON Schema; ``extra`` the rest of the function (or

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import jmespath
 import jmespath.exceptions
 
+from .immutable import immutable
 from .jsonio import dumps_text, loads_exact
 from .redact import Redactor
 from .spec import ResultSpec
@@ -22,7 +22,7 @@ Outcome = Literal[
 _ERROR_BODY_CHARS = 500
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolResult:
     """The text handed to the model, and how the call went."""
 

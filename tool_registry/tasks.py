@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+
+from .immutable import immutable
 
 PARTS = 8  # the most parts a request is cut into
 _CLAUSE = re.compile(
@@ -29,7 +30,7 @@ PRODUCED = -1  # a tool's part when it was brought along as another's producer
 ALIKE_CHECKED = 8  # of a part's picks, those a new pick is compared with
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Pick:
     """A chosen tool: the part it answers, or the tool whose argument it produces."""
 
@@ -39,7 +40,7 @@ class Pick:
     kin_of: str | None = None  # the source it came with (``ToolIndex.choose``)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Chosen:
     """The tools chosen for a request's parts, in the order they were chosen."""
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .definition import ToolDefinition
 from .errors import MissingValue, ToolArgumentsInvalid
+from .immutable import immutable
 from .jsonio import canonical
 from .request_builder import RequestTemplate
 from .schemas import schema_problem
@@ -39,7 +40,7 @@ def definition_fingerprint(definition: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(definition).encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CallContext:
     """What the gateway knows about the request a call belongs to, for ``bind``."""
 
@@ -62,7 +63,7 @@ class CallContext:
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PreparedCall:
     """A call whose arguments are parsed, validated and bound: ready to execute."""
 

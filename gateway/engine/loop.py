@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -54,22 +54,23 @@ from gateway.values import (
     ToolOutput,
 )
 from tool_registry import CallContext, ToolExecutor
+from tool_registry.immutable import immutable
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Working:
     start: Callable[[], Coroutine[Any, Any, None]]  # called by the driver: nothing runs unasked
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HandBack:
     calls: tuple[ToolCall, ...]  # the client's calls, as the client is to see them
     answer: Completion  # its turn as kept: the server calls of the same turn included
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Final:
     answer: Completion
     finish_reason: str
@@ -98,7 +99,7 @@ class Resumed:
         return self._outputs
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LoopJob:
     """Everything one loop needs, from its surface."""
 

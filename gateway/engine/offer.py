@@ -11,16 +11,17 @@ search function. A turn's calls make the next offer (``after``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gateway.policy.ledger import Search
 from gateway.policy.tool_search import Catalog
 from gateway.values import Message, ToolCall, ToolChoice
 from tool_registry import Chosen
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Offer:
     catalog: Catalog
     pinned: tuple[str, ...]  # always offered: the catalog's, and the client's choice

@@ -12,7 +12,6 @@ input — or says what keeps it from being replayed (``RecordingUnreadable``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from gateway.chat_json import (
@@ -35,6 +34,7 @@ from gateway.values import (
     ToolDefinition,
 )
 from tool_registry import dumps_text
+from tool_registry.immutable import immutable
 
 VERSION = 1
 
@@ -45,7 +45,7 @@ class RecordingUnreadable(ValueError):
     """What keeps a document from being replayed (its message says, for the client)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LoopStart:
     """Where a loop began: the client's parameters (the dialect's, less its history),
     its visible history and its own tools."""
@@ -55,7 +55,7 @@ class LoopStart:
     client_tools: tuple[ToolDefinition, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RecordedTool:
     """A server tool as the model saw it, with its fingerprint, source and effects."""
 
@@ -65,7 +65,7 @@ class RecordedTool:
     effects: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RecordedCall:
     """A tool call as run: its id, tool, arguments (redacted), outcome and result."""
 
@@ -77,7 +77,7 @@ class RecordedCall:
     reused_from: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Ending:
     """How the recorded run ended: a final answer, or calls handed back."""
 
@@ -88,7 +88,7 @@ class Ending:
     calls: tuple[ToolCall, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Recording:
     loop: LoopStart | None
     tools: tuple[RecordedTool, ...] = ()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, get_args
 
 from gateway.engine.loop import HandBack, LoopEnd, Run
@@ -21,6 +20,7 @@ from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.ledger import RoundLine
 from gateway.policy.point import PolicyPoint
 from gateway.values import AnsweredRound, CapKind, ConnectLink, HiddenItem, ToolOutput, UsageCounts
+from tool_registry.immutable import immutable
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error
@@ -52,7 +52,7 @@ STOPPED_HEADER = "x-toolgate-stopped"  # the cap that ended a run
 CONNECT_HEADER = "x-toolgate-connect"  # links where the user makes a tool's connection
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ChoiceReport:
     """One choice's loop as it ended: how, the rounds the client did not see, and the
     outputs of the server calls of a turn handed back."""
@@ -62,7 +62,7 @@ class ChoiceReport:
     handed: tuple[ToolOutput, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RunReport:
     """A request's run, ended: every choice, what it used, what it spent."""
 

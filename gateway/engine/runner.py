@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from tool_registry import (
     ToolResult,
     error_result,
 )
+from tool_registry.immutable import immutable
 
 REDACTED = "[redacted]"
 
@@ -43,7 +44,7 @@ class Credentials(Protocol):
     async def refused(self, connection: str) -> None: ...  # a tool answered 401 to the token
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CallRecord:
     """One tool call as it went, for logs, metrics and traces."""
 
@@ -75,7 +76,7 @@ class CallRecord:
         return {k: REDACTED if k in hidden else v for k, v in self.arguments.items()}
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Kept:
     """A write call's result, kept by an earlier attempt of the same request."""
 
@@ -84,7 +85,7 @@ class Kept:
     tool: Tool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Answered:
     """A call's result as it came, before the policy point admits it: how long it took,
     and whether the cache or an earlier attempt's kept result answered it."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -16,9 +15,10 @@ import anyio
 from gateway.engine.loop import Final, HandBack, Run, ToolLoop, Working
 from gateway.errors import GatewayError
 from gateway.values import ChoiceDelta
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Beat:
     """Work is under way (tools running): it has started (``alive`` False), or it
     still runs ``keepalive_s`` later (``alive`` True: time for a keep-alive)."""

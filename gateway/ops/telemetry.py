@@ -12,11 +12,12 @@ import importlib.util
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from urllib.parse import unquote
 
 from gateway.config import OtelConfig, OtlpProtocol
 from gateway.errors import ConfigError
+from tool_registry.immutable import immutable
 
 VERSION = "0.1.0"
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
@@ -36,7 +37,7 @@ _SAMPLERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class OtelSettings:
     """Tracing as configured, every value resolved."""
 

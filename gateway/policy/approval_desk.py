@@ -15,7 +15,6 @@ import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from gateway.config import ApprovalsConfig
 from gateway.errors import StoreUnavailable
@@ -29,6 +28,7 @@ from gateway.store.approval_records import (
 )
 from gateway.values import ToolCall
 from tool_registry import ToolArgumentsInvalid, canonical_arguments, parse_arguments
+from tool_registry.immutable import immutable
 
 Notify = Callable[[ApprovalRecord], Awaitable[None]]  # an operator approval is pending
 
@@ -45,7 +45,7 @@ def digest(arguments: str) -> str:
     return hashlib.sha256(arguments.encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Answer:
     """A client's answer to an approval, as its request carried it. ``tool`` and
     ``arguments`` are what the client says it approved (the request it answers, when

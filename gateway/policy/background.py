@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import BackgroundRule
 from tool_registry import linear_pattern
+from tool_registry.immutable import immutable
 
 TEXT_SEARCHED = 4096  # of the last user message: a task prompt says what it is at once
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Background:
     """A tenant's rules, compiled once per snapshot."""
 

@@ -16,6 +16,7 @@ from gateway.errors import ToolLimitExceeded
 from gateway.policy.limits import LoopLimits
 from gateway.policy.partition import partition_calls
 from gateway.values import CapKind, ToolCall, Usage, UsageCounts
+from tool_registry.immutable import immutable
 
 # Each cap as the configuration (and ``LoopLimits``) names it; a client reads these
 # names in ``x-toolgate-stopped``.
@@ -36,7 +37,7 @@ _CAP_MESSAGES: dict[CapKind, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CapDecision:
     """At a cap: which one, and how many of the pending calls may still run."""
 
@@ -44,7 +45,7 @@ class CapDecision:
     runnable: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Step:
     """What to do with an assistant turn.
 

@@ -24,18 +24,18 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import re2
 
 from gateway.config import Detector
+from tool_registry.immutable import immutable
 
 _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 64 << 20  # the combined patterns' automata fit; a text never grows them
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Finding:
     """What a detector found: its kind, what it is (``label``), and where."""
 

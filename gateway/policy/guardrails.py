@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import httpx
@@ -35,13 +34,14 @@ from gateway.policy.judges import (
 from gateway.policy.models import ModelRoute
 from gateway.upstream.servers import ModelServers
 from tool_registry import EgressDenied, GuardedTransport, failure_words
+from tool_registry.immutable import immutable
 
 # What became of a text, by one guardrail: acted on as configured, passed (nothing
 # found), or unscreened because its judge failed and ``on_error: allow`` let it pass.
 Action = Literal["block", "redact", "flag", "taint", "pass", "error"]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GuardVerdict:
     """One guardrail's verdict on one text, as the trace, the recording and the console
     show it: never the text itself, only what was found in it."""
@@ -71,7 +71,7 @@ class GuardVerdict:
         return line
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Screened:
     """A text after its guardrails: what its reader reads (``None``: blocked, by
     ``blocked``), every verdict, and the guardrail that taints the run, if one does."""

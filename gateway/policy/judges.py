@@ -25,7 +25,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -40,6 +39,7 @@ from gateway.upstream.servers import ModelServers
 from gateway.values import CompletionRequest, Message, Parameters
 from gateway.webhook_keys import webhook_key
 from tool_registry import GuardedTransport, dumps, read_capped, send
+from tool_registry.immutable import immutable
 
 # Past this many characters a text's detectors run on a worker thread: a megabyte of
 # result keeps the event loop free.
@@ -72,7 +72,7 @@ _LLAMA_GUARD = re2.compile(r"\A\s*(safe|unsafe)\s*(?:\n\s*(S\d{1,2}(?:\s*,\s*S\d
 _FENCE = re2.compile(r"(?s)\A\s*```(?:json)?\s*(.*?)\s*```\s*\z")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Subject:
     """What a text is: what it is (``screens``), its ``name`` (the tool's, or
     ``final_answer`` / ``input``), the tenant's id and the call's id."""
@@ -83,7 +83,7 @@ class Subject:
     call_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Judgement:
     """A judge's answer on one text: what it found (labels; none: the text passes), where
     (for ``redact``), the text it would have read instead (an HTTP service's), or why it
@@ -171,7 +171,7 @@ def parse_verdict(answer: str) -> Judgement:
     return Judgement(found or ("unsafe",))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ModelJudge:
     """A configured model asked whether a text is safe."""
 
@@ -203,7 +203,7 @@ class ModelJudge:
         return parse_verdict(answer.turn.content or "")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HttpJudge:
     """The operator's guardrail service."""
 

@@ -14,11 +14,12 @@ from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.run_budget import RoundSpend, RunBudget
 from gateway.policy.verdicts import Allow, Refuse
 from gateway.values import AnsweredRound, ConnectLink, UsageCounts
+from tool_registry.immutable import immutable
 
 Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Search:
     """A search of the tool catalog a round's turn made: its words, what it found."""
 
@@ -34,7 +35,7 @@ class Search:
         return line
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RoundLine:
     """A round's line in the trace: which round of which choice, from which upstream,
     how long it took, its usage, whether it was the forced last, the tools it called,

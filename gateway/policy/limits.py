@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway.config import LimitsConfig, OnLimit
 from gateway.errors import PolicyDenied
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Narrowing:
     """What one request asks to narrow: never wider than the tenant's policy."""
 
@@ -20,7 +19,7 @@ class Narrowing:
     max_cost_usd: float | None = None  # of the whole run (x-toolgate-max-cost-usd)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LoopLimits:
     max_iterations: int
     max_tool_calls: int

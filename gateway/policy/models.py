@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
 from gateway.errors import NotFound, PolicyDenied
 from gateway.policy.tenants import Tenant
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ModelRoute:
     model: ModelConfig
     upstream: UpstreamConfig

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
 
 from gateway.values import ToolCall
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Partition:
     server: tuple[ToolCall, ...] = ()
     client: tuple[ToolCall, ...] = ()

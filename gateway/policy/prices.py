@@ -9,16 +9,16 @@ pico-USD per token), so a round's cost is exact before it is rounded up to nano-
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import ModelPrice
 from gateway.upstream.numbers import MAX_COUNT
+from tool_registry.immutable import immutable
 
 NANOS_PER_USD = 1_000_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Rates:
     """A model's prices in pico-USD per token."""
 
@@ -63,7 +63,7 @@ def nanos_of(usd_amount: float) -> int:
     return round(usd_amount * NANOS_PER_USD)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Counts:
     """A round's tokens as the upstream reported them: ``cached`` (read from the cache)
     and ``written`` (to it) are parts of ``input``, ``reasoning`` part of ``output``."""

@@ -29,6 +29,7 @@ from gateway.config import (
     ToolRule,
 )
 from tool_registry import Effects, Tool, Trust, canonical
+from tool_registry.immutable import immutable
 
 # Each setting's values, loosest first: a tenant may move right, never left.
 _EFFECTS: tuple[Effects, ...] = ("read", "write")
@@ -48,7 +49,7 @@ def tighter(order: tuple[V, ...], first: V, second: V | None) -> V:
     return max(first, second, key=order.index)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ToolPolicy:
     """What one tool is, for one tenant, and who approves its calls."""
 

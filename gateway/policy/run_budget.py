@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gateway.config import MAX_TOKENS, BudgetConfig, OnLimit, OnStoreError
@@ -38,6 +37,7 @@ from gateway.policy.rate_limit import duration
 from gateway.store.base import Granted, Spend, out_nanos
 from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
 from gateway.values import CapKind, UsageCounts
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.budget")
 
@@ -66,7 +66,7 @@ def window_limits(budget: BudgetConfig | None) -> dict[WindowName, Limits]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RoundSpend:
     """What a round spent of a budget: its tokens and cost (its reservation's when its
     usage could not be believed: ``estimated``), and the bound it was asked under."""
@@ -86,7 +86,7 @@ class RoundSpend:
         return line
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RoundGrant:
     """What a round may spend, reserved: its ``max_tokens`` (None: the client's own,
     if any), the reservation, and whether the budget makes it the last round."""
@@ -99,7 +99,7 @@ class RoundGrant:
     prompt: int = 0  # of ``tokens``, the prompt's estimate (the rest: its answer's bound)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Stop:
     """No round can be made: the run ends with the answer it has."""
 

@@ -6,7 +6,7 @@ import fnmatch
 import hashlib
 import hmac
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gateway.config import (
     AssertedUsersConfig,
@@ -23,6 +23,7 @@ from gateway.config import (
 from gateway.errors import AuthError, NotFound
 from gateway.policy.background import Background
 from gateway.policy.rules import TenantPolicy
+from tool_registry.immutable import immutable
 
 DEFAULT_TENANT_ID = "default"
 
@@ -32,7 +33,7 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Tenant:
     """A tenant with its allowlists resolved against the configuration."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gateway.config import ToolSearchConfig
@@ -29,13 +29,14 @@ from tool_registry import (
     ToolRegistry,
     definition_bytes,
 )
+from tool_registry.immutable import immutable
 
 _CATALOGS_KEPT = 256  # distinct (tools in play, settings) remembered per snapshot
 _HASHED_TOOLS = 256  # tool sets up to this size are kept by value, larger by identity
 _CONTEXT_MESSAGES = 6  # the recent messages whose text fills a short preselection
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@immutable(eq=False)
 class Catalog:
     """A request's server tools when they are searched."""
 

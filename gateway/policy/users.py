@@ -12,7 +12,7 @@ refused before it is parsed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import jwt
@@ -20,13 +20,14 @@ from starlette.datastructures import Headers
 
 from gateway.config import AssertedUsersConfig, JwtUsersConfig
 from gateway.errors import AuthError, BadRequest
+from tool_registry.immutable import immutable
 
 MAX_TOKEN_CHARS = 16_384  # a JWT longer than this is refused unread
 MAX_USER_CHARS = 256  # of the claim that names the user
 INVALID = "invalid_user_token"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class User:
     """A verified end user: who (the claim's value), by which issuer, and the token
     that says so (never shown: a token-exchange connection exchanges it)."""

@@ -3,16 +3,16 @@ refused (the model reads why in its place), or it is held for a person's answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.approval_records import ApprovalRecord
 from tool_registry import Tool, ToolResult, error_result
+from tool_registry.immutable import immutable
 
 Why = dict[str, Any]  # what the trace says of a verdict: the rule, the taint, the approval
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Allow:
     """The call may run: this is its tool."""
 
@@ -20,7 +20,7 @@ class Allow:
     why: Why | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Refuse:
     """The call does not run: the model reads ``result`` in its place."""
 
@@ -28,7 +28,7 @@ class Refuse:
     why: Why | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Hold:
     """The call waits for a person's answer to ``record``."""
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +23,7 @@ import httpx
 
 from gateway.runtime.outbound import Unreached, fetch, peek
 from tool_registry import GuardedTransport, loads_object
+from tool_registry.immutable import immutable
 
 MAX_DOCUMENT_BYTES = 256 * 1024
 TIMEOUT_S = 10.0
@@ -55,7 +55,7 @@ def origin(url: str) -> Origin:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ServerMetadata:
     """What an authorization server says of itself (the fields the gateway uses)."""
 
@@ -68,7 +68,7 @@ class ServerMetadata:
     iss_parameter: bool = False  # it names itself in its callbacks (RFC 9207)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ResourceMetadata:
     """What a protected resource says of itself (RFC 9728)."""
 

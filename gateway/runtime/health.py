@@ -9,18 +9,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from gateway.config import GatewayConfig
 from gateway.policy.budgets import unpriced_models
 from gateway.policy.rules import unmatched_rules
 from gateway.runtime.probe import Probe
 from gateway.runtime.snapshot import Runtime
+from tool_registry.immutable import immutable
 
 KEPT_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Checked:
     probes: tuple[Probe, ...]
     at: float  # when (wall clock)

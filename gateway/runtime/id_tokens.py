@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, get_args
 
 import jwt
@@ -30,6 +29,7 @@ import jwt
 from gateway.config import UserTokenAlgorithm
 from gateway.policy.users import JwtRefused, key_for, signed_claims, why_not
 from gateway.runtime.providers import ProviderClient, ProviderRefused
+from tool_registry.immutable import immutable
 
 MAX_ID_TOKEN_CHARS = 16_384
 LEEWAY_S = 60.0
@@ -37,7 +37,7 @@ ASYMMETRIC = frozenset(get_args(UserTokenAlgorithm))
 SHARED = frozenset({"HS256", "HS384", "HS512"})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class IdToken:
     """An answer's ID token, its header read (not yet believed)."""
 

@@ -7,18 +7,18 @@ what kind it was."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import httpx
 
 from tool_registry import EgressDenied, GuardedTransport, failure_words, read_capped, send
+from tool_registry.immutable import immutable
 
 
 class Unreached(ValueError):
     """The far side could not be reached, in time or at all (the kind is its message)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Fetched:
     """An answer: its status, its body (at most the limit), whether more was left, and
     its headers."""

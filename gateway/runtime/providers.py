@@ -17,7 +17,7 @@ is kept); one whose answers cannot be believed is ``ProviderRefused``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import httpx
 
@@ -37,6 +37,7 @@ from gateway.runtime.discovery import (
 from gateway.runtime.outbound import Unreached, fetch, peek
 from gateway.store.registrations import Registration, Registrations
 from tool_registry import GuardedTransport, dumps, loads_object
+from tool_registry.immutable import immutable
 
 ConsentConnection = OAuth2Connection | McpConnection
 MAX_ANSWER_BYTES = 64 * 1024
@@ -54,7 +55,7 @@ class ProviderUnreachable(ProviderRefused):
     """The provider (or its metadata) could not be reached: nothing it holds is lost."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ProviderClient:
     """One connection at its provider."""
 

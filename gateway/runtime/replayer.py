@@ -58,6 +58,7 @@ from tool_registry import (
     dumps_text,
     error_result,
 )
+from tool_registry.immutable import immutable
 
 Served = str  # "recorded" | "live" | "not_recorded" | "write_refused"
 LiveRefusal = Literal["unknown", "not_allowed", "write", "approval"]
@@ -80,7 +81,7 @@ def call_key(name: str, arguments: Any) -> str:
     return f"{name}:{canonical(arguments)}"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ServedCall:
     """A tool call of the replay (its tool and arguments) and what served it."""
 
@@ -100,7 +101,7 @@ class ServedCalls:
         self.calls.append(ServedCall(name, arguments, served))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LiveJudgement:
     """What the gateway's current policy says of a recorded tool's name: its own tool
     of that name (if it knows one), what that tool does, and whether a replay may run

@@ -6,7 +6,6 @@ a new one and swaps it in, so a request never sees half of each."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
@@ -15,9 +14,10 @@ from gateway.policy.tenants import TenantDirectory
 from gateway.policy.tool_search import Catalogs
 from gateway.runtime.loader import check_references
 from tool_registry import Tool, ToolConfigError, ToolRegistry
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@immutable(eq=False)
 class Runtime:
     config: GatewayConfig
     registry: ToolRegistry

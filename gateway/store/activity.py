@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from gateway.digits import whole
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.activity")
 
@@ -32,7 +33,7 @@ FLUSH_S = 5.0  # a replica adds its counts this often
 Counts = list[int]  # by MEASURES
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Minute:
     at: int  # the minute, counted from the epoch
     requests: int = 0

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Literal, TypeVar
 
 from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.approvals")
 
@@ -39,7 +40,7 @@ def _parsed(cls: type[_Record], raw: bytes | None) -> _Record | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ApprovalRecord:
     """A call waiting for a person's yes or no, and everything it is bound to."""
 
@@ -78,7 +79,7 @@ class ApprovalRecord:
         return _parsed(cls, raw)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Decision:
     """A person's answer to an approval."""
 
@@ -101,7 +102,7 @@ HISTORY_KEPT = 1000  # decisions a tenant's history keeps
 HISTORY_TTL_S = 30 * 86400.0  # after its last decision
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Decided:
     """One operator decision in the tenant's history."""
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
 from tool_registry import FIELDS, dumps, loads_object
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("toolgate.audit")
 
@@ -25,7 +26,7 @@ TTL_S = 90 * 86400.0
 MAX_DETAIL = 500
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AuditEntry:
     at: float  # epoch seconds
     who: str  # ``operator:admin``, ``operator:<name>``, or ``unknown key``

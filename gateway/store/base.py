@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal, Protocol
+
+from tool_registry.immutable import immutable
 
 RateMode = Literal["acquire", "charge", "peek"]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RateDecision:
     allowed: bool
     limit: int
@@ -47,7 +48,7 @@ def gcra(
     return decision, store
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Window:
     """A spend counter (tokens and nano-USD under one key) and its limits (None: not
     limited); a new counter lives ``ttl_s``."""
@@ -58,7 +59,7 @@ class Window:
     ttl_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Spend:
     """One change to every window's counters, at once: first ``settle`` what an earlier
     reservation turned out to cost (negative: a refund), then reserve ``tokens`` and
@@ -79,7 +80,7 @@ class Spend:
         return bool(self.tokens or self.nanos or self.max_out)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Granted:
     """What a spend got: whether it was reserved, how many output tokens, each
     window's counters after it, and the first window that refused it (-1: none)."""

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from gateway.store.base import Granted, Spend, Store, Window
 from gateway.store.keys import Keys
+from tool_registry.immutable import immutable
 
 WindowName = Literal["day", "month"]
 WINDOWS: tuple[WindowName, ...] = ("day", "month")
 _KEPT_AFTER_S = 86400.0  # an ended period's counter stays readable this long
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Period:
     window: WindowName
     label: str  # 2026-11-24, 2026-11
@@ -39,7 +39,7 @@ def period(window: WindowName, now: float) -> Period:
     return Period(window, start.strftime("%Y-%m"), following.timestamp())
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class TenantWindow:
     """One of a tenant's windows now: its period, and its counter and limits."""
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 
 from gateway.store.base import Store
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
+from tool_registry.immutable import immutable
 
 TICKET_TTL_S = 600.0  # a link opens within ten minutes, or not at all
 STATE_TTL_S = 600.0  # the provider's round trip, at most
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Consent:
     """Who is connecting what."""
 

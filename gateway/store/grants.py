@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -32,6 +32,7 @@ from gateway.config import GrantsConfig
 from gateway.store.base import Store
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.grants")
 
@@ -39,7 +40,7 @@ VERSION = 1
 _NONCE = 12  # bytes: AES-GCM's
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Grant:
     """What a user granted a connection: its tokens (never shown), when the access
     token expires (epoch seconds), and the scopes granted."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Keys:
     prefix: str = "toolgate:"
 

@@ -9,17 +9,18 @@ The first replica to register wins: a registration is kept only where none was
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gateway.store.base import Store
 from gateway.store.grants import GrantUnreadable, Sealer
 from gateway.store.keys import Keys
 from tool_registry import dumps, loads_object
+from tool_registry.immutable import immutable
 
 KEPT_S = 400 * 86400.0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Registration:
     """The gateway's client at one authorization server."""
 

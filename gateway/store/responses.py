@@ -14,7 +14,6 @@ shape is logged and not found.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
@@ -29,13 +28,14 @@ from gateway.store.message_records import (
 )
 from gateway.values import Message
 from tool_registry import dumps
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.responses")
 
 VERSION = 2
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StoredResponse:
     response: dict[str, Any]  # as it was answered (the Responses API's object)
     input_items: list[dict[str, Any]]  # as ``input_items`` lists them

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import orjson
 
 from gateway.config import ConsoleConfig
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.runs")
 
@@ -75,7 +75,7 @@ _STATUS = RunRow._fields.index("status") + 1
 _TOOLS = RunRow._fields.index("tools") + 1
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Scanned:
     rows: list[RunRow]  # the newest that the filter admits, newest first, at most the limit
     matched: int  # of the rows read

@@ -20,7 +20,6 @@ saved turn. A record in neither shape reads as none (``RecordUnreadable``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.message_records import (
@@ -35,11 +34,12 @@ from gateway.store.message_records import (
 )
 from gateway.values import AssistantMessage, HiddenItem, ToolCall, ToolOutput
 from tool_registry import dumps, loads_object
+from tool_registry.immutable import immutable
 
 VERSION = 2
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SavedTurn:
     """The hidden rounds before a hand-back, its whole turn (the server calls in it
     with the client's), the server calls' outputs, the client calls' ids, and where

@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.ops.metrics import Metrics
@@ -27,6 +26,7 @@ from gateway.store.message_records import RecordUnreadable
 from gateway.store.turn_codec import SavedTurn, decode, encode
 from gateway.values import AssistantMessage, HiddenItem, KeepTurn, ToolCall, ToolOutput
 from tool_registry import canonical
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.turns")
 
@@ -34,7 +34,7 @@ _MARK_TTL_FACTOR = 24  # "there was a hidden turn here" outlives the turn itself
 _MANY_MESSAGES = 1000  # digesting more (about 2 µs each) is done off the event loop
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Seen:
     """One visible message as the turns read it, decoded by its surface: what
     identifies it however a client re-serialises it (its role, its text, its tool call
@@ -55,7 +55,7 @@ def prefix_digests(history: Sequence[Seen], identity: str) -> list[str]:
     return digests
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Restored:
     """The saved turns that apply to a history, by the index of the message that
     handed calls back, and the first taint they carried."""

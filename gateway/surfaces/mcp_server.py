@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -45,6 +45,7 @@ from gateway.surfaces.http import Exchange, error_response, new_request_id
 from gateway.surfaces.observe import Observer
 from gateway.values import ToolCall
 from tool_registry import CallContext, dumps_text
+from tool_registry.immutable import immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -87,7 +88,7 @@ def _cursor_name(cursor: str) -> str:
         raise MCPError(types.INVALID_PARAMS, "The cursor is not one this server gave.") from None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Caller:
     """Who an MCP request is from, worked out once by the HTTP layer."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import OperatorScope, operator_admitted
+from tool_registry.immutable import immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -35,7 +35,7 @@ MAX_TEXT = 128  # of a filter's text
 STATUSES = ("", "ok", "error")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RunQuery:
     """Which runs to list: every field empty lists them all."""
 
@@ -168,7 +168,7 @@ async def list_runs(gateway: Gateway, scope: OperatorScope, query: RunQuery) -> 
     return Scanned(rows, len(rows), len(rows), True)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Bar:
     """One step of a run on its timeline: a round (the model asked) or a tool call."""
 
@@ -181,7 +181,7 @@ class Bar:
     detail: Mapping[str, Any]  # its entry in the trace
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Timeline:
     bars: tuple[Bar, ...]
     total_ms: float

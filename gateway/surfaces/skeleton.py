@@ -47,6 +47,7 @@ from gateway.surfaces.streaming import StreamEncoder, event_stream
 from gateway.upstream.port import ModelAsk
 from gateway.values import KeepTurn, Message, Parameters, ToolDefinition, UsageCounts
 from tool_registry import CallContext
+from tool_registry.immutable import immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -58,7 +59,7 @@ BACKGROUND_HEADER = "x-toolgate-background"  # a front-end's background task: no
 DROPPED_HEADER = "x-toolgate-dropped-tools"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Forward:
     """Pass the request through to the upstream: as it came, or (``changed``) as
     ``body`` (the request's own body when None) says."""
@@ -67,7 +68,7 @@ class Forward:
     body: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Start:
     """A request as its surface decoded it for the loop: the client's parameters, the
     history (a stored conversation's before the client's input), the client's own

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.engine.loop import HandBack, Run, ToolLoop
@@ -17,6 +16,7 @@ from gateway.errors import GatewayError
 from gateway.surfaces.request_end import RequestEnd
 from gateway.upstream.sse import KEEPALIVE
 from gateway.values import ChoiceDelta, ToolCall
+from tool_registry.immutable import immutable
 
 logger = logging.getLogger("gateway.stream")
 
@@ -35,7 +35,7 @@ class EventWriter(Protocol):
     def error(self, exc: GatewayError) -> bytes: ...
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Framing:
     """How a surface's stream is framed: its media type, what a wait sends (``keepalive``,
     nothing if empty), and whether the run's report goes as comment lines before the

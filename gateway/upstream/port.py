@@ -7,7 +7,6 @@ which one answered."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
@@ -19,9 +18,10 @@ from gateway.values import (
     Parameters,
     ToolDefinition,
 )
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ModelAsk:
     """One request's model server, as a surface asks for it: the upstream and the
     model name sent there, the client's parameters and visible history, and the tools

@@ -4,7 +4,6 @@ what the gateway itself relies on (see docs/design.md §2, §5)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -13,9 +12,10 @@ from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.values import APPROVAL_TOOL, Message, Parameters, ToolDefinition
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ChatRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
     messages: tuple[Message, ...]  # its ``messages``, decoded

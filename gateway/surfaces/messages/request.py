@@ -14,7 +14,6 @@ relies on (roles, block types, a tool's name), lenient about the rest."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -33,6 +32,7 @@ from gateway.values import (
     ToolDefinition,
 )
 from tool_registry import dumps_text
+from tool_registry.immutable import immutable
 
 # Fields a Messages server reads that the values do not: for the ``anthropic`` dialect.
 NATIVE = frozenset(
@@ -49,7 +49,7 @@ NATIVE = frozenset(
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HostedTool:
     """A tool of a server-side type (``web_search_…``, ``bash_…``), which the gateway
     does not run: the tenant's ``hosted_tools`` decides whether it is refused or
@@ -59,7 +59,7 @@ class HostedTool:
     type: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MessagesRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field
     messages: tuple[Message, ...]  # its system text and turns, as values

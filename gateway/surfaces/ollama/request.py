@@ -11,7 +11,7 @@ import base64
 import binascii
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -31,6 +31,7 @@ from gateway.values import (
     ToolDefinition,
 )
 from tool_registry import dumps_text
+from tool_registry.immutable import immutable
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 _MAGIC = (
@@ -41,7 +42,7 @@ _MAGIC = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class OllamaRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field
     messages: tuple[Message, ...]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -23,6 +23,7 @@ from gateway.values import (
     ToolDefinition,
 )
 from tool_registry import dumps, dumps_each, loads_object, tool_name
+from tool_registry.immutable import immutable
 
 APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
 
@@ -291,7 +292,7 @@ def qualified(namespace: str, name: str) -> str:
     return tool_name(f"{namespace}__", name)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ClientName:
     """How the client named a tool that a chat model knows by another name or shape:
     its own name, its namespace, and whether it is a ``custom`` (freeform) tool, which

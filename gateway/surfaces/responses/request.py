@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -23,9 +23,10 @@ from gateway.surfaces.responses.items import (
     qualified,
 )
 from gateway.values import NO_EXTRA, Parameters, ResponseFormat, ToolChoice, ToolDefinition
+from tool_registry.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Hosted:
     """A hosted tool the client sent: where in ``tools``, and its type."""
 
@@ -33,7 +34,7 @@ class Hosted:
     type: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ResponsesRequest:
     body: Mapping[str, Any]  # as the client sent it, less the ``toolgate`` field: read-only
     model: str
