@@ -13,7 +13,7 @@ from typing import Any, Literal
 from tool_registry import NO_EXTRA as NO_EXTRA
 from tool_registry import Extra as Extra
 from tool_registry import ToolDefinition as ToolDefinition
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 # ``approval``: not the model's — a held call handed to the client to approve
 # (chat: a call of the client's ``toolgate_approval`` tool; Responses: an

@@ -57,6 +57,7 @@ from .tool import (
     definition_fingerprint,
 )
 from .transport import AiohttpTimeouts, GatewayTransport, aiohttp_body, map_transport_errors
+from .value_type import immutable
 
 __all__ = [
     "FIELDS",
@@ -122,6 +123,7 @@ __all__ = [
     "error_result",
     "failure_words",
     "fetch_document",
+    "immutable",
     "linear_pattern",
     "load_tool_file",
     "load_yaml",

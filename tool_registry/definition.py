@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .immutable import immutable
+from .value_type import immutable
 
 # What a value keeps of its wire form that the gateway does not read, as it came.
 Extra = Mapping[str, object]

@@ -8,10 +8,10 @@ from typing import Any, Literal
 import jmespath
 import jmespath.exceptions
 
-from .immutable import immutable
 from .jsonio import dumps_text, loads_exact
 from .redact import Redactor
 from .spec import ResultSpec
+from .value_type import immutable
 
 # ``tool_error``: the tool answered that it failed (an MCP ``isError`` result or error).
 # ``unreadable``: it answered 2xx, but not with what its result shaping can read.

@@ -18,7 +18,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
-from .immutable import immutable
+from .value_type import immutable
 
 PARTS = 8  # the most parts a request is cut into
 _CLAUSE = re.compile(

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .arguments import ArgumentValidator, canonical_arguments, parse_arguments, visible_parameters
 from .definition import ToolDefinition
 from .errors import MissingValue, ToolArgumentsInvalid
-from .immutable import immutable
 from .jsonio import canonical
 from .request_builder import RequestTemplate
 from .schemas import schema_problem
 from .templates import placeholders, render
+from .value_type import immutable
 
 if TYPE_CHECKING:
     from .redact import Redactor

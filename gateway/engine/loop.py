@@ -53,8 +53,7 @@ from gateway.values import (
     ToolDefinition,
     ToolOutput,
 )
-from tool_registry import CallContext, ToolExecutor
-from tool_registry.immutable import immutable
+from tool_registry import CallContext, ToolExecutor, immutable
 
 T = TypeVar("T")
 

@@ -17,8 +17,7 @@ from typing import Any
 from gateway.policy.ledger import Search
 from gateway.policy.tool_search import Catalog
 from gateway.values import Message, ToolCall, ToolChoice
-from tool_registry import Chosen
-from tool_registry.immutable import immutable
+from tool_registry import Chosen, immutable
 
 
 @immutable

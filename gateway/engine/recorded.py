@@ -33,8 +33,7 @@ from gateway.values import (
     ToolCall,
     ToolDefinition,
 )
-from tool_registry import dumps_text
-from tool_registry.immutable import immutable
+from tool_registry import dumps_text, immutable
 
 VERSION = 1
 

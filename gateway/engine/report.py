@@ -20,7 +20,7 @@ from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.ledger import RoundLine
 from gateway.policy.point import PolicyPoint
 from gateway.values import AnsweredRound, CapKind, ConnectLink, HiddenItem, ToolOutput, UsageCounts
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 # answered: a final answer; handed_back: the client's calls (or approvals) returned to
 # it; capped: answered, but a cap or budget forced the last round; failed: an error

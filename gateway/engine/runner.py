@@ -29,8 +29,8 @@ from tool_registry import (
     ToolRegistry,
     ToolResult,
     error_result,
+    immutable,
 )
-from tool_registry.immutable import immutable
 
 REDACTED = "[redacted]"
 

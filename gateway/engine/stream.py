@@ -15,7 +15,7 @@ import anyio
 from gateway.engine.loop import Final, HandBack, Run, ToolLoop, Working
 from gateway.errors import GatewayError
 from gateway.values import ChoiceDelta
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

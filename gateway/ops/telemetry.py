@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from gateway.config import OtelConfig, OtlpProtocol
 from gateway.errors import ConfigError
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 VERSION = "0.1.0"
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"

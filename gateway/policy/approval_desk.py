@@ -27,8 +27,7 @@ from gateway.store.approval_records import (
     Ended,
 )
 from gateway.values import ToolCall
-from tool_registry import ToolArgumentsInvalid, canonical_arguments, parse_arguments
-from tool_registry.immutable import immutable
+from tool_registry import ToolArgumentsInvalid, canonical_arguments, immutable, parse_arguments
 
 Notify = Callable[[ApprovalRecord], Awaitable[None]]  # an operator approval is pending
 

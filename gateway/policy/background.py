@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.config import BackgroundRule
-from tool_registry import linear_pattern
-from tool_registry.immutable import immutable
+from tool_registry import immutable, linear_pattern
 
 TEXT_SEARCHED = 4096  # of the last user message: a task prompt says what it is at once
 

@@ -16,7 +16,7 @@ from gateway.errors import ToolLimitExceeded
 from gateway.policy.limits import LoopLimits
 from gateway.policy.partition import partition_calls
 from gateway.values import CapKind, ToolCall, Usage, UsageCounts
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 # Each cap as the configuration (and ``LoopLimits``) names it; a client reads these
 # names in ``x-toolgate-stopped``.

@@ -29,7 +29,7 @@ from typing import Any
 import re2
 
 from gateway.config import Detector
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 64 << 20  # the combined patterns' automata fit; a text never grows them

@@ -33,8 +33,7 @@ from gateway.policy.judges import (
 )
 from gateway.policy.models import ModelRoute
 from gateway.upstream.servers import ModelServers
-from tool_registry import EgressDenied, GuardedTransport, failure_words
-from tool_registry.immutable import immutable
+from tool_registry import EgressDenied, GuardedTransport, failure_words, immutable
 
 # What became of a text, by one guardrail: acted on as configured, passed (nothing
 # found), or unscreened because its judge failed and ``on_error: allow`` let it pass.

@@ -38,8 +38,7 @@ from gateway.upstream.port import ModelAsk
 from gateway.upstream.servers import ModelServers
 from gateway.values import CompletionRequest, Message, Parameters
 from gateway.webhook_keys import webhook_key
-from tool_registry import GuardedTransport, dumps, read_capped, send
-from tool_registry.immutable import immutable
+from tool_registry import GuardedTransport, dumps, immutable, read_capped, send
 
 # Past this many characters a text's detectors run on a worker thread: a megabyte of
 # result keeps the event loop free.

@@ -14,7 +14,7 @@ from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.run_budget import RoundSpend, RunBudget
 from gateway.policy.verdicts import Allow, Refuse
 from gateway.values import AnsweredRound, ConnectLink, UsageCounts
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 Decided = dict[str, Allow | Refuse]  # resumed held calls' verdicts, by call id
 

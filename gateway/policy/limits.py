@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.config import LimitsConfig, OnLimit
 from gateway.errors import PolicyDenied
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

@@ -7,7 +7,7 @@ from typing import Any
 from gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
 from gateway.errors import NotFound, PolicyDenied
 from gateway.policy.tenants import Tenant
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

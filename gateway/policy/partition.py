@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 
 from gateway.values import ToolCall
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

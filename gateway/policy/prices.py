@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.config import ModelPrice
 from gateway.upstream.numbers import MAX_COUNT
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 NANOS_PER_USD = 1_000_000_000
 

@@ -28,8 +28,7 @@ from gateway.config import (
     TenantPolicyConfig,
     ToolRule,
 )
-from tool_registry import Effects, Tool, Trust, canonical
-from tool_registry.immutable import immutable
+from tool_registry import Effects, Tool, Trust, canonical, immutable
 
 # Each setting's values, loosest first: a tenant may move right, never left.
 _EFFECTS: tuple[Effects, ...] = ("read", "write")

@@ -37,7 +37,7 @@ from gateway.policy.rate_limit import duration
 from gateway.store.base import Granted, Spend, out_nanos
 from gateway.store.budget_counters import BudgetStore, Limits, TenantWindow, WindowName
 from gateway.values import CapKind, UsageCounts
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 logger = logging.getLogger("gateway.budget")
 

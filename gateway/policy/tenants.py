@@ -23,7 +23,7 @@ from gateway.config import (
 from gateway.errors import AuthError, NotFound
 from gateway.policy.background import Background
 from gateway.policy.rules import TenantPolicy
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 DEFAULT_TENANT_ID = "default"
 

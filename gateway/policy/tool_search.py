@@ -28,8 +28,8 @@ from tool_registry import (
     ToolIndex,
     ToolRegistry,
     definition_bytes,
+    immutable,
 )
-from tool_registry.immutable import immutable
 
 _CATALOGS_KEPT = 256  # distinct (tools in play, settings) remembered per snapshot
 _HASHED_TOOLS = 256  # tool sets up to this size are kept by value, larger by identity

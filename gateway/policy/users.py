@@ -20,7 +20,7 @@ from starlette.datastructures import Headers
 
 from gateway.config import AssertedUsersConfig, JwtUsersConfig
 from gateway.errors import AuthError, BadRequest
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 MAX_TOKEN_CHARS = 16_384  # a JWT longer than this is refused unread
 MAX_USER_CHARS = 256  # of the claim that names the user

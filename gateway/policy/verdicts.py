@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.store.approval_records import ApprovalRecord
-from tool_registry import Tool, ToolResult, error_result
-from tool_registry.immutable import immutable
+from tool_registry import Tool, ToolResult, error_result, immutable
 
 Why = dict[str, Any]  # what the trace says of a verdict: the rule, the taint, the approval
 

@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway.runtime.outbound import Unreached, fetch, peek
-from tool_registry import GuardedTransport, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import GuardedTransport, immutable, loads_object
 
 MAX_DOCUMENT_BYTES = 256 * 1024
 TIMEOUT_S = 10.0

@@ -15,7 +15,7 @@ from gateway.policy.budgets import unpriced_models
 from gateway.policy.rules import unmatched_rules
 from gateway.runtime.probe import Probe
 from gateway.runtime.snapshot import Runtime
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 KEPT_S = 30.0
 

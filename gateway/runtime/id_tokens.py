@@ -29,7 +29,7 @@ import jwt
 from gateway.config import UserTokenAlgorithm
 from gateway.policy.users import JwtRefused, key_for, signed_claims, why_not
 from gateway.runtime.providers import ProviderClient, ProviderRefused
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 MAX_ID_TOKEN_CHARS = 16_384
 LEEWAY_S = 60.0

@@ -10,8 +10,14 @@ import asyncio
 
 import httpx
 
-from tool_registry import EgressDenied, GuardedTransport, failure_words, read_capped, send
-from tool_registry.immutable import immutable
+from tool_registry import (
+    EgressDenied,
+    GuardedTransport,
+    failure_words,
+    immutable,
+    read_capped,
+    send,
+)
 
 
 class Unreached(ValueError):

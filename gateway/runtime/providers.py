@@ -36,8 +36,7 @@ from gateway.runtime.discovery import (
 )
 from gateway.runtime.outbound import Unreached, fetch, peek
 from gateway.store.registrations import Registration, Registrations
-from tool_registry import GuardedTransport, dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import GuardedTransport, dumps, immutable, loads_object
 
 ConsentConnection = OAuth2Connection | McpConnection
 MAX_ANSWER_BYTES = 64 * 1024

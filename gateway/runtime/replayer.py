@@ -57,8 +57,8 @@ from tool_registry import (
     definition_fingerprint,
     dumps_text,
     error_result,
+    immutable,
 )
-from tool_registry.immutable import immutable
 
 Served = str  # "recorded" | "live" | "not_recorded" | "write_refused"
 LiveRefusal = Literal["unknown", "not_allowed", "write", "approval"]

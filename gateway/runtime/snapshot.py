@@ -13,8 +13,7 @@ from gateway.policy.models import ModelRouter
 from gateway.policy.tenants import TenantDirectory
 from gateway.policy.tool_search import Catalogs
 from gateway.runtime.loader import check_references
-from tool_registry import Tool, ToolConfigError, ToolRegistry
-from tool_registry.immutable import immutable
+from tool_registry import Tool, ToolConfigError, ToolRegistry, immutable
 
 
 @immutable(eq=False)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from gateway.digits import whole
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 logger = logging.getLogger("gateway.activity")
 

@@ -19,8 +19,7 @@ from typing import Any, Literal, TypeVar
 from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
-from tool_registry import dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable, loads_object
 
 logger = logging.getLogger("gateway.approvals")
 

@@ -16,8 +16,7 @@ from dataclasses import asdict
 from gateway.errors import StoreUnavailable
 from gateway.store.guard import GuardedStore
 from gateway.store.keys import Keys
-from tool_registry import FIELDS, dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import FIELDS, dumps, immutable, loads_object
 
 logger = logging.getLogger("toolgate.audit")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal, Protocol
 
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 RateMode = Literal["acquire", "charge", "peek"]
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from gateway.store.base import Granted, Spend, Store, Window
 from gateway.store.keys import Keys
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 WindowName = Literal["day", "month"]
 WINDOWS: tuple[WindowName, ...] = ("day", "month")

@@ -14,8 +14,7 @@ import secrets
 
 from gateway.store.base import Store
 from gateway.store.keys import Keys
-from tool_registry import dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable, loads_object
 
 TICKET_TTL_S = 600.0  # a link opens within ten minutes, or not at all
 STATE_TTL_S = 600.0  # the provider's round trip, at most

@@ -31,8 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from gateway.config import GrantsConfig
 from gateway.store.base import Store
 from gateway.store.keys import Keys
-from tool_registry import dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable, loads_object
 
 logger = logging.getLogger("gateway.grants")
 

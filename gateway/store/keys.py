@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

@@ -14,8 +14,7 @@ from dataclasses import field
 from gateway.store.base import Store
 from gateway.store.grants import GrantUnreadable, Sealer
 from gateway.store.keys import Keys
-from tool_registry import dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable, loads_object
 
 KEPT_S = 400 * 86400.0
 

@@ -27,8 +27,7 @@ from gateway.store.message_records import (
     written,
 )
 from gateway.values import Message
-from tool_registry import dumps
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable
 
 logger = logging.getLogger("gateway.responses")
 

@@ -17,7 +17,7 @@ import orjson
 
 from gateway.config import ConsoleConfig
 from gateway.store import GuardedStore, Keys, StoreUnavailable
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 logger = logging.getLogger("gateway.runs")
 

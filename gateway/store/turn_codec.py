@@ -33,8 +33,7 @@ from gateway.store.message_records import (
     string,
 )
 from gateway.values import AssistantMessage, HiddenItem, ToolCall, ToolOutput
-from tool_registry import dumps, loads_object
-from tool_registry.immutable import immutable
+from tool_registry import dumps, immutable, loads_object
 
 VERSION = 2
 

@@ -25,8 +25,7 @@ from gateway.store import GuardedStore, Keys, StoreUnavailable
 from gateway.store.message_records import RecordUnreadable
 from gateway.store.turn_codec import SavedTurn, decode, encode
 from gateway.values import AssistantMessage, HiddenItem, KeepTurn, ToolCall, ToolOutput
-from tool_registry import canonical
-from tool_registry.immutable import immutable
+from tool_registry import canonical, immutable
 
 logger = logging.getLogger("gateway.turns")
 

@@ -44,8 +44,7 @@ from gateway.surfaces.head import Admission
 from gateway.surfaces.http import Exchange, error_response, new_request_id
 from gateway.surfaces.observe import Observer
 from gateway.values import ToolCall
-from tool_registry import CallContext, dumps_text
-from tool_registry.immutable import immutable
+from tool_registry import CallContext, dumps_text, immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

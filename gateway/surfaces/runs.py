@@ -24,7 +24,7 @@ from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import OperatorScope, operator_admitted
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

@@ -46,8 +46,7 @@ from gateway.surfaces.request_end import RequestEnd
 from gateway.surfaces.streaming import StreamEncoder, event_stream
 from gateway.upstream.port import ModelAsk
 from gateway.values import KeepTurn, Message, Parameters, ToolDefinition, UsageCounts
-from tool_registry import CallContext
-from tool_registry.immutable import immutable
+from tool_registry import CallContext, immutable
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

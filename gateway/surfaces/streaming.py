@@ -16,7 +16,7 @@ from gateway.errors import GatewayError
 from gateway.surfaces.request_end import RequestEnd
 from gateway.upstream.sse import KEEPALIVE
 from gateway.values import ChoiceDelta, ToolCall
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 logger = logging.getLogger("gateway.stream")
 

@@ -18,7 +18,7 @@ from gateway.values import (
     Parameters,
     ToolDefinition,
 )
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mypy import api as mypy_api
 
-from tool_registry.immutable import immutable
+from tool_registry.value_type import immutable
 
 
 @immutable
@@ -51,7 +51,7 @@ def test_the_type_checker_refuses_assigning_to_a_field(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             from dataclasses import field
-            from tool_registry.immutable import immutable
+            from tool_registry.value_type import immutable
 
             @immutable
             class Point:

@@ -31,8 +31,7 @@ from gateway.values import (
     ToolChoice,
     ToolDefinition,
 )
-from tool_registry import dumps_text
-from tool_registry.immutable import immutable
+from tool_registry import dumps_text, immutable
 
 # Fields a Messages server reads that the values do not: for the ``anthropic`` dialect.
 NATIVE = frozenset(

@@ -30,8 +30,7 @@ from gateway.values import (
     ToolCall,
     ToolDefinition,
 )
-from tool_registry import dumps_text
-from tool_registry.immutable import immutable
+from tool_registry import dumps_text, immutable
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 _MAGIC = (

@@ -22,8 +22,7 @@ from gateway.values import (
     ToolCall,
     ToolDefinition,
 )
-from tool_registry import dumps, dumps_each, loads_object, tool_name
-from tool_registry.immutable import immutable
+from tool_registry import dumps, dumps_each, immutable, loads_object, tool_name
 
 APPROVAL_SERVER_LABEL = "toolgate"  # an approval request's ``server_label``: the gateway
 

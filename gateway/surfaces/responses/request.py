@@ -23,7 +23,7 @@ from gateway.surfaces.responses.items import (
     qualified,
 )
 from gateway.values import NO_EXTRA, Parameters, ResponseFormat, ToolChoice, ToolDefinition
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable
