@@ -44,12 +44,20 @@ _READ = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 def decode_message(raw: Mapping[str, Any]) -> Message:
     """A chat message as a value (its ``role`` a string, checked by the caller; any
     other is kept as its text)."""
+    role = raw.get("role")
+    if len(raw) == 2 and type(role) is str:  # the common shape: a role and its text
+        text = raw.get("content")
+        if type(text) is str:
+            return Message(role, text)
+    return _decode(raw, role)
+
+
+def _decode(raw: Mapping[str, Any], role: Any) -> Message:
     extra: dict[str, object] | None = None
     for key in raw:
         if key not in _READ:
             extra = {k: v for k, v in raw.items() if k not in _READ}
             break
-    role = raw.get("role")
     content: str | tuple[Part, ...] | None = None
     if "content" in raw:
         content = _content(raw["content"])
@@ -78,6 +86,26 @@ def decode_message(raw: Mapping[str, Any]) -> Message:
 
 def decode_messages(raw: Iterable[Mapping[str, Any]]) -> tuple[Message, ...]:
     return tuple(decode_message(message) for message in raw)
+
+
+def decode_history(raw: list[Any]) -> tuple[Message, ...] | int:
+    """A client's ``messages`` as values, in one pass; or, where one is not an object
+    with a string ``role``, its index (the surface says what is wrong with it)."""
+    decoded: list[Message] = []
+    append = decoded.append
+    for index, message in enumerate(raw):
+        if type(message) is not dict:
+            return index
+        role = message.get("role")
+        if type(role) is not str:
+            return index
+        if len(message) == 2:  # decode_message's common shape, inline (a call a message)
+            text = message.get("content")
+            if type(text) is str:
+                append(Message(role, text))
+                continue
+        append(_decode(message, role))
+    return tuple(decoded)
 
 
 def _content(value: Any) -> str | tuple[Part, ...] | None:
@@ -183,8 +211,11 @@ def encode_part(part: Part) -> dict[str, Any]:
 
 def encode_message(message: Message) -> dict[str, Any]:
     """A value as the chat message it came from (or the dialect writes for it)."""
-    encoded: dict[str, Any] = {"role": message.role}
     content = message.content
+    plain = message.extra is NO_EXTRA and not message.calls and message.call_id is None
+    if plain and type(content) is str:  # the common shape: a role and its text
+        return {"role": message.role, "content": content}
+    encoded: dict[str, Any] = {"role": message.role}
     if isinstance(content, str):
         encoded["content"] = content
     elif content is not None:

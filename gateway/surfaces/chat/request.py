@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.chat_json import decode_messages, decode_parameters, decode_tools
+from gateway.chat_json import decode_history, decode_parameters, decode_tools
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
 from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.values import APPROVAL_TOOL, Message, Parameters, ToolDefinition
-from tool_registry.immutable import immutable
+from tool_registry import immutable
 
 
 @immutable
@@ -35,15 +35,17 @@ class ChatRequest:
         return user_text(self.messages)
 
 
-def _check_messages(messages: Any) -> None:
+def _messages(messages: Any) -> tuple[Message, ...]:
+    """The history, decoded: each message an object with a string role (one pass)."""
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty array.", param="messages")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise BadRequest(f"'messages[{index}]' must be an object.", param=f"messages[{index}]")
-        if not isinstance(message.get("role"), str):
-            param = f"messages[{index}].role"
-            raise BadRequest(f"'{param}' is required and must be a string.", param=param)
+    decoded = decode_history(messages)
+    if not isinstance(decoded, int):
+        return decoded
+    if not isinstance(messages[decoded], dict):
+        raise BadRequest(f"'messages[{decoded}]' must be an object.", param=f"messages[{decoded}]")
+    param = f"messages[{decoded}].role"
+    raise BadRequest(f"'{param}' is required and must be a string.", param=param)
 
 
 def _client_tools(tools: Any) -> list[dict[str, Any]]:
@@ -85,7 +87,7 @@ def tool_names(tools: tuple[ToolDefinition, ...]) -> frozenset[str]:
 def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     """Check the fields the gateway relies on; everything else passes through untouched."""
     body, model = model_request(raw)
-    _check_messages(body.get("messages"))
+    messages = _messages(body.get("messages"))
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean.", param="stream")
@@ -101,7 +103,7 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     return ChatRequest(
         MappingProxyType(body),
-        decode_messages(body["messages"]),
+        messages,
         decode_parameters(body),
         model,
         bool(stream),
