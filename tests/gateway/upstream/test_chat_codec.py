@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.chat_json import (
+    decode_history,
     decode_message,
     decode_parameters,
     decode_tool,
@@ -93,6 +94,23 @@ def test_a_message_goes_back_as_it_came(raw: dict[str, Any]) -> None:
         isinstance(call.id, str) and isinstance(call.arguments, str) for call in message.calls
     )
     assert message.call_id is None or isinstance(message.call_id, str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(MESSAGE | st.dictionaries(st.text(max_size=8), JSON, max_size=3) | JSON))
+def test_a_history_decodes_in_one_pass_as_each_message_does(raw: list[Any]) -> None:
+    """A history is the values of its messages, or the index of the first that is not
+    an object with a string role."""
+    bad = next(
+        (i for i, m in enumerate(raw) if not isinstance(m, dict) or type(m.get("role")) is not str),
+        None,
+    )
+    decoded = decode_history(raw)
+    if bad is not None:
+        assert decoded == bad
+    else:
+        assert decoded == tuple(decode_message(message) for message in raw)
+        assert [encode_message(message) for message in decoded] == [as_sent(m) for m in raw]
 
 
 @settings(max_examples=200, deadline=None)
