@@ -1,8 +1,10 @@
 """The gateway's own work per request, alone: the app driven as raw ASGI messages (no
-client, no server), its upstream a canned wire that answers at once, its tools an httpx
-``MockTransport``. What is left is what the gateway itself does — admission, the body,
-parsing, policy, the loop, metrics, redaction, the answer — in microseconds, without
-the HTTP machinery on either side that ``make bench`` measures too.
+client, no server), its upstream a canned wire that answers at once, its tools an aiohttp
+session that answers at once (the gateway's own tool transport over it, as in
+production: only the socket is left out). What is left is what the gateway itself
+does — admission, the body, parsing, policy, the loop, metrics, redaction, the answer —
+in microseconds, without the HTTP machinery on either side that ``make bench``
+measures too.
 
     python -m bench.own pass|round [--dialect openai|anthropic|bedrock] [--requests N]
                                    [--history TURNS] [--profile FILE]
@@ -26,16 +28,20 @@ import asyncio
 import cProfile
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 import yaml
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway import GatewayConfig, create_app
 from gateway.ops.gc_tuning import tune_gc
 from gateway.upstream.wire import Answer, Timeouts
+from tool_registry.transport import GatewayTransport
 
 from .fakes import CONVERSE_ANSWER, CONVERSE_TOOL1, MESSAGES_ANSWER, MESSAGES_TOOL1
 from .run import AWS, PLAIN_KEY, TOOLS_KEY, gateway_config
@@ -108,6 +114,47 @@ def _tool(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"ok": True})
 
 
+_TOOL_ANSWER = b'{"ok":true}'
+
+
+class _CannedContent:
+    __slots__ = ()
+
+    async def iter_chunked(self, n: int) -> AsyncIterator[bytes]:
+        yield _TOOL_ANSWER
+
+
+class _CannedToolResponse:
+    """What aiohttp answers a tool call with, as the tool transport reads it."""
+
+    __slots__ = ()
+    status = 200
+    reason = "OK"
+    headers = CIMultiDictProxy(
+        CIMultiDict({"content-type": "application/json", "content-length": "11"})
+    )
+    content = _CannedContent()
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+with warnings.catch_warnings():  # aiohttp discourages a session's subclass: a fake's
+    warnings.simplefilter("ignore", DeprecationWarning)
+
+    class CannedToolSession(aiohttp.ClientSession):
+        """A session whose every request is answered at once (no socket, no connector)."""
+
+        def __init__(self) -> None:  # nothing of a real session: it never connects
+            pass
+
+        async def request(self, method: str, url: object, **kw: object) -> Any:  # type: ignore[override]
+            return _CannedToolResponse()
+
+        async def close(self) -> None:
+            return None
+
+
 class Driver:
     """Sends one request at a time to the app as uvicorn would, and checks the answer."""
 
@@ -117,7 +164,7 @@ class Driver:
         self.app = create_app(
             config,
             upstream_transport=httpx.MockTransport(_tool),  # replaced by the canned wire
-            tool_transport=httpx.MockTransport(_tool),
+            tool_transport=GatewayTransport(client=CannedToolSession()),
         )
         model, key = ("bench-tool1", TOOLS_KEY) if which == "round" else ("bench-plain", PLAIN_KEY)
         if dialect != "openai":
