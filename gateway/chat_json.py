@@ -230,7 +230,16 @@ def encode_message(message: Message) -> dict[str, Any]:
 
 
 def encode_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
-    return [encode_message(message) for message in history]
+    encoded: list[dict[str, Any]] = []
+    append = encoded.append
+    for message in history:
+        # encode_message's common shape, inline (a call a message is most of its cost)
+        plain = message.extra is NO_EXTRA and not message.calls and message.call_id is None
+        if plain and type(message.content) is str:
+            append({"role": message.role, "content": message.content})
+        else:
+            append(encode_message(message))
+    return encoded
 
 
 # -- tool definitions ---------------------------------------------------------------

@@ -178,7 +178,7 @@ class Head:
         """A client returning with tool results may be answering a mixed turn: the
         history with the server side of it put back (from whichever replica saved it,
         for the same caller), or None. The run is tainted if that turn's was."""
-        if not any(m.role == "tool" for m in visible):
+        if "tool" not in {m.role for m in visible}:  # no generator: a long history
             return None
         history = seen_all(visible)
         restored = await self.turns.restore(self.tenant.id, history, self.exchange.identity)

@@ -33,10 +33,10 @@ def uses_functions(body: Mapping[str, Any]) -> bool:
     """Whether a request is in the legacy shape (its functions, or a legacy history)."""
     if "functions" in body or "function_call" in body:
         return True
-    return any(
-        message.get("role") == "function" or "function_call" in message
-        for message in body["messages"]
-    )
+    for message in body["messages"]:  # a loop: a long history is walked at every request
+        if message.get("role") == "function" or "function_call" in message:
+            return True
+    return False
 
 
 def call_id(index: int) -> str:
