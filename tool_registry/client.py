@@ -24,6 +24,7 @@ import aiohttp
 import httpx
 
 from .egress import EgressPolicy, GuardedResolver
+from .request_builder import ToolRequest
 from .transport import GatewayTransport, Reply, map_transport_errors
 
 __all__ = ["GuardedTransport", "body_chunks", "create_tool_transport", "is_timeout", "send"]
@@ -53,6 +54,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         if isinstance(inner, GatewayTransport):
             return await inner.exchange(request)
         return await send(inner, request)
+
+    async def call(self, request: ToolRequest) -> Reply:
+        """A tool call's request sent through the guard as it was built: on aiohttp
+        directly over the real transport, as httpx's over any other."""
+        self.policy.check_url(request.url)
+        inner = self._inner
+        if isinstance(inner, GatewayTransport):
+            return await inner.send_call(request)
+        return await send(inner, request.as_httpx())
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -14,7 +14,7 @@ from .egress import egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
 from .redact import Redactor
-from .request_builder import USER_AGENT
+from .request_builder import USER_AGENT, ToolRequest
 from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
 from .tool import HttpRunner, HttpTool, PreparedCall
@@ -114,17 +114,17 @@ class ToolExecutor:
         self._backoff_base_s = backoff_base_s
         self.redactor = redactor or Redactor(())  # configured secrets: out of every result
 
-    async def _send(self, request: httpx.Request, follow: bool) -> Reply:
+    async def _send(self, request: ToolRequest, follow: bool) -> Reply:
         """Send, following redirects if asked; every hop passes the egress guard."""
         for _ in range(MAX_REDIRECTS + 1):
-            response = await self._transport.exchange(request)
+            response = await self._transport.call(request)
             if not follow or response.status_code not in _REDIRECT_STATUSES:
                 return response
             if "location" not in response.headers:
                 return response
             await response.aclose()
-            request = redirect_request(request, response)
-        raise httpx.TooManyRedirects("too many redirects", request=request)
+            request = ToolRequest.of(redirect_request(request.as_httpx(), response))
+        raise httpx.TooManyRedirects("too many redirects", request=request.as_httpx())
 
     async def execute(self, call: PreparedCall, deadline: float | None = None) -> ToolResult:
         """Make the call, retrying idempotent methods as configured. Never raises for
@@ -162,10 +162,9 @@ class ToolExecutor:
         except (httpx.InvalidURL, ValueError):
             return error_result("the arguments do not make a valid request URL", "invalid_args")
         if call.trace and http.trace_context:
-            request.headers.update(call.trace)
+            request = request.with_headers({k.lower(): v for k, v in call.trace.items()})
         if call.bearer is not None:  # the user's own token (no redirect is followed)
-            request.headers["authorization"] = f"Bearer {call.bearer}"
-        request.extensions["timeout"] = httpx.Timeout(http.timeout_s).as_dict()
+            request = request.with_headers({"authorization": f"Bearer {call.bearer}"})
         attempts = 1 + (http.retries if http.idempotent else 0)
         clock = asyncio.get_running_loop()
         for attempt in range(attempts):
@@ -185,7 +184,7 @@ class ToolExecutor:
     async def _attempt(
         self,
         tool: HttpTool,
-        request: httpx.Request,
+        request: ToolRequest,
         clock: asyncio.AbstractEventLoop,
         deadline: float | None,
         redactor: Redactor,

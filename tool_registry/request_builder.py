@@ -1,9 +1,13 @@
-"""Turning a validated tool call into an HTTP request (pure: no I/O)."""
+"""Turning a validated tool call into an HTTP request (pure: no I/O): a ``ToolRequest``,
+the call's own value, made once and sent as it is (on aiohttp directly; as an
+``httpx.Request`` only through another transport, a test's, or for a redirect's hop).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -14,8 +18,10 @@ from .errors import MissingValue, ToolArgumentsInvalid
 from .jsonio import dumps
 from .spec import BODY_METHODS, HttpSpec, is_header_text
 from .templates import placeholders, render, stringify
+from .value_type import immutable
 
 USER_AGENT = "toolgate"
+NO_TIMEOUT: Mapping[str, float | None] = MappingProxyType({})
 MAX_URL_CHARS = 8192  # what common servers and proxies take in a request line
 # A configured path that needs no encoding: RFC 3986 path characters, and the braces
 # of its placeholders (whose values are percent-encoded whole).
@@ -27,6 +33,45 @@ def encode_path_value(value: str) -> str:
     if value in (".", ".."):
         return value.replace(".", "%2E")
     return quote(value, safe="")
+
+
+@immutable
+class ToolRequest:
+    """One call's HTTP request: its method, its URL as encoded (the configured origin's
+    scheme, host and port), its headers by lower-case name (``host`` and
+    ``content-length`` are the sender's to write), its body, and the timeouts of its
+    phases (``httpx.Timeout.as_dict``). Cheap to make: an ``httpx.Request`` made of it
+    costs about ten times as much, and is made only where one is needed
+    (``as_httpx``)."""
+
+    method: str
+    url: httpx.URL
+    headers: Mapping[str, str]
+    content: bytes  # empty: none
+    timeout: Mapping[str, float | None]
+
+    def with_headers(self, more: Mapping[str, str]) -> ToolRequest:
+        """The request with ``more`` headers (lower-case names), over any of theirs."""
+        return ToolRequest(
+            self.method, self.url, {**self.headers, **more}, self.content, self.timeout
+        )
+
+    def as_httpx(self) -> httpx.Request:
+        """The request as httpx's, for a transport that is not aiohttp (a test's) and
+        for a redirect's next hop."""
+        request = httpx.Request(
+            self.method, self.url, headers=self.headers, content=self.content or None
+        )
+        request.extensions["timeout"] = self.timeout
+        return request
+
+    @classmethod
+    def of(cls, request: httpx.Request) -> ToolRequest:
+        """httpx's request as one (a redirect's next hop): what httpx wrote of its own
+        (``host``, ``content-length``) left to the sender, as for a first request."""
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
+        timeout = request.extensions.get("timeout", NO_TIMEOUT)
+        return cls(request.method, request.url, headers, request.content, timeout)
 
 
 def _query_value(value: Any) -> str | list[str]:
@@ -51,6 +96,7 @@ class RequestTemplate:
         "_prefix",
         "_query",
         "_taken",
+        "_timeout",
         "_used",
         "spec",
     )
@@ -86,8 +132,9 @@ class RequestTemplate:
         self._content_type = not any(k.lower() == "content-type" for k in spec.headers)
         self._used = spec.template_names()
         self._body = spec.method in BODY_METHODS
+        self._timeout = MappingProxyType(httpx.Timeout(spec.timeout_s).as_dict())
 
-    def build(self, arguments: Mapping[str, Any]) -> httpx.Request:
+    def build(self, arguments: Mapping[str, Any]) -> ToolRequest:
         """The request for one call (see ``build_request``)."""
         try:
             path = render(self._path, arguments, encode=encode_path_value)
@@ -116,18 +163,15 @@ class RequestTemplate:
                 f"{MAX_URL_CHARS}: send shorter arguments"
             )
         url = self._url(path, encoded_query)
+        method, content = self.spec.method, b""
         if self._body_argument is not None:
-            if self._body_argument not in arguments:  # an optional body left out
-                return httpx.Request(self.spec.method, url, headers=headers)
-            if self._content_type:
-                headers["content-type"] = "application/json"
-            content = dumps(arguments[self._body_argument])
-            return httpx.Request(self.spec.method, url, headers=headers, content=content)
-        if self._body:
-            if self._content_type:
-                headers["content-type"] = "application/json"
-            return httpx.Request(self.spec.method, url, headers=headers, content=dumps(rest))
-        return httpx.Request(self.spec.method, url, headers=headers)
+            if self._body_argument in arguments:  # else an optional body left out
+                content = dumps(arguments[self._body_argument])
+        elif self._body:
+            content = dumps(rest)
+        if content and self._content_type:
+            headers["content-type"] = "application/json"
+        return ToolRequest(method, url, headers, content, self._timeout)
 
     def _url(self, path: str, query: str | None) -> httpx.URL:
         if self._origin is None:
@@ -163,7 +207,7 @@ class RequestTemplate:
                     f"header {key}: the value holds characters an HTTP header cannot carry "
                     "(line breaks, control or non-ASCII characters)"
                 )
-            headers[key] = value
+            headers[key.lower()] = value
         return headers
 
 
@@ -176,7 +220,7 @@ def _pairs(key: str, value: str | list[str]) -> list[tuple[str, str]]:
     return [(key, v) for v in value] if isinstance(value, list) else [(key, value)]
 
 
-def build_request(spec: HttpSpec, arguments: Mapping[str, Any]) -> httpx.Request:
+def build_request(spec: HttpSpec, arguments: Mapping[str, Any]) -> ToolRequest:
     """Build the request for one call.
 
     ``{name}`` in the URL path is a path parameter (percent-encoded, ``/`` included);

@@ -28,6 +28,8 @@ from aiohttp.client import ClientResponse
 from httpx_aiohttp import AiohttpTransport
 from multidict import CIMultiDictProxy
 
+from .request_builder import ToolRequest
+
 __all__ = [
     "AiohttpTimeouts",
     "GatewayTransport",
@@ -137,25 +139,45 @@ class GatewayTransport(AiohttpTransport):
     _timeouts: AiohttpTimeouts | None = None
 
     async def _send(self, request: httpx.Request) -> ClientResponse:
+        timeout = request.extensions.get("timeout", {})
+        return await self._request(
+            request.method, request.url, request.headers, request.content, timeout
+        )
+
+    async def _request(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Mapping[str, str],
+        content: bytes,
+        phases: Mapping[str, float | None],
+    ) -> ClientResponse:
         if not isinstance(self.client, aiohttp.ClientSession):
             self.client = self.get_client()
         if self._timeouts is None:
             self._timeouts = AiohttpTimeouts()
-        timeout = self._timeouts(request.extensions.get("timeout", {}))
-        content = aiohttp_body(request.content)
         with map_transport_errors():
-            url = yarl.URL(str(request.url), encoded=True)
             return await self.client.request(
-                method=request.method,
-                url=url,
-                headers=request.headers,
-                data=content,
+                method=method,
+                url=yarl.URL(str(url), encoded=True),
+                headers=headers,
+                data=aiohttp_body(content),
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
-                timeout=timeout,
+                timeout=self._timeouts(phases),
                 proxy=None,
             )
+
+    async def send_call(self, request: ToolRequest) -> Reply:
+        """A tool call's request sent as it was built (``exchange``'s answer): aiohttp
+        writes its ``host`` and ``content-length`` as httpx would."""
+        response = await self._request(
+            request.method, request.url, request.headers, request.content, request.timeout
+        )
+        if "content-encoding" in response.headers:
+            return _as_httpx(response, request.as_httpx())
+        return _AiohttpReply(response)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return _as_httpx(await self._send(request), request)
