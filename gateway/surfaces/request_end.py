@@ -32,7 +32,7 @@ class RequestEnd:
         self,
         runs: list[Run],
         exchange: Exchange,
-        ended: Ended,
+        ended: Ended | None,
         meter: Meter | None = None,
     ) -> None:
         self._runs = runs
@@ -69,18 +69,26 @@ class RequestEnd:
         self._exchange.report = report
         if report.ending in ("failed", "cancelled"):
             self._exchange.headers |= report.budget_headers  # what the run spent, said
-        with anyio.CancelScope(shield=True):
-            try:
+        try:
+            if self._ended is not None or self._meter is not None or self._budget is not None:
+                with anyio.CancelScope(shield=True):  # nothing else to wait for: no shield
+                    await self._follow(report)
+        finally:
+            # The report holds the failure as a value now: its traceback (every frame
+            # the run passed, with the request's history) is let go — but for an error
+            # nothing expected, still on its way to the boundary, which logs it with its
+            # traceback first, then lets it go.
+            for failure in (exc, self._failure):
+                if failure is not None and (failure is self._failure or expected(failure)):
+                    settle(failure)
+
+    async def _follow(self, report: RunReport) -> None:
+        """What follows the run, in order, each whatever the one before did."""
+        try:
+            if self._ended is not None:
                 await self._ended(report)
-            finally:
-                if self._meter is not None:
-                    await self._meter(report.usage)
-                if self._budget is not None:
-                    await self._budget.close()
-                # The report holds the failure as a value now: its traceback (every
-                # frame the run passed, with the request's history) is let go — but
-                # for an error nothing expected, still on its way to the boundary,
-                # which logs it with its traceback first, then lets it go.
-                for failure in (exc, self._failure):
-                    if failure is not None and (failure is self._failure or expected(failure)):
-                        settle(failure)
+        finally:
+            if self._meter is not None:
+                await self._meter(report.usage)
+            if self._budget is not None:
+                await self._budget.close()

@@ -42,7 +42,7 @@ from gateway.surfaces.event_stream import start_event_stream
 from gateway.surfaces.forward import Meter, forward_json
 from gateway.surfaces.head import Admission, Asked, Head
 from gateway.surfaces.http import Exchange, read_body
-from gateway.surfaces.request_end import RequestEnd
+from gateway.surfaces.request_end import Ended, RequestEnd
 from gateway.surfaces.streaming import StreamEncoder, event_stream
 from gateway.upstream.port import ModelAsk
 from gateway.values import KeepTurn, Message, Parameters, ToolDefinition, UsageCounts
@@ -118,7 +118,8 @@ class SurfaceCall(Protocol):
 
     def stream(self, n: int) -> StreamEncoder: ...  # a stream's encoder, for n choices
 
-    async def ended(self, report: RunReport) -> None: ...  # however the run ended
+    @property
+    def ended(self) -> Ended | None: ...  # however the run ended (None: nothing to keep)
 
 
 A = TypeVar("A", bound=Asked)

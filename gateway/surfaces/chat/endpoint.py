@@ -20,6 +20,7 @@ from gateway.surfaces.chat.legacy import from_functions, to_function_call, uses_
 from gateway.surfaces.chat.render import render_completion
 from gateway.surfaces.chat.request import ChatRequest, parse_chat_request
 from gateway.surfaces.head import Head
+from gateway.surfaces.request_end import Ended
 from gateway.surfaces.skeleton import Start, completion_id
 from gateway.surfaces.streaming import SSE
 from gateway.upstream.sse import DONE
@@ -51,6 +52,8 @@ class ChatCompletions:
 
 class ChatCall:
     """One chat completion request, after its head."""
+
+    ended: Ended | None = None  # a chat completion keeps nothing once answered
 
     def __init__(self, asked: ChatRequest, head: Head) -> None:
         self._asked = asked
@@ -98,9 +101,6 @@ class ChatCall:
         options = self._asked.body.get("stream_options")
         usage = isinstance(options, dict) and options.get("include_usage") is True
         return ChunkStream(writers, usage)
-
-    async def ended(self, report: RunReport) -> None:
-        return None  # a chat completion keeps nothing once answered
 
 
 class ChunkStream:

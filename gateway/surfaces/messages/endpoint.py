@@ -23,6 +23,7 @@ from gateway.surfaces.head import Admission, Head
 from gateway.surfaces.http import Exchange, json_response, read_body
 from gateway.surfaces.messages.render import MessageEvents, error_body, render_message
 from gateway.surfaces.messages.request import MessagesRequest, parse_messages_request
+from gateway.surfaces.request_end import Ended
 from gateway.surfaces.skeleton import DROPPED_HEADER, Start
 from gateway.surfaces.streaming import SSE
 from gateway.values import Message, UsageCounts
@@ -68,6 +69,8 @@ class ClaudeMessages:
 class MessagesCall:
     """One Messages request, after its head."""
 
+    ended: Ended | None = None  # a Messages answer keeps nothing once answered
+
     framing = SSE
 
     def __init__(self, asked: MessagesRequest, head: Head) -> None:
@@ -104,9 +107,6 @@ class MessagesCall:
     def close(self, report: RunReport) -> list[bytes]:
         assert self._writer is not None
         return self._writer.close(report.usage)
-
-    async def ended(self, report: RunReport) -> None:
-        return None  # a Messages answer keeps nothing once answered
 
 
 class TokenCount:

@@ -27,6 +27,7 @@ from gateway.surfaces.ollama.request import (
     parse_ollama_chat,
     parse_ollama_generate,
 )
+from gateway.surfaces.request_end import Ended
 from gateway.surfaces.request_fields import model_request
 from gateway.surfaces.skeleton import Start
 from gateway.surfaces.streaming import NDJSON
@@ -75,6 +76,8 @@ class OllamaGenerate(OllamaChat):
 class OllamaCall:
     """One Ollama chat request, after its head."""
 
+    ended: Ended | None = None  # an Ollama answer keeps nothing once answered
+
     framing = NDJSON
 
     def __init__(self, asked: OllamaRequest, head: Head) -> None:
@@ -108,9 +111,6 @@ class OllamaCall:
     def close(self, report: RunReport) -> list[bytes]:
         assert self._lines is not None
         return self._lines.close(report.usage)
-
-    async def ended(self, report: RunReport) -> None:
-        return None
 
 
 def _details(name: str) -> dict[str, Any]:
