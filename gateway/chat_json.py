@@ -211,11 +211,8 @@ def encode_part(part: Part) -> dict[str, Any]:
 
 def encode_message(message: Message) -> dict[str, Any]:
     """A value as the chat message it came from (or the dialect writes for it)."""
-    content = message.content
-    plain = message.extra is NO_EXTRA and not message.calls and message.call_id is None
-    if plain and type(content) is str:  # the common shape: a role and its text
-        return {"role": message.role, "content": content}
     encoded: dict[str, Any] = {"role": message.role}
+    content = message.content
     if isinstance(content, str):
         encoded["content"] = content
     elif content is not None:
@@ -230,6 +227,7 @@ def encode_message(message: Message) -> dict[str, Any]:
 
 
 def encode_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
+    """``encode_message`` of each, the common shape written at once."""
     encoded: list[dict[str, Any]] = []
     append = encoded.append
     for message in history:

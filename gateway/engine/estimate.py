@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.chat_json import encode_message
+from gateway.chat_json import encode_messages
 from gateway.policy.prices import read_usage
 from gateway.values import AssistantMessage, HiddenItem, Message, ToolOutput
 from tool_registry import dumps
@@ -28,7 +28,7 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     """The tokens of messages as a model server is sent them: a token per four
     characters of their JSON, plus a few per message (docs/responses.md says why it
     errs high)."""
-    return sum(len(dumps(encode_message(message))) // 4 + _PER_MESSAGE for message in messages)
+    return sum(len(dumps(message)) // 4 + _PER_MESSAGE for message in encode_messages(messages))
 
 
 def hidden_bytes(items: Sequence[HiddenItem]) -> int:
