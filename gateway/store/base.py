@@ -10,6 +10,11 @@ from tool_registry import immutable
 RateMode = Literal["acquire", "charge", "peek"]
 
 
+async def settled_now() -> None:
+    """Nothing to wait for before a read: a store read with no writes after answers
+    (its ``settled`` default; the gateway passes ``Afterwards.settled``)."""
+
+
 @immutable
 class RateDecision:
     allowed: bool

@@ -17,6 +17,7 @@ import orjson
 
 from gateway.config import ConsoleConfig
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store.base import settled_now
 from tool_registry import immutable
 
 logger = logging.getLogger("gateway.runs")
@@ -91,7 +92,7 @@ class RunLog:
         store: GuardedStore,
         keys: Keys,
         console: Callable[[], ConsoleConfig],
-        settled: Callable[[], Awaitable[None]] | None = None,
+        settled: Callable[[], Awaitable[None]] = settled_now,
     ) -> None:
         self._store = store
         self._settled = settled  # this replica's answered requests' rows, added
@@ -123,8 +124,7 @@ class RunLog:
         named = list(tenants)
         if not named:
             return Scanned([], 0, 0, True)
-        if self._settled is not None:  # a run is listed once its answer has arrived
-            await self._settled()
+        await self._settled()  # a run is listed once its answer has arrived
         cap = max(1, MAX_READ // len(named))  # each tenant's share of MAX_READ
         found: list[RunRow] = []
         matched = read = 0
@@ -156,8 +156,7 @@ class RunLog:
     async def find(self, tenant: str, request_id: str) -> RunRow | None:
         """One of the tenant's kept runs, by its request id (looked for in the stored
         bytes, a chunk at a time: only the row found is read)."""
-        if self._settled is not None:
-            await self._settled()
+        await self._settled()
         needle = orjson.dumps(request_id)
         key, skip = self._keys.runs(tenant), 0
         while skip < MAX_READ:

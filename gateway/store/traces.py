@@ -13,13 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store.base import settled_now
 from tool_registry import dumps, loads
 
 logger = logging.getLogger("gateway.traces")
-
-
-async def _now() -> None:
-    """Nothing to wait for (a store used without writes after answers)."""
 
 
 class TraceStore:
@@ -29,7 +26,7 @@ class TraceStore:
         keys: Keys,
         ttl_s: float,
         result_chars: int,
-        settled: Callable[[], Awaitable[None]] = _now,
+        settled: Callable[[], Awaitable[None]] = settled_now,
     ) -> None:
         self._store = store
         self._settled = settled  # this replica's answered requests' writes, done
