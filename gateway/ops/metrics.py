@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    multiprocess,
-)
+from prometheus_client import CollectorRegistry, multiprocess
 from prometheus_client.exposition import choose_encoder
+
+from gateway.ops.metric_values import Counts, Maker, Observes
 
 # LLM requests take from tens of milliseconds to minutes.
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -58,28 +53,6 @@ class Labels:
     guardrails: tuple[tuple[str, str], ...] = ()  # (name, action) of each configured one
 
 
-M = TypeVar("M", Counter, Histogram, Gauge)
-
-
-class Family(Generic[M]):
-    """A labelled metric whose children are kept by label values: ``labels`` is a dict
-    lookup, where prometheus_client's normalises the values and takes a lock on every
-    call (a tool round asks for about ten children). The label values are bounded as
-    the module docstring says, so the dict is too."""
-
-    __slots__ = ("_children", "metric")
-
-    def __init__(self, metric: M) -> None:
-        self.metric: M = metric
-        self._children: dict[tuple[str, ...], M] = {}
-
-    def labels(self, *values: str) -> M:
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = self.metric.labels(*values)
-        return child
-
-
 def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
@@ -88,258 +61,228 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
+class RequestSeries:
+    """A tenant and model's series of the request metrics (``Metrics.series``), found
+    once: a request's end counts itself without a lookup by label values per metric.
+    A series is made at its first use, as ``labels`` would make it."""
+
+    __slots__ = ("_answered", "_first_byte", "_labels", "_metrics", "_tokens", "seconds")
+
+    def __init__(self, metrics: Metrics, tenant: str, model: str) -> None:
+        self._metrics = metrics
+        self._labels = (tenant, model)
+        self.seconds = metrics.request_seconds.labels(tenant, model)
+        self._answered: dict[int, Counts] = {}
+        self._first_byte: Observes | None = None
+        self._tokens: dict[str, Counts] = {}
+
+    def answered(self, status: int) -> Counts:
+        """``toolgate_requests_total`` of the status's class."""
+        found = self._answered.get(status // 100)
+        if found is None:
+            tenant, model = self._labels
+            found = self._metrics.requests.labels(tenant, model, status_class(status))
+            self._answered[status // 100] = found
+        return found
+
+    def first_byte(self) -> Observes:
+        if self._first_byte is None:
+            self._first_byte = self._metrics.first_byte_seconds.labels(*self._labels)
+        return self._first_byte
+
+    def tokens(self, kind: str) -> Counts:
+        found = self._tokens.get(kind)
+        if found is None:
+            found = self._tokens[kind] = self._metrics.tokens.labels(*self._labels, kind)
+        return found
+
+
 class Metrics:
     """Every metric of one app, in a registry of its own (tests build many apps).
 
-    Under ``toolgate serve --workers N`` the values live in the multiprocess directory
-    and ``exposition`` merges every worker's.
+    Its values are ``metric_values``' own, read when scraped. Under ``toolgate serve
+    --workers N`` they are prometheus_client's, in the multiprocess directory, and
+    ``exposition`` merges every worker's.
     """
 
     def __init__(self) -> None:
-        registry = self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Family(
-            Counter(
-                "toolgate_requests",
-                "Requests answered, by tenant, model and status class.",
-                ["tenant", "model", "status"],
-                registry=registry,
-            )
+        self.registry = CollectorRegistry(auto_describe=True)
+        make = Maker(self.registry, shared=multiprocess_dir() is not None)
+        self._series: dict[tuple[str, str], RequestSeries] = {}
+        self.requests = make.counter(
+            "toolgate_requests",
+            "Requests answered, by tenant, model and status class.",
+            ["tenant", "model", "status"],
         )
-        self.cancelled = Family(
-            Counter(
-                "toolgate_requests_cancelled",
-                "Requests whose client left before the answer was done (logged as 499).",
-                ["tenant"],
-                registry=registry,
-            )
+        self.cancelled = make.counter(
+            "toolgate_requests_cancelled",
+            "Requests whose client left before the answer was done (logged as 499).",
+            ["tenant"],
         )
-        self.request_seconds = Family(
-            Histogram(
-                "toolgate_request_duration_seconds",
-                "Time to answer a request, to its end.",
-                ["tenant", "model"],
-                buckets=LATENCY_BUCKETS,
-                registry=registry,
-            )
+        self.request_seconds = make.histogram(
+            "toolgate_request_duration_seconds",
+            "Time to answer a request, to its end.",
+            ["tenant", "model"],
+            LATENCY_BUCKETS,
         )
-        self.first_byte_seconds = Family(
-            Histogram(
-                "toolgate_stream_first_byte_seconds",
-                "Time to the first event of a stream.",
-                ["tenant", "model"],
-                buckets=LATENCY_BUCKETS,
-                registry=registry,
-            )
+        self.first_byte_seconds = make.histogram(
+            "toolgate_stream_first_byte_seconds",
+            "Time to the first event of a stream.",
+            ["tenant", "model"],
+            LATENCY_BUCKETS,
         )
-        self.in_flight = Gauge(
+        self.in_flight = make.one_gauge(
             "toolgate_requests_in_flight",
             "Requests being answered now.",
-            registry=registry,
-            multiprocess_mode="livesum",
+            "livesum",
         )
-        self.large_body_bytes = Gauge(
+        self.large_body_bytes = make.one_gauge(
             "toolgate_large_body_bytes_held",
             "Bytes of large request bodies held by requests being answered now.",
-            registry=registry,
-            multiprocess_mode="livesum",
+            "livesum",
         )
-        self.upstream_calls = Family(
-            Counter(
-                "toolgate_upstream_calls",
-                "Calls to upstream model servers, by status class.",
-                ["upstream", "status"],
-                registry=registry,
-            )
+        self.upstream_calls = make.counter(
+            "toolgate_upstream_calls",
+            "Calls to upstream model servers, by status class.",
+            ["upstream", "status"],
         )
-        self.upstream_seconds = Family(
-            Histogram(
-                "toolgate_upstream_duration_seconds",
-                "Time to an upstream's response headers.",
-                ["upstream"],
-                buckets=LATENCY_BUCKETS,
-                registry=registry,
-            )
+        self.upstream_seconds = make.histogram(
+            "toolgate_upstream_duration_seconds",
+            "Time to an upstream's response headers.",
+            ["upstream"],
+            LATENCY_BUCKETS,
         )
-        self.tool_calls = Family(
-            Counter(
-                "toolgate_tool_calls",
-                "Tool calls, by tenant, tool, its source and outcome.",
-                ["tenant", "tool", "source", "outcome"],
-                registry=registry,
-            )
+        self.tool_calls = make.counter(
+            "toolgate_tool_calls",
+            "Tool calls, by tenant, tool, its source and outcome.",
+            ["tenant", "tool", "source", "outcome"],
         )
-        self.tool_searches = Family(
-            Counter(
-                "toolgate_tool_searches",
-                "Searches of the tool catalog by a model (toolgate_search_tools), by "
-                "tenant and whether they found a tool.",
-                ["tenant", "found"],
-                registry=registry,
-            )
+        self.tool_searches = make.counter(
+            "toolgate_tool_searches",
+            "Searches of the tool catalog by a model (toolgate_search_tools), by "
+            "tenant and whether they found a tool.",
+            ["tenant", "found"],
         )
-        self.tool_bytes_saved = Family(
-            Counter(
-                "toolgate_tool_search_bytes_saved",
-                "Bytes of tool definitions not sent upstream because tool search chose "
-                "the tools offered, by tenant (every tool in play less those offered).",
-                ["tenant"],
-                registry=registry,
-            )
+        self.tool_bytes_saved = make.counter(
+            "toolgate_tool_search_bytes_saved",
+            "Bytes of tool definitions not sent upstream because tool search chose "
+            "the tools offered, by tenant (every tool in play less those offered).",
+            ["tenant"],
         )
-        self.embeddings = Family(
-            Counter(
-                "toolgate_tool_search_embeddings",
-                "Calls of the embeddings model for tool search, by kind (query: a "
-                "request's texts; catalog: a batch of tools) and outcome (ok, timeout, "
-                "error: the request was searched by words alone).",
-                ["kind", "outcome"],
-                registry=registry,
-            )
+        self.embeddings = make.counter(
+            "toolgate_tool_search_embeddings",
+            "Calls of the embeddings model for tool search, by kind (query: a "
+            "request's texts; catalog: a batch of tools) and outcome (ok, timeout, "
+            "error: the request was searched by words alone).",
+            ["kind", "outcome"],
         )
-        self.embedded_tools = Gauge(
+        self.embedded_tools = make.one_gauge(
             "toolgate_tool_search_embedded_tools",
             "Tools of the current catalog with a vector from the embeddings model (0: "
             "tool search ranks by words alone).",
-            registry=registry,
-            multiprocess_mode="mostrecent",
+            "mostrecent",
         )
-        self.embedding_seconds = Family(
-            Histogram(
-                "toolgate_tool_search_embedding_duration_seconds",
-                "Time a call of the embeddings model for tool search took, by kind.",
-                ["kind"],
-                buckets=TOOL_BUCKETS,
-                registry=registry,
-            )
+        self.embedding_seconds = make.histogram(
+            "toolgate_tool_search_embedding_duration_seconds",
+            "Time a call of the embeddings model for tool search took, by kind.",
+            ["kind"],
+            TOOL_BUCKETS,
         )
-        self.tool_seconds = Family(
-            Histogram(
-                "toolgate_tool_duration_seconds",
-                "Time a tool took to answer.",
-                ["tool", "source"],
-                buckets=TOOL_BUCKETS,
-                registry=registry,
-            )
+        self.tool_seconds = make.histogram(
+            "toolgate_tool_duration_seconds",
+            "Time a tool took to answer.",
+            ["tool", "source"],
+            TOOL_BUCKETS,
         )
-        self.iterations = Family(
-            Histogram(
-                "toolgate_loop_iterations",
-                "Upstream rounds per request with server tools.",
-                ["tenant"],
-                buckets=ITERATION_BUCKETS,
-                registry=registry,
-            )
+        self.iterations = make.histogram(
+            "toolgate_loop_iterations",
+            "Upstream rounds per request with server tools.",
+            ["tenant"],
+            ITERATION_BUCKETS,
         )
-        self.cap_hits = Family(
-            Counter(
-                "toolgate_cap_hits",
-                "Requests that reached a cap, by kind.",
-                ["tenant", "kind"],
-                registry=registry,
-            )
+        self.cap_hits = make.counter(
+            "toolgate_cap_hits",
+            "Requests that reached a cap, by kind.",
+            ["tenant", "kind"],
         )
-        self.tokens = Family(
-            Counter(
-                "toolgate_tokens",
-                "Tokens used, summed over every round.",
-                ["tenant", "model", "kind"],
-                registry=registry,
-            )
+        self.tokens = make.counter(
+            "toolgate_tokens",
+            "Tokens used, summed over every round.",
+            ["tenant", "model", "kind"],
         )
-        self.spend = Family(
-            Counter(
-                "toolgate_spend_usd",
-                "What requests cost in USD (model prices, tool costs), every round counted.",
-                ["tenant", "model"],
-                registry=registry,
-            )
+        self.spend = make.counter(
+            "toolgate_spend_usd",
+            "What requests cost in USD (model prices, tool costs), every round counted.",
+            ["tenant", "model"],
         )
-        self.budget_remaining = Family(
-            Gauge(
-                "toolgate_budget_remaining_usd",
-                "What a tenant's cost budget has left in its window, as last seen.",
-                ["tenant", "window"],
-                registry=registry,
-                multiprocess_mode="mostrecent",
-            )
+        self.budget_remaining = make.gauge(
+            "toolgate_budget_remaining_usd",
+            "What a tenant's cost budget has left in its window, as last seen.",
+            ["tenant", "window"],
+            "mostrecent",
         )
-        self.rate_limited = Family(
-            Counter(
-                "toolgate_rate_limited",
-                "Requests refused by a rate limit.",
-                ["tenant", "kind"],
-                registry=registry,
-            )
+        self.rate_limited = make.counter(
+            "toolgate_rate_limited",
+            "Requests refused by a rate limit.",
+            ["tenant", "kind"],
         )
-        self.policy_verdicts = Family(
-            Counter(
-                "toolgate_policy_verdicts",
-                "The policy point's verdicts on tool calls, by tenant, tool and verdict.",
-                ["tenant", "tool", "verdict"],
-                registry=registry,
-            )
+        self.policy_verdicts = make.counter(
+            "toolgate_policy_verdicts",
+            "The policy point's verdicts on tool calls, by tenant, tool and verdict.",
+            ["tenant", "tool", "verdict"],
         )
-        self.guardrail_verdicts = Family(
-            Counter(
-                "toolgate_guardrail_verdicts",
-                "Guardrail verdicts on tool results, final answers and input, by guardrail "
-                "and what was done (block, redact, flag, taint; pass: nothing found; error: "
-                "unscreened, its judge failed).",
-                ["guardrail", "action"],
-                registry=registry,
-            )
+        self.guardrail_verdicts = make.counter(
+            "toolgate_guardrail_verdicts",
+            "Guardrail verdicts on tool results, final answers and input, by guardrail "
+            "and what was done (block, redact, flag, taint; pass: nothing found; error: "
+            "unscreened, its judge failed).",
+            ["guardrail", "action"],
         )
-        self.approvals_pending = Gauge(
+        self.approvals_pending = make.one_gauge(
             "toolgate_approvals_pending",
             "Tool calls this process holds for an operator's approval now.",
-            registry=registry,
-            multiprocess_mode="livesum",
+            "livesum",
         )
-        self.approval_seconds = Family(
-            Histogram(
-                "toolgate_approval_decision_seconds",
-                "Time from asking for an approval to its answer, by who answered.",
-                ["approver"],
-                buckets=APPROVAL_BUCKETS,
-                registry=registry,
-            )
+        self.approval_seconds = make.histogram(
+            "toolgate_approval_decision_seconds",
+            "Time from asking for an approval to its answer, by who answered.",
+            ["approver"],
+            APPROVAL_BUCKETS,
         )
-        self.store_errors = Counter(
+        self.store_errors = make.one_counter(
             "toolgate_store_errors",
             "Store calls that failed or were skipped while it was down.",
-            registry=registry,
         )
-        self.turn_misses = Counter(
+        self.turn_misses = make.one_counter(
             "toolgate_saved_turn_misses",
             "Hidden tool turns gone when the client came back.",
-            registry=registry,
         )
-        self.config_reloads = Family(
-            Counter(
-                "toolgate_config_reloads",
-                "Configuration reloads (SIGHUP, POST /admin/reload), by result.",
-                ["result"],
-                registry=registry,
-            )
+        self.config_reloads = make.counter(
+            "toolgate_config_reloads",
+            "Configuration reloads (SIGHUP, POST /admin/reload), by result.",
+            ["result"],
         )
-        self.cache_lookups = Family(
-            Counter(
-                "toolgate_tool_cache_lookups",
-                "Tool-result cache lookups, by result.",
-                ["result"],
-                registry=registry,
-            )
+        self.cache_lookups = make.counter(
+            "toolgate_tool_cache_lookups",
+            "Tool-result cache lookups, by result.",
+            ["result"],
         )
 
-        self.otel_dropped_spans = Family(
-            Counter(
-                "toolgate_otel_dropped_spans",
-                "Spans not exported: the export queue was full, or the collector "
-                "refused them or could not be reached.",
-                ["reason"],
-                registry=registry,
-            )
+        self.otel_dropped_spans = make.counter(
+            "toolgate_otel_dropped_spans",
+            "Spans not exported: the export queue was full, or the collector "
+            "refused them or could not be reached.",
+            ["reason"],
+            threads=True,  # the exporter counts its failures on its own thread
         )
+
+    def series(self, tenant: str, model: str) -> RequestSeries:
+        """The request metrics' series of ``tenant`` and ``model`` (bounded as the
+        labels are: tenants and models come from the configuration)."""
+        found = self._series.get((tenant, model))
+        if found is None:
+            found = self._series[tenant, model] = RequestSeries(self, tenant, model)
+        return found
 
     def prime(self, labels: Labels) -> None:
         """Create every series the configuration allows, at zero, so dashboards and

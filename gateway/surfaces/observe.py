@@ -19,7 +19,7 @@ from gateway.engine.runner import CallRecord, ToolRunner
 from gateway.errors import ClientClosedRequest
 from gateway.ops.afterwards import Afterwards
 from gateway.ops.logs import FIELDS
-from gateway.ops.metrics import NONE, Metrics, status_class
+from gateway.ops.metrics import NONE, Metrics
 from gateway.ops.spans import Spans
 from gateway.policy.prices import read_usage, usd
 from gateway.store.activity import Activity
@@ -172,25 +172,27 @@ class Observer:
         m = self.metrics
         m.in_flight.dec()
         tenant, model = exchange.tenant, exchange.model
-        m.requests.labels(tenant, model, status_class(status)).inc()
+        series = m.series(tenant, model)
+        series.answered(status).inc()
         span = exchange.span  # a traced request is the latency's exemplar: its trace id
         exemplar = {"trace_id": span.trace_id} if span is not None and span.sampled else None
-        elapsed = time.perf_counter() - exchange.started
-        m.request_seconds.labels(tenant, model).observe(elapsed, exemplar)
+        series.seconds.observe(time.perf_counter() - exchange.started, exemplar)
         if exchange.first_byte is not None:
-            m.first_byte_seconds.labels(tenant, model).observe(
-                exchange.first_byte - exchange.started, exemplar
-            )
+            series.first_byte().observe(exchange.first_byte - exchange.started, exemplar)
+        prompt, completion = tokens
+        if prompt:
+            series.tokens("prompt").inc(prompt)
+        if completion:
+            series.tokens("completion").inc(completion)
         counts = read_usage(usage) if usage else None
-        for kind, n in (
-            ("prompt", tokens[0]),
-            ("completion", tokens[1]),
-            ("cached_prompt", counts.cached if counts is not None else 0),
-            ("cache_write_prompt", counts.written if counts is not None else 0),
-            ("reasoning", counts.reasoning if counts is not None else 0),
-        ):
-            if n:
-                m.tokens.labels(tenant, model, kind).inc(n)
+        if counts is not None:
+            for kind, n in (
+                ("cached_prompt", counts.cached),
+                ("cache_write_prompt", counts.written),
+                ("reasoning", counts.reasoning),
+            ):
+                if n:
+                    series.tokens(kind).inc(n)
         if cost:
             m.spend.labels(tenant, model).inc(usd(cost))
         if report is not None:
