@@ -42,6 +42,8 @@ _WHOLES = (
     ("output_tokens", "output_tokens_details", "reasoning_tokens"),
 )
 _TOTALS = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
+# What nearly every chat answer reports: read at once where all three could be true.
+_PLAIN = frozenset(("prompt_tokens", "completion_tokens", "total_tokens"))
 
 
 def _number(key: str, value: Any) -> int | float | None:
@@ -83,6 +85,26 @@ def _kept(raw: dict[str, Any], where: str, refused: list[str], depth: int) -> Us
 def checked_usage(raw: Any) -> tuple[UsageCounts | None, list[str]]:
     """The usage worth believing in ``raw`` (None: none), and what was left out or
     put right, by name."""
+    if type(raw) is dict and raw.keys() == _PLAIN:  # the common shape, when all true
+        prompt, completion, total = (
+            raw["prompt_tokens"],
+            raw["completion_tokens"],
+            raw["total_tokens"],
+        )
+        if (
+            type(prompt) is int
+            and type(completion) is int
+            and type(total) is int
+            and 0 <= prompt <= MAX_COUNT
+            and 0 <= completion <= MAX_COUNT
+            and total == prompt + completion <= MAX_COUNT
+        ):
+            return dict(raw), []
+    return checked_in_full(raw)
+
+
+def checked_in_full(raw: Any) -> tuple[UsageCounts | None, list[str]]:
+    """``checked_usage`` without its shortcut for the common shape."""
     if raw is None:
         return None, []
     if not isinstance(raw, dict):

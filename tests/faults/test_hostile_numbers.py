@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.numbers import MAX_COUNT, checked_usage
+from gateway.upstream.numbers import MAX_COUNT, checked_in_full, checked_usage
 from tests.faults.test_fuzz import KEY, OPEN_KEY, InProcess, _answer, _completion, chunk
 
 NEGATIVE: dict[str, Any] = {"prompt_tokens": -5, "completion_tokens": 3, "total_tokens": -2}
@@ -135,6 +135,40 @@ USAGE = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+COUNT = st.one_of(
+    st.integers(min_value=-3, max_value=20),
+    st.sampled_from([MAX_COUNT, MAX_COUNT + 1, MAX_COUNT // 2, MAX_COUNT // 2 + 1]),
+    st.integers(min_value=-2, max_value=MAX_COUNT + 2),
+    HOSTILE,
+)
+
+
+@given(st.tuples(COUNT, COUNT, COUNT), st.booleans(), st.booleans())
+@example((-1, 5, 4), False, False)
+@example((5, -1, 4), False, False)
+@example((1, -1, 0), False, False)
+@example((MAX_COUNT, 1, MAX_COUNT + 1), False, False)
+@example((MAX_COUNT + 1, 0, MAX_COUNT + 1), False, False)
+@example((True, 1, 2), False, False)
+@example((3.0, 1, 4), False, False)
+@example((3, 1, 5), False, True)
+@example((3, 1, 4.0), False, False)
+def test_the_common_shapes_shortcut_reads_as_the_whole_rule(
+    counts: tuple[Any, Any, Any], summed: bool, reordered: bool
+) -> None:
+    """Three counts (what nearly every chat answer reports) are read at once; whatever
+    they say, what is kept and what is named are what the whole rule makes of them."""
+    prompt, completion, total = counts
+    if summed and type(prompt) is int and type(completion) is int:
+        total = prompt + completion
+    raw = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    if reordered:
+        raw = dict(reversed(raw.items()))
+    found, refused = checked_usage(raw)
+    whole, named = checked_in_full(raw)
+    assert repr((found, refused)) == repr((whole, named))  # the same types, in order
 
 
 @given(USAGE)
