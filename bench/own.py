@@ -2,9 +2,9 @@
 client, no server), its upstream a canned wire that answers at once, its tools an aiohttp
 session that answers at once (the gateway's own tool transport over it, as in
 production: only the socket is left out). What is left is what the gateway itself
-does — admission, the body, parsing, policy, the loop, metrics, redaction, the answer —
-in microseconds, without the HTTP machinery on either side that ``make bench``
-measures too.
+does — admission, the body, parsing, policy, the loop, metrics, redaction, the answer,
+the trace and run row kept after it — in microseconds, without the HTTP machinery on
+either side that ``make bench`` measures too.
 
     python -m bench.own pass|round [--dialect openai|anthropic|bedrock] [--requests N]
                                    [--history TURNS] [--profile FILE]
@@ -186,9 +186,17 @@ class Driver:
             (b"content-length", str(len(self.body)).encode()),
         ]
 
-    def use_canned_wire(self) -> None:
-        for dialect in self.app.state.gateway.model_servers._dialects.values():
+    async def use_canned_wire(self) -> None:
+        """The canned upstream in place of the model servers; and the writes an answer
+        does not wait for (its trace and run row) done with each request, so that what
+        they cost is counted with the request that made them (a server does them after
+        its answer, on a worker: this drives no event loop turns for one)."""
+        gateway = self.app.state.gateway
+        for dialect in gateway.model_servers._dialects.values():
             dialect.exchange._wire = CannedWire()
+        afterwards = getattr(gateway, "afterwards", None)
+        if afterwards is not None:
+            await afterwards.aclose()  # no worker: each write is done when submitted
 
     async def one(self) -> None:
         scope: dict[str, Any] = {
@@ -232,7 +240,7 @@ async def main(
 ) -> None:
     driver = Driver(which, dialect, history)
     async with driver.app.router.lifespan_context(driver.app):
-        driver.use_canned_wire()
+        await driver.use_canned_wire()
         for _ in range(300):  # warm: caches filled, first-time imports done
             await driver.one()
         tune_gc()
