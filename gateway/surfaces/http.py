@@ -50,22 +50,36 @@ WATCH_AFTER_S = 0.05  # a request answered sooner never starts a watcher
 class DisconnectWatch:
     """Cancels a request's handler when its body is late or its client goes away.
 
-    While the body is read, one timer stands for ``server.body_timeout_s``: if it fires,
-    the handler's task is cancelled and the request answered 408. Once the body is in
-    (``arm``; ``receive`` then only reports the disconnect), a request answered within
-    ``WATCH_AFTER_S`` costs one more timer and nothing else; a longer one gets a task
-    that waits for the disconnect and cancels the handler's task, so a client that
-    leaves stops the upstream call and running tools before any answer exists (noticed
-    at most ``WATCH_AFTER_S`` late). Stopped when the handler has its answer; an event
-    stream watches for itself from there.
+    One timer serves the request (a timer costs a few microseconds to make and cancel).
+    It first fires at the sooner of ``server.body_timeout_s`` and ``WATCH_AFTER_S``
+    after the body began to be read. If the body is not all in by then, it waits for
+    the body's deadline: past it, the handler's task is cancelled and the request
+    answered 408. Once the body is in (``arm``; ``receive`` then only reports the
+    disconnect), a request answered before the timer fires costs nothing more; a longer
+    one gets a task that waits for the disconnect and cancels the handler's task, so a
+    client that leaves stops the upstream call and running tools before any answer
+    exists (noticed at most ``WATCH_AFTER_S`` late). Stopped when the handler has its
+    answer; an event stream watches for itself from there.
     """
 
-    __slots__ = ("_handler", "_timer", "_waiting", "body_timeout_s", "cancelled", "gone", "late")
+    __slots__ = (
+        "_body_due",
+        "_handler",
+        "_request",
+        "_timer",
+        "_waiting",
+        "body_timeout_s",
+        "cancelled",
+        "gone",
+        "late",
+    )
 
     def __init__(self) -> None:
         self._handler: asyncio.Task[Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._waiting: asyncio.Task[Message] | None = None
+        self._request: Request | None = None  # set once the body is in
+        self._body_due: float | None = None  # the body's deadline, once waited for alone
         self.gone = False  # the client left
         self.late = False  # the body did not arrive within body_timeout_s
         self.body_timeout_s = 0.0
@@ -74,10 +88,23 @@ class DisconnectWatch:
     def expect_body(self, timeout_s: float) -> None:
         self.body_timeout_s = timeout_s
         self._handler = asyncio.current_task()
-        self._timer = asyncio.get_running_loop().call_later(timeout_s, self._body_late)
+        loop = asyncio.get_running_loop()
+        if timeout_s > WATCH_AFTER_S:
+            self._body_due = loop.time() + timeout_s
+            self._timer = loop.call_later(WATCH_AFTER_S, self._fired)
+        else:
+            self._timer = loop.call_later(timeout_s, self._fired)
 
-    def _body_late(self) -> None:
+    def _fired(self) -> None:
         self._timer = None
+        request = self._request
+        if request is not None:  # the body is in, and the answer is not yet
+            self._watch(request)
+            return
+        due, self._body_due = self._body_due, None
+        if due is not None:  # the body still comes: its own deadline from here
+            self._timer = asyncio.get_running_loop().call_at(due, self._fired)
+            return
         self.late = True
         self._cancel_handler()
 
@@ -89,12 +116,14 @@ class DisconnectWatch:
 
     def arm(self, request: Request) -> None:
         """The body is in: from now on, watch for the client leaving."""
-        if self._timer is not None:
-            self._timer.cancel()
+        self._request = request
         if self._handler is None:
             self._handler = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(WATCH_AFTER_S, self._watch, request)
+        if self._timer is not None and self._body_due is not None:
+            return  # its first firing is still to come: the watch starts then
+        if self._timer is not None:  # it waits for the body's deadline: no longer
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._fired)
 
     def _watch(self, request: Request) -> None:
         self._timer = None

@@ -141,6 +141,58 @@ async def test_a_late_body_is_a_408_that_closes_the_connection() -> None:
     assert task.cancelling() == 0
 
 
+async def test_a_body_slower_than_the_watch_keeps_its_own_deadline() -> None:
+    """The one timer first fires before the body is in: it then waits for the body's
+    deadline, which still answers 408."""
+    never = asyncio.Event()
+    first: Message = {"type": "http.request", "body": b"{", "more_body": True}
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        await read_body(request, exchange, server(WATCH_AFTER_S * 3), BODIES)
+        return json_response({})
+
+    response = await _run(handler, _request([first], never))
+    assert response.status_code == 408
+    assert _error(response)["code"] == "request_body_timeout"
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
+async def test_a_client_that_leaves_after_a_slow_body_is_still_noticed() -> None:
+    """The body comes in after the timer first fired (and waits for the body's deadline):
+    once it is in, the watch for the client leaving starts all the same."""
+    left = asyncio.Event()
+    read: list[bytes] = []
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        received += 1
+        if received == 1:
+            return {"type": "http.request", "body": b"{", "more_body": True}
+        if received == 2:
+            await asyncio.sleep(WATCH_AFTER_S * 3)  # past the timer's first firing
+            return {"type": "http.request", "body": b"}", "more_body": False}
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def handler(request: Request, exchange: Exchange) -> Response:
+        read.append(await read_body(request, exchange, server(60), BODIES))
+        asyncio.get_running_loop().call_later(WATCH_AFTER_S * 2, left.set)
+        # Answered long after the client left, unless the watch noticed (its timers
+        # all come before this one's, however loaded the machine).
+        await asyncio.sleep(WATCH_AFTER_S * 40)
+        return json_response({})
+
+    response = await _run(handler, Request(SCOPE, receive))
+    assert read == [b"{}"]
+    assert response.status_code == 499
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
 async def test_a_body_over_the_limit_is_a_413_that_closes_the_connection() -> None:
     never = asyncio.Event()
     chunks: list[Message] = [{"type": "http.request", "body": b"x" * 60, "more_body": True}] * 2
