@@ -8,6 +8,7 @@ operations), gather them in a ``ToolRegistry``, prepare a model's call
 
 from .arguments import canonical_arguments, parse_arguments
 from .client import GuardedTransport, body_chunks, create_tool_transport, send
+from .deadline import Deadline
 from .definition import NO_EXTRA, Extra, ToolDefinition
 from .egress import EgressPolicy, egress_denial, failure_words
 from .errors import (
@@ -71,6 +72,7 @@ __all__ = [
     "Backoff",
     "CallContext",
     "Chosen",
+    "Deadline",
     "Effects",
     "EgressDenied",
     "EgressPolicy",

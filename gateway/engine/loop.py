@@ -53,7 +53,7 @@ from gateway.values import (
     ToolDefinition,
     ToolOutput,
 )
-from tool_registry import CallContext, ToolExecutor, immutable
+from tool_registry import CallContext, Deadline, ToolExecutor, immutable
 
 T = TypeVar("T")
 
@@ -149,6 +149,7 @@ class Run:
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
+        self._deadline_timer = Deadline(self._deadline)  # one timer for the run's waits
         self.hidden: list[HiddenItem] = []  # the rounds the client does not see
         self.outcome: LoopEnd | None = None  # how the loop ended, once it has
         self.handed_outputs: list[ToolOutput] = []  # of the server calls of a hand-back turn
@@ -165,114 +166,117 @@ class Run:
 
     async def events(self, stream: bool) -> AsyncIterator[Event]:
         """The loop, to its end (``HandBack`` or ``Final``)."""
-        limits, state, first = self.policy.limits, self.state, True
-        if self.job.resumed is not None:
-            yield Working(self._resume)
-        answer: Completion | None = None
-        shown = ""  # the last text streamed: the next round's first is set apart from it
-        answers_screened = stream and self.policy.screens_answers
-        screen = AnswerScreen.of(self.policy, self.ledger) if answers_screened else None
-        while True:
-            started = time.perf_counter()
-            grant: RoundGrant | None = None
-            budget = self.ledger.budget
-            if budget is not None:
-                verdict = await self.policy.before_round(
-                    self.ledger, self._next_prompt(), self._client_max, first
-                )
-                if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
-                    assert answer is not None  # the first round is refused instead
-                    finish = "length"
-                    if not stream and self.policy.screens_answers:
-                        answer, finish = await self._screened(answer, finish)
-                    self.outcome = Final(answer, finish, bool(answer.turn.calls))
+        try:
+            limits, state, first = self.policy.limits, self.state, True
+            if self.job.resumed is not None:
+                yield Working(self._resume)
+            answer: Completion | None = None
+            shown = ""  # the last text streamed: the next round's first is set apart from it
+            answers_screened = stream and self.policy.screens_answers
+            screen = AnswerScreen.of(self.policy, self.ledger) if answers_screened else None
+            while True:
+                started = time.perf_counter()
+                grant: RoundGrant | None = None
+                budget = self.ledger.budget
+                if budget is not None:
+                    verdict = await self.policy.before_round(
+                        self.ledger, self._next_prompt(), self._client_max, first
+                    )
+                    if isinstance(verdict, Stop):  # no round fits: the answer so far is the answer
+                        assert answer is not None  # the first round is refused instead
+                        finish = "length"
+                        if not stream and self.policy.screens_answers:
+                            answer, finish = await self._screened(answer, finish)
+                        self.outcome = Final(answer, finish, bool(answer.turn.calls))
+                        yield self.outcome
+                        return
+                    grant = verdict
+                iteration, final = state.begin_round(limits)
+                max_tokens = grant.max_tokens if grant is not None else None
+                span = self._round_span(iteration, final, max_tokens)
+                trace = span.headers if span is not None else None
+                offered = self._offered() if not final else None
+                ask = CompletionRequest(self.hidden, first, final, max_tokens, trace, offered)
+                first = False
+                try:
+                    if stream:
+                        answer = None
+                        apart = shown  # this round's first text follows an earlier round's
+                        async for delta in self._streamed(ask):
+                            if isinstance(delta, Completion):
+                                answer = delta
+                                continue
+                            if screen is not None:  # the guardrails pass it first
+                                delta = await screened(screen, delta)
+                                if not delta.delta:
+                                    continue  # held
+                            text = delta.delta.get("content")
+                            if text:
+                                if apart:
+                                    delta = set_apart(delta, shown)
+                                    apart = ""
+                                shown = text
+                            yield delta
+                        assert answer is not None  # a model server's stream ends with its round
+                        if screen is not None:
+                            rest = await screen.end_round()
+                            if rest:
+                                piece = ChoiceDelta({"content": rest})
+                                yield set_apart(piece, shown) if apart else piece
+                                shown = rest
+                            text = screen.round_text()
+                            if text is not None:  # the run keeps what the client saw
+                                answer = replace(answer, turn=replace(answer.turn, content=text))
+                    else:
+                        answer = await self._within_deadline(self.job.model.answer(ask))
+                except BaseException as exc:
+                    if span is not None:
+                        span.failed(exc)
+                    if grant is not None and budget is not None:
+                        budget.release(grant)
+                    raise
+                if span is not None:
+                    span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
+                if self.offer is not None and self.offer.searched_heavily(answer.turn.calls):
+                    await offload(True, self.offer.found, answer.turn.calls)  # off the loop
+                self._count(answer, iteration, final, started, grant, offered is not None)
+                turn = answer.turn
+                if self.offer is not None and turn.calls:
+                    self.offer = self.offer.after(turn.calls)
+                time_left = self._deadline - self._clock.time()
+                step = self.policy.round(self.ledger, turn.calls, final, time_left)
+                if step.kind == "run_tools":
+                    yield Working(partial(self._run_tools, turn, step.runnable))
+                    if not self._asked:
+                        continue
+                    if not stream and self.policy.screens_answers:  # its text is the client's
+                        answer, _ = await self._screened(answer, "tool_calls")
+                    self.outcome = HandBack(self._asked, answer)  # approvals only
                     yield self.outcome
                     return
-                grant = verdict
-            iteration, final = state.begin_round(limits)
-            max_tokens = grant.max_tokens if grant is not None else None
-            span = self._round_span(iteration, final, max_tokens)
-            trace = span.headers if span is not None else None
-            offered = self._offered() if not final else None
-            ask = CompletionRequest(self.hidden, first, final, max_tokens, trace, offered)
-            first = False
-            try:
-                if stream:
-                    answer = None
-                    apart = shown  # this round's first text follows an earlier round's
-                    async for delta in self._streamed(ask):
-                        if isinstance(delta, Completion):
-                            answer = delta
-                            continue
-                        if screen is not None:  # the guardrails pass it first
-                            delta = await screened(screen, delta)
-                            if not delta.delta:
-                                continue  # held
-                        text = delta.delta.get("content")
-                        if text:
-                            if apart:
-                                delta = set_apart(delta, shown)
-                                apart = ""
-                            shown = text
-                        yield delta
-                    assert answer is not None  # a model server's stream ends with its round
-                    if screen is not None:
-                        rest = await screen.end_round()
-                        if rest:
-                            piece = ChoiceDelta({"content": rest})
-                            yield set_apart(piece, shown) if apart else piece
-                            shown = rest
-                        text = screen.round_text()
-                        if text is not None:  # the run keeps what the client saw
-                            answer = replace(answer, turn=replace(answer.turn, content=text))
-                else:
-                    answer = await self._within_deadline(self.job.model.answer(ask))
-            except BaseException as exc:
-                if span is not None:
-                    span.failed(exc)
-                if grant is not None and budget is not None:
-                    budget.release(grant)
-                raise
-            if span is not None:
-                span.answered(answer, self.job.model.transcript(ask) if span.capture else None)
-            if self.offer is not None and self.offer.searched_heavily(answer.turn.calls):
-                await offload(True, self.offer.found, answer.turn.calls)  # off the loop
-            self._count(answer, iteration, final, started, grant, offered is not None)
-            turn = answer.turn
-            if self.offer is not None and turn.calls:
-                self.offer = self.offer.after(turn.calls)
-            time_left = self._deadline - self._clock.time()
-            step = self.policy.round(self.ledger, turn.calls, final, time_left)
-            if step.kind == "run_tools":
-                yield Working(partial(self._run_tools, turn, step.runnable))
-                if not self._asked:
-                    continue
-                if not stream and self.policy.screens_answers:  # its text is the client's
-                    answer, _ = await self._screened(answer, "tool_calls")
-                self.outcome = HandBack(self._asked, answer)  # approvals only
+                if step.kind == "hand_back":
+                    turn, handed = self._handed(turn, step)
+                    yield Working(partial(self._hand_back, turn, step, handed))
+                    back = replace(answer, turn=turn)
+                    if not stream and self.policy.screens_answers:  # its text is the client's
+                        back, _ = await self._screened(back, "tool_calls")
+                    self.outcome = HandBack(handed + self._asked, back)
+                    yield self.outcome
+                    return
+                dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
+                finish = "stop" if dropped else answer.finish_reason or "stop"
+                if state.stopped in BUDGET_CAPS:
+                    finish = "length"  # the budget cut the run short (docs/design.md §13)
+                if not stream and self.policy.screens_answers:
+                    answer, finish = await self._screened(answer, finish)
+                answer, added = self._linked(answer, shown if stream else answer.turn.content)
+                if added and stream:  # in the stream itself, as the answer's last words
+                    yield ChoiceDelta({"content": added})
+                self.outcome = Final(answer, finish, bool(turn.calls))
                 yield self.outcome
                 return
-            if step.kind == "hand_back":
-                turn, handed = self._handed(turn, step)
-                yield Working(partial(self._hand_back, turn, step, handed))
-                back = replace(answer, turn=turn)
-                if not stream and self.policy.screens_answers:  # its text is the client's
-                    back, _ = await self._screened(back, "tool_calls")
-                self.outcome = HandBack(handed + self._asked, back)
-                yield self.outcome
-                return
-            dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
-            finish = "stop" if dropped else answer.finish_reason or "stop"
-            if state.stopped in BUDGET_CAPS:
-                finish = "length"  # the budget cut the run short (docs/design.md §13)
-            if not stream and self.policy.screens_answers:
-                answer, finish = await self._screened(answer, finish)
-            answer, added = self._linked(answer, shown if stream else answer.turn.content)
-            if added and stream:  # in the stream itself, as the answer's last words
-                yield ChoiceDelta({"content": added})
-            self.outcome = Final(answer, finish, bool(turn.calls))
-            yield self.outcome
-            return
+        finally:
+            self._deadline_timer.close()  # the run is over: its timer goes
 
     def _linked(self, answer: Completion, before: str | None) -> tuple[Completion, str]:
         """The answer with a line for each connection the user must make that the
@@ -322,8 +326,7 @@ class Run:
         if self.state.forced_final and self._clock.time() >= self._deadline:
             return await awaitable
         try:
-            async with asyncio.timeout_at(self._deadline):
-                return await awaitable
+            return await self._deadline_timer.within(awaitable)
         except TimeoutError as exc:
             raise RequestTimeout(
                 "The request took longer than request_timeout_s "

@@ -470,3 +470,23 @@ def test_an_upstream_slower_than_the_request_timeout_is_504(stack: StackFactory)
     assert caught.value.status_code == 504
     assert caught.value.code == "request_timeout"
     assert_valid_error(caught.value.response.json())
+
+
+def test_a_stream_slower_than_the_request_timeout_ends_in_its_error(stack: StackFactory) -> None:
+    """Each chunk of a streamed round is waited for within the request's deadline: a
+    stream that outlasts it ends in the timeout's error event, after the words that
+    came in time."""
+    words = " ".join(f"w{i}" for i in range(8))
+    s = stack(lambda body: say(words), limits={"request_timeout_s": 0.5}, word_delay_s=0.3)
+    seen: list[str] = []
+
+    def read() -> None:
+        stream = s.client().chat.completions.create(model=MODEL, messages=USER, stream=True)
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen.append(chunk.choices[0].delta.content)
+
+    with pytest.raises(openai.APIError) as caught:
+        read()
+    assert "request_timeout_s" in caught.value.message
+    assert len("".join(seen).split()) < 8  # cut before its end
