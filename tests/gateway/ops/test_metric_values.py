@@ -104,9 +104,7 @@ def test_the_same_events_expose_the_same_samples(events: list[tuple[Any, ...]]) 
         # Without exemplars (whose timestamps are the clock's), the bytes themselves.
         def text(registry: CollectorRegistry) -> list[bytes]:
             return [
-                line
-                for line in generate_latest(registry).splitlines()
-                if b"_created" not in line
+                line for line in generate_latest(registry).splitlines() if b"_created" not in line
             ]
 
         assert text(ours) == text(theirs)
