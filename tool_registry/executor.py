@@ -10,6 +10,7 @@ from dataclasses import replace
 import httpx
 
 from .client import GuardedTransport, body_chunks, is_timeout
+from .deadline import Deadline
 from .egress import egress_denial
 from .errors import EgressDenied, ToolArgumentsInvalid
 from .logfields import FIELDS
@@ -17,6 +18,7 @@ from .redact import Redactor
 from .request_builder import USER_AGENT, ToolRequest
 from .results import ToolResult, decode_body, error_result, success_result
 from .retry import backoff_delay, should_retry
+from .spec import HttpSpec
 from .tool import HttpRunner, HttpTool, PreparedCall
 from .transport import Reply
 
@@ -126,6 +128,15 @@ class ToolExecutor:
             request = ToolRequest.of(redirect_request(request.as_httpx(), response))
         raise httpx.TooManyRedirects("too many redirects", request=request.as_httpx())
 
+    async def _exchange(self, request: ToolRequest, http: HttpSpec) -> tuple[Reply, bytes, bool]:
+        """The request sent and its answer read, within ``max_response_bytes``."""
+        response = await self._send(request, http.follow_redirects)
+        try:
+            body, truncated = await read_capped(response, http.max_response_bytes)
+        finally:
+            await response.aclose()
+        return response, body, truncated
+
     async def execute(self, call: PreparedCall, deadline: float | None = None) -> ToolResult:
         """Make the call, retrying idempotent methods as configured. Never raises for
         HTTP trouble: non-2xx, timeouts, refused and failed connections are results.
@@ -193,14 +204,9 @@ class ToolExecutor:
         no_headers = _NO_HEADERS
         ends = clock.time() + spec.http.timeout_s
         callers = deadline is not None and deadline <= ends  # the caller's time ends first
-        limit = ends if deadline is None else min(ends, deadline)
+        limit = Deadline(ends if deadline is None else min(ends, deadline))
         try:
-            async with asyncio.timeout_at(limit):
-                response = await self._send(request, spec.http.follow_redirects)
-                try:
-                    body, truncated = await read_capped(response, spec.http.max_response_bytes)
-                finally:
-                    await response.aclose()
+            response, body, truncated = await limit.within(self._exchange(request, spec.http))
         except EgressDenied as exc:
             return self._denied(tool, exc), no_headers
         except (TimeoutError, httpx.HTTPError) as exc:
@@ -227,7 +233,8 @@ class ToolExecutor:
                 extra={FIELDS: {"tool": tool.name, "origin": where, "outcome": "http_error"}},
             )
             return error_result(f"the tool {reason}", "http_error"), no_headers
-
+        finally:
+            limit.close()
         if 200 <= response.status_code < 300:
             result = success_result(
                 spec.result,
