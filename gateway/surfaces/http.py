@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import secrets
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -207,7 +207,7 @@ class Observing(Protocol):
 
 
 def new_request_id() -> str:
-    return f"req_{secrets.token_hex(16)}"  # as random as uuid4().hex, a third of the cost
+    return f"req_{os.urandom(16).hex()}"  # secrets.token_hex(16), without its two calls
 
 
 def _too_large(limit: int) -> PayloadTooLarge:
