@@ -12,6 +12,7 @@ from referencing.exceptions import Unresolvable
 
 from .errors import ToolArgumentsInvalid
 from .jsonio import JSONDecodeError, canonical, loads_exact
+from .quick_check import quick_check
 from .schemas import NO_RETRIEVAL, SafeValidator
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -88,6 +89,7 @@ class ArgumentValidator:
     def __init__(self, schema: dict[str, Any]) -> None:
         self._schema = schema
         self._validator = SafeValidator(schema, registry=NO_RETRIEVAL)
+        self._quick = quick_check(schema)  # a yes at once for the common schemas
 
     def validate(
         self, arguments: dict[str, Any], bound: frozenset[str] = frozenset()
@@ -99,6 +101,8 @@ class ArgumentValidator:
         """
         try:
             coerced: dict[str, Any] = coerce(arguments, self._schema)
+            if self._quick is not None and self._quick(coerced):
+                return coerced
             errors = sorted(self._validator.iter_errors(coerced), key=lambda e: e.json_path)
         except (Unresolvable, RecursionError, re2.error) as exc:
             raise ToolArgumentsInvalid(
