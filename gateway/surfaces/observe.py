@@ -52,25 +52,26 @@ def call_entry(
     result = record.result or ""
     if len(result) > result_chars:
         result = result[:result_chars] + f"…[{len(result) - result_chars} more]"
-    return {
+    entry: dict[str, Any] = {  # keys in this order, those of no value left out
         "id": record.call_id,
         "name": record.name,
         "arguments": record.redacted_arguments(registry),
         "outcome": record.outcome,
         "status": record.status,
         "duration_ms": round(record.duration_s * 1000, 3),
-        **(
-            {"at_ms": round(max(record.started - origin, 0.0) * 1000, 3)}
-            if origin is not None and record.started
-            else {}
-        ),
-        "reused": record.reused,
-        **({"reused_from": record.reused_from} if record.reused_from is not None else {}),
-        "cached": record.cached,
-        **({"kept": True} if record.kept else {}),
-        "result": result,
-        **({"policy": record.policy} if record.policy is not None else {}),
     }
+    if origin is not None and record.started:
+        entry["at_ms"] = round(max(record.started - origin, 0.0) * 1000, 3)
+    entry["reused"] = record.reused
+    if record.reused_from is not None:
+        entry["reused_from"] = record.reused_from
+    entry["cached"] = record.cached
+    if record.kept:
+        entry["kept"] = True
+    entry["result"] = result
+    if record.policy is not None:
+        entry["policy"] = record.policy
+    return entry
 
 
 class Observer:
@@ -304,19 +305,18 @@ class Observer:
     def _trace(
         self, traces: TraceStore, report: RunReport, exchange: Exchange, line: dict[str, Any]
     ) -> dict[str, Any]:
-        registry = report.policy.registry
+        registry, started, chars = report.policy.registry, exchange.started, traces.result_chars
+        trace = dict(line)  # the log line's fields, then the trace's own, in this order
         owner = exchange.owner
-        return {
-            **line,
-            **({"owner": owner} if owner is not None else {}),
-            "started_at": exchange.wall_start,
-            "rounds": [line.line(exchange.started) for line in report.rounds],
-            "tool_calls": [
-                call_entry(registry, r, traces.result_chars, exchange.started) for r in report.calls
-            ],
-            "usage": report.usage,
-            **({"guardrails": report.guardrail_lines()} if report.guarded else {}),
-        }
+        if owner is not None:
+            trace["owner"] = owner
+        trace["started_at"] = exchange.wall_start
+        trace["rounds"] = [round_.line(started) for round_ in report.rounds]
+        trace["tool_calls"] = [call_entry(registry, r, chars, started) for r in report.calls]
+        trace["usage"] = report.usage
+        if report.guarded:
+            trace["guardrails"] = report.guardrail_lines()
+        return trace
 
 
 def _line(
