@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import Request, empty_receive, empty_send
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -52,12 +52,15 @@ class _Headers(Headers):
 
 
 class HotRequest(Request):
-    """A hot route's request: its headers are ``_Headers``."""
+    """A hot route's request: its headers are ``_Headers``, made with it (a request's
+    trip reads them a dozen times)."""
+
+    def __init__(self, scope: Scope, receive: Receive = empty_receive, send: Send = empty_send):
+        super().__init__(scope, receive, send)
+        self._headers = _Headers(scope)
 
     @property
     def headers(self) -> Headers:
-        if not hasattr(self, "_headers"):
-            self._headers = _Headers(self.scope)
         return self._headers
 
 
