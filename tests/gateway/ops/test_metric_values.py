@@ -11,10 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import generate_latest
-from prometheus_client.openmetrics.exposition import (
-    generate_latest as generate_openmetrics,
-)
+from prometheus_client.exposition import choose_encoder, generate_latest
 
 from gateway.ops.metric_values import Maker
 from gateway.ops.metrics import LATENCY_BUCKETS, Metrics
@@ -113,7 +110,9 @@ def test_the_same_events_expose_the_same_samples(events: list[tuple[Any, ...]]) 
 def test_openmetrics_carries_a_buckets_exemplar() -> None:
     registry, metrics = _ours()
     metrics["observe"].labels("a").observe(0.07, {"trace_id": "ab" * 16})
-    lines = generate_openmetrics(registry).decode().splitlines()
+    openmetrics, content_type = choose_encoder("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    lines = openmetrics(registry).decode().splitlines()
     (line,) = [line for line in lines if 'le="0.1"' in line]
     assert line.startswith('t_seconds_bucket{le="0.1",tenant="a"} 1.0 # {trace_id="abab')
     assert "trace_id" not in generate_latest(registry).decode()
