@@ -199,13 +199,18 @@ class Family(Generic[T]):
 
     def labels(self, *values: str) -> T:
         child = self._children.get(values)
-        if child is None:
-            if len(values) != len(self.labelnames):
-                raise ValueError(f"{self.name} takes labels {self.labelnames}, not {values}")
-            with self._lock:
-                child = self._children.get(values)
-                if child is None:
-                    child = self._children[values] = self._make()
+        return child if child is not None else self._made(values)
+
+    def _made(self, values: tuple[str, ...]) -> T:
+        """The value of label values not seen yet, made (named as prometheus_client
+        names them: each value as a string, so that ``1`` and ``"1"`` are one series)."""
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name} takes labels {self.labelnames}, not {values}")
+        key = tuple(str(value) for value in values)
+        with self._lock:
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self._make()
         return child
 
     def describe(self) -> list[Metric]:

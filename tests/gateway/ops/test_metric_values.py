@@ -16,7 +16,9 @@ from prometheus_client.exposition import choose_encoder, generate_latest
 from gateway.ops.metric_values import Maker
 from gateway.ops.metrics import LATENCY_BUCKETS, Metrics
 
-LABELS = st.sampled_from(["a", "b", 'q"uote', "back\\slash", "new\nline"])
+# A number where a string is meant (1 and "1" are one series, as prometheus_client
+# names them).
+LABELS = st.sampled_from(["a", "b", 'q"uote', "back\\slash", "new\nline", "1", 1])
 AMOUNT = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 SECONDS = st.one_of(
     st.sampled_from([0.0, 0.025, 0.05, 0.1, 600.0, 601.0]),
