@@ -147,6 +147,7 @@ class DisconnectWatch:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._request = None  # nothing more to watch it for
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             if waiting.done():
