@@ -9,7 +9,10 @@ function of the schema, once per tool. It answers only *yes, valid* or *don't kn
 on a yes the arguments are valid for jsonschema too (a property test holds the two
 together), and on anything else — an invalid value, a float where an integer is asked
 for, a keyword outside these — the caller asks jsonschema, whose errors are the ones
-the model reads. A schema with any keyword outside these gets no quick check at all.
+the model reads. A schema with any keyword outside these gets no quick check at all,
+and nor does one of more than ``MAX_NODES`` subschemas: what it would make costs time and
+memory in proportion (a listing's 4,000-property schema made 4,000 functions, and the
+collection they set off paused every thread), for a tool too large to be a common one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 Check = Callable[[Any], bool]
+
+MAX_NODES = 256  # the most subschemas a quick check is made of
 
 # Keywords that assert nothing (annotations; ``format`` asserts only with a format
 # checker, which the validator has none of).
@@ -42,23 +47,36 @@ _TYPES: dict[str, Check] = {
 def quick_check(schema: Any) -> Check | None:
     """A check of ``schema`` that says True only for what it accepts, or None when the
     schema is not one it can read."""
-    return _compile(schema, 0)
+    return _compile(schema, 0, _Budget())
 
 
-def _compile(schema: Any, depth: int) -> Check | None:
-    if not isinstance(schema, dict) or depth > 8:
+class _Budget:
+    """The subschemas a check may still be made of."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_NODES
+
+    def spend(self, nodes: int) -> bool:
+        self.left -= nodes
+        return self.left >= 0
+
+
+def _compile(schema: Any, depth: int, budget: _Budget) -> Check | None:
+    if not isinstance(schema, dict) or depth > 8 or not budget.spend(1):
         return None
     kind = schema.get("type")
     if kind == "object":
-        return _object(schema, depth)
+        return _object(schema, depth, budget)
     if kind == "array":
-        return _array(schema, depth)
+        return _array(schema, depth, budget)
     if isinstance(kind, str) and kind in _TYPES:
         return _scalar(schema, kind)
     return None
 
 
-def _object(schema: Mapping[str, Any], depth: int) -> Check | None:
+def _object(schema: Mapping[str, Any], depth: int, budget: _Budget) -> Check | None:
     if not schema.keys() <= _OBJECT_KEYS:
         return None
     properties = schema.get("properties", {})
@@ -66,11 +84,13 @@ def _object(schema: Mapping[str, Any], depth: int) -> Check | None:
     extra = schema.get("additionalProperties", True)
     if not isinstance(properties, dict) or not isinstance(required, list):
         return None
+    if len(properties) > budget.left:  # over budget before making anything
+        return None
     if not all(isinstance(name, str) for name in required) or not isinstance(extra, bool):
         return None
     checks: dict[str, Check] = {}
     for name, inner in properties.items():
-        each = _compile(inner, depth + 1)
+        each = _compile(inner, depth + 1, budget)
         if each is None:
             return None
         checks[name] = each
@@ -95,11 +115,11 @@ def _object(schema: Mapping[str, Any], depth: int) -> Check | None:
     return check
 
 
-def _array(schema: Mapping[str, Any], depth: int) -> Check | None:
+def _array(schema: Mapping[str, Any], depth: int, budget: _Budget) -> Check | None:
     if not schema.keys() <= _ARRAY_KEYS:
         return None
     items = schema.get("items")
-    each = _compile(items, depth + 1) if items is not None else None
+    each = _compile(items, depth + 1, budget) if items is not None else None
     if items is not None and each is None:
         return None
     least, most = schema.get("minItems", 0), schema.get("maxItems")

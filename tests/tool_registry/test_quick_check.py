@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tool_registry import ToolArgumentsInvalid
 from tool_registry.arguments import ArgumentValidator
-from tool_registry.quick_check import quick_check
+from tool_registry.quick_check import MAX_NODES, quick_check
 from tool_registry.schemas import NO_RETRIEVAL, SafeValidator
 
 NAMES = st.sampled_from(["a", "b", "c", "d"])
@@ -176,3 +176,26 @@ def test_a_float_for_an_integer_is_left_to_jsonschema() -> None:
 )
 def test_a_schema_outside_what_it_reads_gets_no_quick_check(schema: dict[str, Any]) -> None:
     assert quick_check(schema) is None
+
+
+def _wide(properties: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string"} for i in range(properties)},
+    }
+
+
+def test_a_schema_of_more_subschemas_than_the_budget_gets_no_quick_check() -> None:
+    """The object and its properties are MAX_NODES + 1 subschemas, however they nest:
+    nothing is made for a schema that large, and jsonschema still checks its calls."""
+    assert quick_check(_wide(MAX_NODES - 1)) is not None
+    assert quick_check(_wide(MAX_NODES)) is None
+    assert quick_check(_wide(4000)) is None
+    over = {"type": "object", "properties": {f"p{i}": _wide(15) for i in range(16)}}
+    assert quick_check(over) is None  # 1 + 16 * 16 nodes, no one object over
+    within = {"type": "object", "properties": {f"p{i}": _wide(14) for i in range(16)}}
+    assert quick_check(within) is not None  # 1 + 16 * 15
+    validator = ArgumentValidator(_wide(4000))
+    assert validator.validate({"p1": "x"}) == {"p1": "x"}
+    with pytest.raises(ToolArgumentsInvalid):
+        validator.validate({"p1": 1})
