@@ -1,10 +1,12 @@
 """The event-loop stall watch the hostile-input tests rely on (``tests/support/hostile.py``):
 it catches a loop that blocks, a loop busy with its own work and another thread holding
-the GIL, and does not mistake a crowded machine for any of them."""
+the GIL, and mistakes neither a crowded machine nor a collection of the test process's
+heap for any of them."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import subprocess
 import sys
@@ -81,6 +83,33 @@ def test_another_thread_holding_the_gil_is_caught(server: ServerThread) -> None:
     [took] = spent
     assert took > 0.1  # it did hold the GIL a while
     assert watch.longest >= took * 0.5, (watch.longest, took)
+
+
+def test_a_full_collection_walks_only_what_was_made_while_watched(server: ServerThread) -> None:
+    """A full collection of the test process's heap is not the gateway's pause: what
+    lived when the watch began is frozen out of the collector's walks (as ``toolgate
+    serve`` freezes its start-up heap), while what is made meanwhile is still walked.
+    Times are the collecting thread's own CPU time: their ratio holds on any machine."""
+    heap = [[index, []] for index in range(400_000)]  # a large heap, as pytest's grows
+    started = time.thread_time()
+    gc.collect()
+    walking_it = time.thread_time() - started
+    spent: list[float] = []
+
+    def collect() -> None:
+        started = time.thread_time()
+        gc.collect()
+        spent.append(time.thread_time() - started)
+
+    with LoopWatch(server) as watch:
+        _idle(0.05)
+        _on_the_loop(server, collect)
+        _idle(0.05)
+    [walking_what_is_new] = spent
+    assert walking_what_is_new < walking_it / 10, (walking_what_is_new, walking_it)
+    assert watch.longest < 0.1, watch.longest
+    assert not gc.get_freeze_count()  # thawed once the watch ends
+    del heap
 
 
 def test_a_crowded_machine_is_not_a_stall(server: ServerThread) -> None:
