@@ -38,6 +38,7 @@ class Afterwards:
         self._queued = 0  # writes queued so far
         self._done = 0  # of those, done (in the order they were queued)
         self._progress = asyncio.Condition()
+        self._readers = 0  # waiting in ``settled()``: told of each write done, none else
         self._stopped = False  # its worker has ended
         self.inline = 0  # writes done on their request's path (the queue was full)
 
@@ -68,8 +69,12 @@ class Afterwards:
         until = self._queued
         if self._done >= until or self._stopped:
             return
-        async with self._progress:
-            await self._progress.wait_for(lambda: self._done >= until or self._stopped)
+        self._readers += 1  # before any await: no write is done unseen in between
+        try:
+            async with self._progress:
+                await self._progress.wait_for(lambda: self._done >= until or self._stopped)
+        finally:
+            self._readers -= 1
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None  # new writes are done at once from here
@@ -98,8 +103,9 @@ class Afterwards:
                 self._queue.task_done()
                 self._done += 1
                 self._bytes -= size
-                async with self._progress:
-                    self._progress.notify_all()
+                if self._readers:  # most writes have none waiting
+                    async with self._progress:
+                        self._progress.notify_all()
 
 
 async def _done(write: Write) -> None:

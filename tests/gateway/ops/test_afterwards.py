@@ -62,6 +62,32 @@ async def test_a_reader_does_not_wait_for_writes_submitted_after_it() -> None:
     await later.aclose()
 
 
+async def test_readers_waiting_at_once_are_each_let_go_at_their_own_write() -> None:
+    """The worker tells readers of each write done only while one waits: a reader
+    that comes after writes were done unseen still waits for its own."""
+    later = Afterwards()
+    later.start()
+    gates = [asyncio.Event() for _ in range(3)]
+    await later.submit(gates[0].wait)
+    gates[0].set()
+    await later.settled()  # done with no reader waiting: nothing told
+    await later.submit(gates[1].wait)
+    early = asyncio.ensure_future(later.settled())
+    await asyncio.sleep(0)  # the first read begins
+    await later.submit(gates[2].wait)
+    late = asyncio.ensure_future(later.settled())
+    await asyncio.sleep(0)  # and the second
+    assert not early.done()
+    assert not late.done()
+    gates[1].set()
+    await asyncio.wait_for(early, 5)
+    await asyncio.sleep(0)
+    assert not late.done()  # its write is still to come
+    gates[2].set()
+    await asyncio.wait_for(late, 5)
+    await later.aclose()
+
+
 async def test_past_its_bound_a_write_is_done_on_its_own_path() -> None:
     later = Afterwards(limit=1)
     later.start()
