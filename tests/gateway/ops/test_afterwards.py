@@ -15,6 +15,13 @@ from gateway.ops.afterwards import Afterwards
 
 pytestmark = pytest.mark.anyio
 
+BOUND_S = 5  # a read that waits longer was never told its writes were done
+
+
+async def settled(later: Afterwards) -> None:
+    """``later.settled()``, failing rather than hanging where a reader is never let go."""
+    await asyncio.wait_for(later.settled(), BOUND_S)
+
 
 class Gated:
     """Writes that wait for a gate, and the order they were done in."""
@@ -43,7 +50,7 @@ async def test_writes_wait_for_no_answer_and_reads_wait_for_them() -> None:
     await asyncio.sleep(0)
     assert not reader.done()  # a read waits for the writes before it
     gated.gate.set()
-    await reader
+    await asyncio.wait_for(reader, BOUND_S)
     assert gated.done == [0, 1, 2]  # in the order they came
     await later.aclose()
 
@@ -57,7 +64,7 @@ async def test_a_reader_does_not_wait_for_writes_submitted_after_it() -> None:
     await asyncio.sleep(0)  # the read begins
     await later.submit(second.wait)  # came after the read began
     first.set()
-    await asyncio.wait_for(reader, 5)  # done without the second
+    await asyncio.wait_for(reader, BOUND_S)  # done without the second
     second.set()
     await later.aclose()
 
@@ -70,7 +77,7 @@ async def test_readers_waiting_at_once_are_each_let_go_at_their_own_write() -> N
     gates = [asyncio.Event() for _ in range(3)]
     await later.submit(gates[0].wait)
     gates[0].set()
-    await later.settled()  # done with no reader waiting: nothing told
+    await settled(later)  # done with no reader waiting: nothing told
     await later.submit(gates[1].wait)
     early = asyncio.ensure_future(later.settled())
     await asyncio.sleep(0)  # the first read begins
@@ -80,11 +87,11 @@ async def test_readers_waiting_at_once_are_each_let_go_at_their_own_write() -> N
     assert not early.done()
     assert not late.done()
     gates[1].set()
-    await asyncio.wait_for(early, 5)
+    await asyncio.wait_for(early, BOUND_S)
     await asyncio.sleep(0)
     assert not late.done()  # its write is still to come
     gates[2].set()
-    await asyncio.wait_for(late, 5)
+    await asyncio.wait_for(late, BOUND_S)
     await later.aclose()
 
 
@@ -108,7 +115,7 @@ async def test_past_its_bound_a_write_is_done_on_its_own_path() -> None:
     assert done == ["inline"]
     assert later.inline == 1
     gate.set()
-    await later.settled()
+    await settled(later)
     assert done == ["inline", "held", "queued"]
     await later.aclose()
 
@@ -141,7 +148,7 @@ async def test_a_failing_write_is_logged_and_the_next_still_runs(
     await later.submit(broken)
     await later.submit(fine)
     with caplog.at_level(logging.ERROR, logger="gateway.afterwards"):
-        await later.settled()
+        await settled(later)
     assert done == ["fine"]
     assert "a write after an answer failed" in caplog.text
     await later.aclose()
@@ -162,9 +169,9 @@ async def test_writes_holding_too_much_are_done_on_their_own_path() -> None:
     assert done == ["big"]
     assert later.inline == 1
     gated.gate.set()
-    await later.settled()
+    await settled(later)
     await later.submit(big, 50)  # the 60 were given back: queued again
-    await later.settled()
+    await settled(later)
     assert done == ["big", "big"]
     assert later.inline == 1
     await later.aclose()
@@ -176,6 +183,6 @@ async def test_a_reader_is_let_go_when_the_worker_stops_without_a_close() -> Non
     await asyncio.sleep(0)
     assert later._worker is not None
     later._worker.cancel()  # the loop torn down around it, say
-    await asyncio.wait_for(reader, 5)  # not left waiting for writes that will not come
+    await asyncio.wait_for(reader, BOUND_S)  # not left waiting for writes that will not come
     assert gated.done == []
-    await asyncio.wait_for(later.aclose(), 5)  # nor is a close
+    await asyncio.wait_for(later.aclose(), BOUND_S)  # nor is a close
