@@ -136,22 +136,21 @@ def counted_own(tree: Path, which: str, count: int, history: int) -> int:
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": f"{tree}:{ROOT}"}
         log = signals / "stderr"
+
+        def until(name: str) -> None:
+            while not (signals / name).exists():
+                if child.poll() is not None:
+                    said = log.read_text(errors="replace")[-2000:]
+                    raise SystemExit(f"{which}: the counted process ended:\n{said}")
+                time.sleep(0.05)
+
+        def control(*options: str) -> None:
+            asked = ["callgrind_control", *options, str(child.pid)]
+            subprocess.run(asked, check=True, capture_output=True)
+
         with log.open("wb") as stderr:
             child = subprocess.Popen(command, cwd=tree, env=env, stderr=stderr)
         try:
-
-            def until(name: str) -> None:
-                while not (signals / name).exists():
-                    if child.poll() is not None:
-                        said = log.read_text(errors="replace")[-2000:]
-                        raise SystemExit(f"{which}: the counted process ended:\n{said}")
-                    time.sleep(0.05)
-
-            def control(*options: str) -> None:
-                subprocess.run(
-                    ["callgrind_control", *options, str(child.pid)], check=True, capture_output=True
-                )
-
             until("ready")
             control("-i", "on")
             control("-z")
@@ -217,6 +216,8 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    if args.requests < 1:
+        raise SystemExit("--requests: at least one")
     tree = args.tree.resolve()
     if args.own:
         if not (tree / "bench" / "own.py").exists():

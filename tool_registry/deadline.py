@@ -33,7 +33,7 @@ class Deadline:
     async def within(self, awaitable: Awaitable[T]) -> T:
         """``await awaitable``; ``TimeoutError`` if the deadline passes meanwhile."""
         loop = asyncio.get_running_loop()
-        if self._handle is None and loop.time() >= self.when:  # passed (or never armed)
+        if self._handle is None and loop.time() >= self.when:  # passed: fired, or too late to arm
             async with asyncio.timeout_at(self.when):
                 return await awaitable
         task = asyncio.current_task()
