@@ -6,20 +6,32 @@ CONFIG ?= config/gateway.yaml
 # pytest-xdist processes for make test (the CI machine has 2 cores; 0: one process).
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test test-fast lint typecheck check bench bench-full clean
+.PHONY: run test test-fast lint typecheck check bench bench-full clean lock
 
+# Everything installs from the lock files (requirements/*.txt: every distribution pinned
+# with its hashes; `make lock` refreshes them), then the project itself with no
+# dependencies of its own choosing. The venv's own pip does it: nothing unpinned is fetched.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The stamps depend on pyproject.toml, so a changed dependency list reinstalls.
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+INSTALL := $(BIN)/python -m pip install --quiet --require-hashes --no-deps
+PROJECT := $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+
+# The stamps depend on the locks, so a refreshed lock reinstalls.
+$(VENV)/.installed: $(BIN)/python requirements/build.txt requirements/runtime.txt
+	$(INSTALL) -r requirements/build.txt -r requirements/runtime.txt
+	$(PROJECT)
 	touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed-dev: $(BIN)/python requirements/build.txt requirements/dev.txt
+	$(INSTALL) -r requirements/build.txt -r requirements/dev.txt
+	$(PROJECT)
 	touch $@ $(VENV)/.installed
+
+# Resolve pyproject.toml's ranges anew into requirements/*.txt and say what moved
+# (ARGS=--keep keeps every pin the ranges still allow).
+lock: $(VENV)/.installed-dev
+	$(BIN)/python scripts/lock.py $(ARGS)
 
 # The gateway and the example tools it calls; see scripts/run.sh for the model server.
 run: $(VENV)/.installed

@@ -130,7 +130,7 @@ def redis_client(
         return RedisCluster.from_url(plain, **{**options, "retry": Retry(NoBackoff(), 3)})
     if scheme in ("redis+sentinel", "rediss+sentinel"):
         hosts, service, db, password = parse_sentinel_url(url)
-        sentinel = Sentinel(hosts, sentinel_kwargs=dict(timeouts), **options)  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(hosts, sentinel_kwargs=dict(timeouts), **options)
         master: Redis = sentinel.master_for(service, db=db, password=password)
         return master
     return Redis.from_url(url, max_connections=max_connections, **options)
