@@ -75,6 +75,11 @@ class ServerConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
+    # With several workers: how long one may take to answer its supervisor's ping (at its
+    # start, while it imports and builds its app, and every half second after) before it
+    # is killed and replaced. uvicorn's own 5 s killed every start in a row on a host
+    # short of CPU; a hung worker is still replaced, after this.
+    worker_healthcheck_s: int = Field(default=60, ge=1, le=3600)
     # At least OpenAI's own limit (25 MiB): an agent resends its whole session each turn.
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     # A body past this is decoded off the event loop, and held against the next limit.

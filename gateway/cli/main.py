@@ -108,7 +108,13 @@ def _serve(config: GatewayConfig, path: str, args: argparse.Namespace) -> int:
     if own_directory:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
     try:
-        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=workers, **common)
+        uvicorn.run(
+            "gateway.app:create_app_from_env",
+            factory=True,
+            workers=workers,
+            timeout_worker_healthcheck=config.server.worker_healthcheck_s,
+            **common,
+        )
     finally:
         if own_directory:
             shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -22,7 +21,7 @@ from tests.browser.signed_in import APP, SignedIn, said
 from tests.support.mcp_servers import authorized_server
 from tests.support.oidc import Idp
 from tests.support.scripted import Harness, Model, asks, call, config, says
-from tests.support.servers import free_port
+from tests.support.servers import free_port, until
 
 
 def offered_first(body: dict[str, Any]) -> dict[str, Any]:
@@ -64,12 +63,7 @@ class Stack(SignedIn):
 def eventually(ask: Callable[[], httpx.Response], text: str) -> httpx.Response:
     """The answer once it holds ``text`` (a source's new tools are in use within a
     moment: the snapshot is rebuilt off the event loop)."""
-    deadline = time.monotonic() + 10
-    while True:
-        answer = ask()
-        if text in said(answer) or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.2)
+    return until(ask, lambda answer: text in said(answer), 10) or ask()
 
 
 def test_an_mcp_server_that_requires_authorization_is_used_as_each_user(

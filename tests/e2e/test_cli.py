@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +18,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fake_upstream import FakeUpstream, say
-from tests.support.servers import TOOLGATE, ServerThread, free_port, wait_healthy
+from tests.support.servers import (
+    TOOLGATE,
+    ServeProcess,
+    ServerThread,
+    free_port,
+    until,
+    wait_for,
+    wait_healthy,
+)
 
 
 @pytest.fixture
@@ -38,26 +50,9 @@ def test_serve_answers_and_stops_cleanly(
     tmp_path: Path, upstream: tuple[FakeUpstream, ServerThread], workers: int
 ) -> None:
     fake, server = upstream
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            TOOLGATE,
-            "serve",
-            "--config",
-            str(write_config(tmp_path, server.url)),
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, process)
+    config = write_config(tmp_path, server.url)
+    with ServeProcess(config, tmp_path / "log", "--workers", str(workers)) as served:
+        url = served.url
         with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
             for _ in range(workers * 2):
                 answer = client.chat.completions.create(
@@ -81,11 +76,78 @@ def test_serve_answers_and_stops_cleanly(
             if sample.name == "toolgate_requests_total"
         )
         assert counted == workers * 2 + 20
-    finally:
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=20)
-    assert process.returncode == 0, stderr.decode()
-    assert b"Traceback" not in stderr
+    output = served.stop()
+    assert served.process.returncode == 0, output
+    assert "Traceback" not in output
+
+
+STARVED_S = 7.0  # past uvicorn's own worker health check (5 s)
+
+
+@pytest.mark.parametrize(("healthcheck_s", "survive"), [(None, True), (2, False)])
+def test_workers_starved_as_they_start_are_waited_for(
+    tmp_path: Path, upstream: tuple[FakeUpstream, ServerThread], healthcheck_s: int | None,
+    survive: bool,
+) -> None:  # fmt: skip
+    """A host short of CPU: each worker is stopped (no CPU at all) as soon as it exists,
+    for longer than uvicorn's own 5 s health check, which killed such workers as they
+    started, in a loop. At the default (``server.worker_healthcheck_s``, 60 s) they are
+    waited for and serve; at 2 s the supervisor replaces them (the setting is what
+    holds)."""
+    _, server = upstream
+    config = write_config(tmp_path, server.url)
+    if healthcheck_s is not None:
+        config.write_text(
+            config.read_text() + f"server: {{worker_healthcheck_s: {healthcheck_s}}}\n"
+        )
+    with ServeStarving(config, tmp_path / "log") as served:
+        first = set(served.stopped)
+        time.sleep(STARVED_S)  # the starvation itself, not a wait for something
+        if survive:
+            served.resume()
+            wait_healthy(served.url, served.process)
+            assert served.workers() == first  # the same two: none was killed
+            response = httpx.post(
+                f"{served.url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert response.status_code == 200
+        else:
+            replaced = until(served.workers, lambda now: len(now) == 2 and not now & first)
+            served.resume()
+            assert replaced, "the supervisor kept workers that did not answer its pings"
+    assert served.stop() is not None
+
+
+class ServeStarving(ServeProcess):
+    """``toolgate serve --workers 2`` whose workers are each stopped (SIGSTOP) the
+    moment they appear, until ``resume()``."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.stopped: set[int] = set()
+        self._watching = True
+        self._watch = threading.Thread(target=self._stop_new_workers, daemon=True)
+        super().__init__(config, log, "--workers", "2", healthy=False)
+        self._watch.start()
+        assert wait_for(lambda: len(self.stopped) >= 2), "no workers appeared"
+
+    def _stop_new_workers(self) -> None:
+        while self._watching and self.process.poll() is None:
+            for pid in self.workers() - self.stopped:
+                os.kill(pid, signal.SIGSTOP)
+                self.stopped.add(pid)
+            time.sleep(0.005)
+
+    def resume(self) -> None:
+        self._watching = False
+        self._watch.join()
+        for pid in self.stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def stop(self, how: signal.Signals = signal.SIGINT) -> str:
+        self.resume()
+        return super().stop(how)
 
 
 def test_open_mode_refuses_a_public_address(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 from tests.support.dialects import DIALECTS, ScriptedServer
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, asks, call, config, says, tool
-from tests.support.servers import WAIT_S, free_port
+from tests.support.servers import WAIT_S, free_port, until
 
 ADMIN_KEY = "admin-matrix-1"
 SEARCH_KEY = "sk-tenant-searcher-1"
@@ -418,10 +417,9 @@ def _waited(
 ) -> dict[str, Any]:
     """What ``url`` answers once it is there (a trace once its run's end wrote it, a
     charge once it is settled)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        answer = httpx.get(url, headers=headers, timeout=WAIT_S)
-        if answer.status_code == 200 and ready(found := answer.json()):
-            return dict(found)
-        time.sleep(0.05)
-    raise AssertionError(f"nothing ready at {url}")
+    answer = until(
+        lambda: httpx.get(url, headers=headers, timeout=WAIT_S),
+        lambda answer: answer.status_code == 200 and ready(answer.json()),
+    )
+    assert answer is not None, f"nothing ready at {url}"
+    return dict(answer.json())

@@ -21,7 +21,7 @@ from gateway import GatewayConfig, create_app
 from tests.support.fake_tools import INJECTION
 from tests.support.fake_upstream import Reply, calls, say, tool_call, tool_results
 from tests.support.node import NODE_DIR, node
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, until
 
 from .conftest import ACME_KEY, MODEL, Stack, StackFactory
 
@@ -91,13 +91,10 @@ def ticket_hits(s: Stack) -> list[str]:
 def trace_calls(s: Stack, request_id: str) -> list[dict[str, Any]]:
     url = f"{s.base_url}/toolgate/traces/{request_id}"
     headers = {"authorization": f"Bearer {ACME_KEY}"}
-    for _ in range(50):
-        answer = httpx.get(url, headers=headers)
-        if answer.status_code == 200:
-            found: list[dict[str, Any]] = answer.json()["tool_calls"]
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no trace of {request_id}")
+    answer = until(lambda: httpx.get(url, headers=headers), lambda a: a.status_code == 200)
+    assert answer is not None, f"no trace of {request_id}"
+    found: list[dict[str, Any]] = answer.json()["tool_calls"]
+    return found
 
 
 # ------------------------------------------------------------------ taint
@@ -576,20 +573,9 @@ def test_an_operator_approves_while_the_stream_waits(stack: StackFactory, approv
     with httpx.stream(
         "POST", url, json=body, headers={"authorization": f"Bearer {ACME_KEY}"}, timeout=30
     ) as response:
-        waiting = []
-        for _ in range(100):
-            waiting = _pending(s)
-            if waiting:
-                break
-            time.sleep(0.05)
-        [pending] = waiting
-        hooks = [h for h in s.tools.hits if h.path == "/echo/hook"]
-        for _ in range(50):
-            hooks = [h for h in s.tools.hits if h.path == "/echo/hook"]
-            if hooks:
-                break
-            time.sleep(0.05)
-        [hook] = hooks  # the operator was told, with what waits
+        [pending] = until(lambda: _pending(s)) or []
+        [hook] = until(lambda: [h for h in s.tools.hits if h.path == "/echo/hook"]) or []
+        # the operator was told, with what waits
         told = json.loads(hook.body)
         assert told["type"] == "approval.pending"
         assert told["approval"]["id"] == pending["id"]
@@ -598,12 +584,16 @@ def test_an_operator_approves_while_the_stream_waits(stack: StackFactory, approv
         assert json.loads(pending["arguments"]) == {"title": "refund 42"}
         assert pending["reason"] == "approval: always"
         assert ticket_hits(s) == []
-        time.sleep(0.2)  # the stream is kept alive meanwhile
+        stream = response.iter_lines()
+        for line in stream:  # the stream is kept alive meanwhile
+            lines.append(line)
+            if line.startswith(":"):
+                break
         decided = _decide(s, pending["id"], {"approve": approve, "reason": "ok by ops"})
         assert decided.status_code == 200, decided.text
         again = _decide(s, pending["id"], {"approve": not approve})
         assert again.status_code in (404, 409)  # the first decision stands
-        lines = list(response.iter_lines())
+        lines += stream
     assert any(line.startswith(":") for line in lines)  # keep-alive comments
     text = "".join(
         json.loads(line[6:])["choices"][0]["delta"].get("content") or ""

@@ -4,9 +4,9 @@ two gateway processes, and Redis going away and coming back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +20,13 @@ import yaml
 
 from tests.support.fake_upstream import FakeUpstream, calls, say, tool_call, tool_results
 from tests.support.schema import assert_valid_error
-from tests.support.servers import ServerThread, free_port, wait_healthy
+from tests.support.servers import (
+    ServeProcess,
+    ServerThread,
+    free_port,
+    requests_ended,
+    until,
+)
 
 from .conftest import ACME_KEY, MODEL, StackFactory
 
@@ -64,10 +70,10 @@ def test_tokens_per_minute_are_charged_after_the_request(stack: StackFactory) ->
     first = client.chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     assert first.headers["x-ratelimit-limit-tokens"] == "20"
     assert first.headers["x-ratelimit-remaining-tokens"] == "20"
-    time.sleep(0.1)  # the charge runs after the answer is sent
+    requests_ended(s.gateway.url)  # the charge is part of the request's end
     second = client.chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     assert second.headers["x-ratelimit-remaining-tokens"] == "5"
-    time.sleep(0.1)
+    requests_ended(s.gateway.url)
     with pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(model=MODEL, messages=USER)
     assert caught.value.response.json()["error"]["type"] == "tokens"
@@ -85,7 +91,7 @@ def test_a_metered_stream_charges_its_usage_without_showing_it(stack: StackFacto
         )
         assert all(c.usage is None for c in chunks), attempt
         assert s.upstream.requests[-1]["stream_options"] == {"include_usage": True}
-        time.sleep(0.1)
+        requests_ended(s.gateway.url)  # a stream's charge follows its last chunk
     with pytest.raises(openai.RateLimitError):
         client.chat.completions.create(model=MODEL, messages=USER, stream=True)
 
@@ -99,7 +105,7 @@ def test_tool_loops_charge_every_round(stack: StackFactory) -> None:
     s = stack(script, config=limited({"tokens_per_minute": 40}))
     raw = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     assert raw.parse().usage.total_tokens == 30  # type: ignore[union-attr]
-    time.sleep(0.1)
+    requests_ended(s.gateway.url)
     again = s.client().chat.completions.with_raw_response.create(model=MODEL, messages=USER)
     assert again.headers["x-ratelimit-remaining-tokens"] == "10"
 
@@ -126,27 +132,14 @@ def two_replicas(tmp_path: Path, redis_url: str, redis_prefix: str) -> Iterator[
     # timeout_s: a loaded machine can pass the 0.1 s default on a first connect.
     prefix = f"{redis_prefix}{uuid.uuid4().hex[:8]}:"
     store = {"url": redis_url, "prefix": prefix, "timeout_s": 2.0}
-    toolgate = str(Path(sys.executable).parent / "toolgate")
-    processes = []
-    with ServerThread(upstream.app()) as server:
-        try:
-            urls = []
-            for _ in range(2):
-                port = free_port()
-                config = gateway_file(tmp_path, server.url, store, port)
-                process = subprocess.Popen(
-                    [toolgate, "serve", "--config", str(config), "--log-level", "warning"],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-                processes.append(process)
-                urls.append(f"http://127.0.0.1:{port}")
-                wait_healthy(urls[-1], process)
-            yield urls
-        finally:
-            for process in processes:
-                process.send_signal(signal.SIGINT)
-                process.communicate(timeout=20)
+    with contextlib.ExitStack() as started, ServerThread(upstream.app()) as server:
+        urls = []
+        for replica in range(2):
+            config = gateway_file(tmp_path, server.url, store, free_port())
+            log = tmp_path / f"replica-{replica}.log"
+            served = started.enter_context(ServeProcess(config, log, "--log-level", "warning"))
+            urls.append(served.url)
+        yield urls
 
 
 def test_a_burst_on_two_replicas_admits_exactly_the_limit(two_replicas: list[str]) -> None:
@@ -194,14 +187,12 @@ def test_redis_going_away_and_coming_back(
                 assert response.headers["retry-after"] == "1"
         assert client.get(f"{s.gateway.url}/readyz").status_code == 503
         redis_process.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 5
-        while True:
-            response = client.post("/chat/completions", json=body, headers=headers)
-            if "x-ratelimit-limit-requests" in response.headers:
-                break
-            assert time.monotonic() < deadline, "the gateway did not come back to the store"
-            time.sleep(0.2)
-        assert response.status_code == 200
+        back = until(
+            lambda: client.post("/chat/completions", json=body, headers=headers),
+            lambda response: "x-ratelimit-limit-requests" in response.headers,
+        )
+        assert back is not None, "the gateway did not come back to the store"
+        assert back.status_code == 200
         assert client.get(f"{s.gateway.url}/readyz").json() == {"status": "ready", "store": "ok"}
     finally:
         client.close()

@@ -7,7 +7,6 @@ recorded follows ``record``. Driven by the real ``openai`` SDK under uvicorn."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import openai
@@ -32,7 +31,7 @@ from tests.support.scripted import (
     says,
     tool,
 )
-from tests.support.servers import ServerThread, wait_for
+from tests.support.servers import ServerThread, until, wait_for
 
 USER = "user-CANARY-bound-0026"
 
@@ -276,9 +275,8 @@ def test_a_streamed_request_is_recorded_as_the_client_sent_it(harness: Harness) 
 def wait_for_trace(harness: Harness, gateway: ServerThread, request_id: str) -> dict[str, Any]:
     """A stream's trace is kept once the stream is over, just after its last byte."""
     http = harness.client(gateway)
-    for _ in range(100):
-        found = http.get(f"/v1/toolgate/traces/{request_id}")
-        if found.status_code == 200:
-            return dict(found.json())
-        time.sleep(0.02)
-    raise AssertionError(f"no trace of {request_id}")
+    found = until(
+        lambda: http.get(f"/v1/toolgate/traces/{request_id}"), lambda a: a.status_code == 200
+    )
+    assert found is not None, f"no trace of {request_id}"
+    return dict(found.json())

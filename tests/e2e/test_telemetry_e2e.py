@@ -47,7 +47,14 @@ from tests.support.scripted import (
     chat,
     says,
 )
-from tests.support.servers import TOOLGATE, ServerThread, free_port, wait_for, wait_healthy
+from tests.support.servers import (
+    TOOLGATE,
+    ServerThread,
+    free_port,
+    until,
+    wait_for,
+    wait_healthy,
+)
 
 PETS = Path(__file__).parent.parent / "fixtures" / "openapi" / "pets-3.0.json"
 PETS_KEY = "pets-query-key-CANARY-0024"
@@ -143,11 +150,16 @@ def three_sources_model() -> Model:
 
 
 def spans_of(collector: OtlpReceiver, trace_id: str, count: int) -> list[ReceivedSpan]:
-    assert wait_for(lambda: len(collector.of_trace(trace_id)) >= count, 10), collector.of_trace(
-        trace_id
-    )
-    time.sleep(0.2)  # nothing more arrives for this trace
-    return collector.of_trace(trace_id)
+    """A trace's spans, at least ``count``, once its request's span is among them: that
+    span ends last, and the exporter sends spans in the order they ended, so every span
+    the request made is there with it."""
+
+    def whole(spans: list[ReceivedSpan]) -> bool:
+        return len(spans) >= count and any(span.kind == SERVER for span in spans)
+
+    found = until(lambda: collector.of_trace(trace_id), whole)
+    assert found is not None, collector.of_trace(trace_id)
+    return found
 
 
 def strings(span: ReceivedSpan) -> str:

@@ -18,6 +18,7 @@ import redis
 
 from tests.support.embeddings import Embeddings
 from tests.support.scripted import MODEL, Harness, Model, asks, call, says
+from tests.support.servers import until
 from tool_registry import HttpTool, ToolIndex, ToolSpec
 
 from .test_responses_e2e import sdk
@@ -214,11 +215,7 @@ def metric(client: httpx.Client, name: str, labels: str = "") -> float:
 
 
 def wait_for(condition: Any, what: str, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {seconds:g} s for {what}")
-        time.sleep(0.05)
+    assert until(condition, bool, seconds) is not None, f"waited {seconds:g} s for {what}"
 
 
 def embedded(client: httpx.Client) -> bool:

@@ -9,13 +9,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import redis
 
-from tests.support.servers import START_S, free_port
+from tests.support.servers import START_S, free_port, until
 
 MISSING = (
     "redis-server and redis-cli are needed for the Redis Cluster and Sentinel tiers "
@@ -28,15 +27,8 @@ def redis_tools() -> bool:
 
 
 def _wait(check: Callable[[], object], what: str, seconds: float = START_S) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not come up within {seconds:g}s")
+    if until(check, bool, seconds, errors=(redis.RedisError, OSError)) is None:
+        raise RuntimeError(f"{what} did not come up within {seconds:g}s")
 
 
 class Deployment:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
 import signal
 import socket
 import subprocess
@@ -12,7 +15,7 @@ import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import uvicorn
@@ -100,12 +103,29 @@ class ServerThread:
 
 def wait_for(condition: Callable[[], object], seconds: float = WAIT_S) -> bool:
     """Poll ``condition`` until it holds or ``seconds`` pass; whether it held."""
+    return until(condition, bool, seconds) is not None
+
+
+def until(
+    ask: Callable[[], T],
+    ready: Callable[[T], object] = bool,
+    seconds: float = WAIT_S,
+    errors: tuple[type[BaseException], ...] = (),
+) -> T | None:
+    """Ask until the answer is ``ready`` (an error of ``errors`` counts as not yet), at
+    most ``seconds``: the answer once ready, else None. The one poll of the tests."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
+    while True:
+        try:
+            answer = ask()
+        except errors:
+            pass
+        else:
+            if ready(answer):
+                return answer
+        if time.monotonic() > deadline:
+            return None
         time.sleep(0.02)
-    return bool(condition())
 
 
 def free_port() -> int:
@@ -114,22 +134,44 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _healthy(url: str, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        raise ProcessDied(process.returncode)
+    try:
+        return httpx.get(f"{url}/healthz").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+class ProcessDied(AssertionError):
+    """The process waited for ended first."""
+
+
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError(f"toolgate serve did not become healthy within {START_S:g}s")
+    """Until ``url/healthz`` answers 200; an AssertionError when ``process`` dies first
+    (with what it wrote on a pipe) or after ``START_S``."""
+    try:
+        healthy = wait_for(lambda: _healthy(url, process), START_S)
+    except ProcessDied as died:
+        output = process.stderr.read().decode() if process.stderr else ""
+        raise AssertionError(f"it ended ({died}) before it was healthy: {output}") from None
+    assert healthy, f"{url} was not healthy within {START_S:g}s"
 
 
 class ServeProcess:
-    """``toolgate serve`` on a free port with ``config`` (a file), its output in ``log``."""
+    """``toolgate serve`` on a free port with ``config`` (a file), its output in ``log``,
+    in a session of its own: stopped with all its workers, even when it never became
+    healthy (a test whose wait failed leaks no gateway into the next)."""
 
-    def __init__(self, config: Path, log: Path, *options: str) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log: Path,
+        *options: str,
+        env: dict[str, str] | None = None,
+        healthy: bool = True,
+    ) -> None:
+        """Started, and (``healthy``) waited for until it answers."""
         port = str(free_port())
         self.url = f"http://127.0.0.1:{port}"
         self.log = log
@@ -138,13 +180,71 @@ class ServeProcess:
             [TOOLGATE, "serve", "--config", str(config), "--port", port, *options],
             stdout=self._log_file,
             stderr=self._log_file,
+            env=env,
+            start_new_session=True,
         )
-        wait_healthy(self.url, self.process)
+        if not healthy:
+            return
+        try:
+            wait_healthy(self.url, self.process)
+        except BaseException as failed:
+            self.kill()
+            failed.add_note(self.log.read_text(errors="replace")[-4000:])
+            raise
 
-    def stop(self) -> str:
-        """Stop it (SIGINT, as Ctrl-C) and return everything it wrote."""
+    def workers(self) -> set[int]:
+        """The worker processes it runs now (``--workers N``), by PID."""
+        pid = self.process.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return set()
+        found = set()
+        for child in children:
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in command:  # not multiprocessing's resource tracker
+                found.add(int(child))
+        return found
+
+    def stop(self, how: signal.Signals = signal.SIGINT) -> str:
+        """Stop it (SIGINT, as Ctrl-C) and return everything it wrote; killed, with its
+        workers, if it has not ended within ``START_S``."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            self.process.wait(timeout=START_S)
+            self.process.send_signal(how)
+            try:
+                self.process.wait(timeout=START_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
         self._log_file.close()
         return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """Kill it and every process of its session at once."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self._log_file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def in_flight(url: str) -> float:
+    """Requests the gateway at ``url`` is serving, by its metrics."""
+    text = httpx.get(f"{url}/metrics").text
+    found = re.search(r"^toolgate_requests_in_flight (\S+)$", text, re.MULTILINE)
+    assert found is not None, "no toolgate_requests_in_flight in /metrics"
+    return float(found.group(1))
+
+
+def requests_ended(url: str) -> None:
+    """Until no request is in flight at ``url``: a request is counted out only once its
+    end is done (its usage charged, its budget settled, its turns kept), which may be
+    after its client had the whole answer."""
+    assert wait_for(lambda: in_flight(url) == 0), f"a request at {url} did not end"
