@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("gateway", "tool_registry")
-OURS = (*PACKAGES, "tests", "bench")
+OURS = (*PACKAGES, "tests", "bench", "scripts")
 
 
 def runtime_closure() -> set[str]:
