@@ -122,6 +122,9 @@ class StoreConfig(_Frozen):
     on_error: OnStoreError = "allow"
     prefix: str = "toolgate:"
     timeout_s: float = Field(default=0.1, gt=0, le=10)  # per store call
+    # What a client is told is kept (a stored response, a conversation, a hand-back's
+    # hidden turns) is tried again for this long when a call fails (docs/state.md).
+    keep_retry_s: float = Field(default=1.0, ge=0, le=60)
     turn_ttl_s: float = Field(default=3600, gt=0)  # saved client-tool turns
     memory_max_mb: int = Field(default=8, gt=0)  # memory:// holds at most this much
 

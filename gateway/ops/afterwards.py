@@ -12,7 +12,12 @@ worker, in the order they came.
   Another replica sees it a few milliseconds later, as any store write.
 - **Drained on shutdown**: ``aclose()`` takes no new write into the queue (it is done
   at once instead), waits for those queued, then stops the worker.
-- A write that fails is logged, never raised: its request was answered already.
+- **Tried again**: a write the store did not take (``StoreUnavailable``: a call that
+  passed ``store.timeout_s`` on a busy host, or a store skipped since one did) is tried
+  again after ``RETRY_PAUSES_S``, 1.75 s in all, past the store's cooldown. Meanwhile
+  the writes behind it wait in the queue; a write done on its request's path (the
+  queue full) is tried once.
+- A write that fails for good is logged, never raised: its request was answered already.
 """
 
 from __future__ import annotations
@@ -22,15 +27,24 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from gateway.errors import StoreUnavailable
+
 logger = logging.getLogger("gateway.afterwards")
 
 Write = Callable[[], Awaitable[object]]  # what it returns is not read
 LIMIT = 1024  # writes waiting at most
+RETRY_PAUSES_S = (0.25, 0.5, 1.0)  # before each new try of a write the store did not take
 MAX_BYTES = 64 * 1024 * 1024  # of what they hold (the request bodies they record)
 
 
 class Afterwards:
-    def __init__(self, limit: int = LIMIT, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        limit: int = LIMIT,
+        max_bytes: int = MAX_BYTES,
+        retry_pauses_s: tuple[float, ...] = RETRY_PAUSES_S,
+    ) -> None:
+        self._retry_pauses_s = retry_pauses_s
         self._queue: asyncio.Queue[tuple[Write, int]] = asyncio.Queue(limit)
         self._max_bytes = max_bytes
         self._bytes = 0  # held by the writes waiting
@@ -98,7 +112,7 @@ class Afterwards:
         while True:
             write, size = await self._queue.get()
             try:
-                await _done(write)
+                await _done(write, self._retry_pauses_s)
             finally:
                 self._queue.task_done()
                 self._done += 1
@@ -108,8 +122,18 @@ class Afterwards:
                         self._progress.notify_all()
 
 
-async def _done(write: Write) -> None:
-    try:
-        await write()
-    except Exception:
-        logger.exception("a write after an answer failed; the answer was sent")
+async def _done(write: Write, pauses: tuple[float, ...] = ()) -> None:
+    """``write`` done, tried again after each of ``pauses`` while the store is unavailable."""
+    for pause in (*pauses, None):
+        try:
+            await write()
+        except StoreUnavailable:
+            if pause is None:
+                logger.warning("a write after an answer was not kept: store unavailable")
+                return
+            await asyncio.sleep(pause)
+        except Exception:
+            logger.exception("a write after an answer failed; the answer was sent")
+            return
+        else:
+            return

@@ -125,6 +125,7 @@ class Gateway:
             config.store.timeout_s,
             on_error=metrics.store_errors.inc,
             memory_max_bytes=config.store.memory_max_mb * 1024 * 1024,
+            keep_retry_s=config.store.keep_retry_s,
         )
         await self.store.connect()
         # A request's trace, recording and runs row: kept after its answer is sent.

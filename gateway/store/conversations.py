@@ -91,7 +91,7 @@ class ConversationStore:
         heavy = sum(len(entry.messages) for entry in conversation.entries) > HEAVY_MESSAGES
         value = await offload(heavy, _encode, conversation)  # a long one off the event loop
         new, old = self._keys_of(tenant, conversation.id)
-        await self._store.put(new, value, self._ttl_s)
+        await self._store.keep(new, value, self._ttl_s)  # a client was told it is kept
         if conversation.version != VERSION:  # moved: the old record would come back
             await self._store.delete([old])
             conversation.version = VERSION

@@ -1,6 +1,8 @@
 """Bounding the store: a hung or down store costs a request ~100 ms at most once, and
-nothing while it is known to be down. And what it keeps: no value written holds a
-connect link (``forget_links``: a link is its user's credential, docs/security.md)."""
+nothing while it is known to be down. What a client is told is kept (``keep``) is the
+exception: it is tried again within ``keep_retry_s``, cooldown or not, so one slow call
+never loses it. And what it keeps: no value written holds a connect link
+(``forget_links``: a link is its user's credential, docs/security.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ T = TypeVar("T")
 
 
 CONNECT_TIMEOUT_S = 5.0
+KEEP_PAUSE_S = 0.05  # before the first retry of a kept write; doubled each time
 
 
 class GuardedStore:
@@ -33,11 +36,13 @@ class GuardedStore:
         timeout_s: float | None = 0.1,
         cooldown_s: float = 1.0,
         on_error: Callable[[], None] | None = None,
+        keep_retry_s: float = 1.0,
     ) -> None:
         self.inner = store
         self._on_error = on_error
         self._timeout_s = timeout_s
         self._cooldown_s = cooldown_s
+        self._keep_retry_s = keep_retry_s
         self._down_until = 0.0
         self.errors = 0  # calls that failed, or were not made because the store was down
 
@@ -95,6 +100,29 @@ class GuardedStore:
 
     async def put(self, key: str, value: bytes, ttl_s: float) -> None:
         await self._call(self.inner.put(key, forget_links(value), ttl_s))
+
+    async def keep(self, key: str, value: bytes, ttl_s: float) -> None:
+        """``put`` for what a client is told is kept (a stored response, a conversation,
+        the hidden turns of a hand-back): tried at once even while the store is skipped,
+        then again after a failure (pauses from ``KEEP_PAUSE_S``, doubling) until
+        ``keep_retry_s`` has passed; a success ends the cooldown. StoreUnavailable when
+        every try failed: the caller says so to its client."""
+        value = forget_links(value)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._keep_retry_s
+        pause = KEEP_PAUSE_S
+        while True:
+            self._down_until = 0.0  # this write is tried whatever the last call did
+            try:
+                await self._call(self.inner.put(key, value, ttl_s))
+            except StoreUnavailable:
+                left = give_up - loop.time()
+                if left <= 0:
+                    raise
+                await asyncio.sleep(min(pause, left))
+                pause *= 2
+            else:
+                return
 
     async def delete(self, keys: list[str]) -> None:
         await self._call(self.inner.delete(keys))

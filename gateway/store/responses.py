@@ -77,7 +77,7 @@ class ResponseStore:
         )
         key = self._keys.stored_response(tenant, stored.response["id"])
         try:
-            await self._store.put(key, value, self._ttl_s)
+            await self._store.keep(key, value, self._ttl_s)
         except StoreUnavailable:
             logger.warning("response %s not stored: store unavailable", stored.response["id"])
             return False

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from gateway.config import ConsoleConfig
-from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store import GuardedStore, Keys
 from gateway.store.base import settled_now
 from tool_registry import immutable
 
@@ -108,11 +108,8 @@ class RunLog:
         config = self._console()
         if not config.enabled or config.runs_kept <= 0:
             return
-        key = self._keys.runs(row.tenant)
-        try:
-            await self._store.push_capped(key, row.encode(), config.runs_kept, config.runs_ttl_s)
-        except StoreUnavailable:
-            logger.warning("run %s not listed: store unavailable", row.request_id)
+        key = self._keys.runs(row.tenant)  # StoreUnavailable: tried again (Afterwards)
+        await self._store.push_capped(key, row.encode(), config.runs_kept, config.runs_ttl_s)
 
     async def scan(
         self, tenants: Iterable[str], admits: Callable[[RunRow], bool], limit: int

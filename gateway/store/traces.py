@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.store import GuardedStore, Keys, StoreUnavailable
+from gateway.store import GuardedStore, Keys
 from gateway.store.base import settled_now
 from tool_registry import dumps, loads
 
@@ -41,12 +41,11 @@ class TraceStore:
     async def save(
         self, tenant: str, request_id: str, trace: dict[str, Any], ttl_s: float | None = None
     ) -> None:
-        """Keep a trace for ``traces.ttl_s``, or ``ttl_s`` (one carrying a recording)."""
+        """Keep a trace for ``traces.ttl_s``, or ``ttl_s`` (one carrying a recording);
+        StoreUnavailable when the store did not take it (the writes after an answer are
+        tried again: ``Afterwards``)."""
         key = self._keys.trace(tenant, request_id)
-        try:
-            await self._store.put(key, dumps(trace), ttl_s or self._ttl_s)
-        except StoreUnavailable:
-            logger.warning("trace of %s not saved: store unavailable", request_id)
+        await self._store.put(key, dumps(trace), ttl_s or self._ttl_s)
 
     async def load(self, tenant: str, request_id: str) -> dict[str, Any] | None:
         await self._settled()  # a trace is there once its answer has arrived
@@ -57,12 +56,9 @@ class TraceStore:
         self, tenant: str, request_id: str, recorded_at: float, ttl_s: float
     ) -> None:
         """Name a trace that carries a recording in the tenant's index (kept ``ttl_s``
-        after the last one), for the export."""
+        after the last one), for the export; StoreUnavailable as ``save``."""
         key = self._keys.recordings(tenant)
-        try:
-            await self._store.field_put(key, request_id, str(recorded_at).encode(), ttl_s)
-        except StoreUnavailable:
-            logger.warning("recording of %s not indexed: store unavailable", request_id)
+        await self._store.field_put(key, request_id, str(recorded_at).encode(), ttl_s)
 
     async def recordings(
         self, tenant: str, limit: int, owner: str | None = None

@@ -113,18 +113,23 @@ class TurnStore:
 
     async def save(self, tenant: str, conversation: str, saved: SavedTurn) -> None:
         """Keep the hidden rounds before a hand-back, its whole turn and the server
-        outputs of that turn, under each client call's id."""
+        outputs of that turn, under each client call's id, before the client is handed
+        its calls: retried within ``store.keep_retry_s``, and else StoreUnavailable (the
+        request fails saying so: its client could not continue it)."""
         value = encode(saved)
         writes = []
         for call_id in saved.ids:
             key = self._keys.saved_turn(tenant, _bound_id(conversation, call_id))
-            writes.append(self._store.put(key, value, self._ttl_s))
-            writes.append(self._store.put(key + ":mark", b"1", self._ttl_s * _MARK_TTL_FACTOR))
+            writes.append(self._store.keep(key, value, self._ttl_s))
+            writes.append(self._store.keep(key + ":mark", b"1", self._ttl_s * _MARK_TTL_FACTOR))
         try:
             await asyncio.gather(*writes)
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
             logger.warning("hidden turn of tenant %s not saved: store unavailable", tenant)
-            return
+            raise StoreUnavailable(
+                "The shared store is unavailable: this answer's hidden tool rounds could "
+                "not be kept for its continuation, so it is not given."
+            ) from exc
         self.saved += 1
 
     def _missed(self) -> None:

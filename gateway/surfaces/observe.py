@@ -276,7 +276,8 @@ class Observer:
         if traces is not None:
             calls = [call_entry(registry, r, traces.result_chars) for r in runner.records]
             owned = {"owner": owner} if owner is not None else {}
-            await traces.save(tenant, request_id, {**line, **owned, "tool_calls": calls})
+            trace = {**line, **owned, "tool_calls": calls}
+            await self.afterwards.submit(partial(traces.save, tenant, request_id, trace))
 
     @staticmethod
     def _end_span(exchange: Exchange, status: int, usage: Any, cost: int | None) -> None:

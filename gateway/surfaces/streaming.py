@@ -61,7 +61,9 @@ class StreamEncoder(Protocol):
     @property
     def choices(self) -> Sequence[EventWriter]: ...
 
-    def close(self, report: RunReport) -> list[bytes]: ...
+    async def close(self, report: RunReport) -> list[bytes]:
+        """The last events, once the run is over (what the surface keeps, kept first)."""
+        ...
 
 
 def encode(writer: EventWriter, event: Streamed, keepalive: bytes = KEEPALIVE) -> list[bytes]:
@@ -106,7 +108,7 @@ async def event_stream(
             report = end.finish()
             if framing.comments:
                 yield loop_comment(report)
-            for chunk in encoder.close(report):
+            for chunk in await encoder.close(report):
                 yield chunk
         except GatewayError as exc:
             if not started:

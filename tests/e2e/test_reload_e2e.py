@@ -17,7 +17,7 @@ import yaml
 
 from tests.support.recorder import Answer, Recorder
 from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, tool_then_answer
-from tests.support.servers import ServeProcess
+from tests.support.servers import START_S, ServeProcess
 
 ADMIN_KEY = "admin-key-CANARY-0010"
 OLD_KEY = "sk-upstream-old-CANARY-0011"
@@ -53,7 +53,7 @@ def offered(model: Model, index: int = -2) -> list[str]:
 
 def reload(url: str, key: str | None = ADMIN_KEY) -> httpx.Response:
     headers = {"authorization": f"Bearer {key}"} if key else {}
-    return httpx.post(f"{url}/admin/reload", headers=headers, timeout=30)
+    return httpx.post(f"{url}/admin/reload", headers=headers, timeout=START_S)  # loaded hosts
 
 
 def start(

@@ -113,7 +113,7 @@ class ChunkStream:
         self.choices = choices
         self._include_usage = include_usage
 
-    def close(self, report: RunReport) -> list[bytes]:
+    async def close(self, report: RunReport) -> list[bytes]:
         if self._include_usage and report.usage:
             return [self.choices[0].usage(report.usage), DONE]
         return [DONE]

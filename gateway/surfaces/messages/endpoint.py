@@ -104,7 +104,7 @@ class MessagesCall:
         assert self._writer is not None  # a stream has its writer before its first event
         return [self._writer]
 
-    def close(self, report: RunReport) -> list[bytes]:
+    async def close(self, report: RunReport) -> list[bytes]:
         assert self._writer is not None
         return self._writer.close(report.usage)
 

@@ -108,7 +108,7 @@ class OllamaCall:
         assert self._lines is not None  # a stream has its writer before its first event
         return [self._lines]
 
-    def close(self, report: RunReport) -> list[bytes]:
+    async def close(self, report: RunReport) -> list[bytes]:
         assert self._lines is not None
         return self._lines.close(report.usage)
 

@@ -26,6 +26,7 @@ from gateway.surfaces.approval_answers import asked_in
 from gateway.surfaces.head import Admission, Head
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.listing import page
+from gateway.surfaces.request_end import Ended
 from gateway.surfaces.responses.context_fit import (
     compact,
     compaction_threshold,
@@ -51,6 +52,7 @@ from gateway.upstream.port import ModelAsk
 from gateway.values import CompletionRequest, Message, Parameters, UsageCounts, as_message
 from tool_registry import dumps
 
+STORED_HEADER = "x-toolgate-stored"  # "false": what the request asked to keep is not kept
 logger = logging.getLogger("gateway.responses")
 
 
@@ -134,8 +136,6 @@ class ResponseCall:
         self._visible: list[Message] = []
         self._conversation: Conversation | None = None
         self._writer: ResponseEvents | None = None
-        self._done: dict[str, Any] | None = None  # the response answered, once it is
-        self._encoded: bytes | None = None  # and its bytes, when sent in one piece
 
     async def decode(self) -> Start | Forward:
         asked, head = self._asked, self._head
@@ -199,7 +199,8 @@ class ResponseCall:
             incomplete=incomplete,
         )
         encoded = dumps(body)
-        self._done, self._encoded = body, encoded
+        if not await self._keep(report, body, encoded):
+            encoded = dumps(self._not_stored(body))
         return encoded
 
     def stream(self, n: int) -> ResponseCall:
@@ -212,17 +213,25 @@ class ResponseCall:
         assert self._writer is not None  # a stream has its writer before its first event
         return [self._writer]
 
-    def close(self, report: RunReport) -> list[bytes]:
-        """The stream's last event: the whole response, which is the one kept."""
+    async def close(self, report: RunReport) -> list[bytes]:
+        """The stream's last event: the whole response, kept before it is written."""
         assert self._writer is not None
-        events = self._writer.close(report.usage)
-        self._done = self._writer.last_response
-        return events
+        response = self._writer.last(report.usage)
+        if not await self._keep(report, response):
+            self._not_stored(response)
+        return self._writer.close(response)
 
-    async def ended(self, report: RunReport) -> None:
-        """Keep the response the run answered with, however it was sent."""
-        if self._done is not None and report.ending not in ("failed", "cancelled"):
-            await self._keep(report, self._done, self._encoded)
+    # What it keeps is kept before its answer says so (``render``, ``close``): nothing
+    # is left for the request's end.
+    ended: Ended | None = None
+
+    def _not_stored(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer as it must be when what it asked to keep could not be kept: it
+        says ``store: false`` (and ``x-toolgate-stored: false``), so its client never
+        relies on an id the store does not hold (docs/state.md)."""
+        body["store"] = False
+        self._head.exchange.headers[STORED_HEADER] = "false"
+        return body
 
     async def _fit(
         self,
@@ -270,17 +279,19 @@ class ResponseCall:
 
     async def _keep(
         self, report: RunReport, body: dict[str, Any], encoded: bytes | None = None
-    ) -> None:
+    ) -> bool:
         """Keep a finished response, with the whole conversation through it: the
         visible history, the hidden rounds, and its last turn (with the server calls
         of a hand-back turn answered, so the client's outputs complete it); and add
-        its input, hidden rounds and output to its conversation, if it has one."""
+        its input, hidden rounds and output to its conversation, if it has one.
+        Whether all it was asked to keep is kept (each write retried within
+        ``store.keep_retry_s``)."""
         [choice] = report.choices
         outcome = choice.outcome
         asked, tenant, conversation = self._asked, self._head.tenant, self._conversation
         large = self._head.large
         if outcome is None or body["status"] == "failed" or not (asked.store or conversation):
-            return
+            return True
         turn = outcome.answer.turn
         if isinstance(outcome, HandBack):
             last = [as_message(turn), *(as_message(output) for output in choice.handed)]
@@ -295,8 +306,10 @@ class ResponseCall:
             messages = [*self._visible, *hidden, *last]
             stored = StoredResponse(body, items, messages, owner, report.taint)
             written = None if conversation else await offload(large, stored_items_json, asked.items)
-            await self._gateway.responses.save(tenant.id, stored, encoded, written)
+            kept = await self._gateway.responses.save(tenant.id, stored, encoded, written)
             del stored, messages, written  # a long session's: not held past its write
+            if not kept:
+                return False
         if conversation is not None:
             # The turn's messages go with the first output item; the rest stand for
             # nothing the turn message does not already carry.
@@ -312,3 +325,5 @@ class ResponseCall:
                 await self._gateway.conversations.save(tenant.id, conversation)
             except StoreUnavailable:
                 logger.warning("conversation %s not updated: store unavailable", conversation.id)
+                return False
+        return True

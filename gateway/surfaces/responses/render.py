@@ -165,7 +165,6 @@ class ResponseEvents:
         "_shape",
         "_started",
         "_text",
-        "last_response",
     )
 
     def __init__(self, shape: ResponseShape) -> None:
@@ -177,7 +176,6 @@ class ResponseEvents:
         self._part: str | None = None  # the kind of content part open in it
         self._text: dict[str, list[str]] = {"content": [], "refusal": []}
         self._finish: str | None = None
-        self.last_response: dict[str, Any] = {}  # the response of the last lifecycle event
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -346,13 +344,15 @@ class ResponseEvents:
         self._finish = finish_reason
         return self._close_message(always=True)
 
-    def close(self, usage: Mapping[str, Any]) -> list[bytes]:
-        """The last event: the whole response, its usage summed over every round."""
+    def last(self, usage: Mapping[str, Any]) -> dict[str, Any]:
+        """The whole response the last event carries, its usage summed over every round."""
         incomplete = incomplete_reason(self._finish)
         status = "incomplete" if incomplete else "completed"
-        response = self._shape.response(status, self._output, usage, incomplete=incomplete)
-        self.last_response = response
-        kind = "response.incomplete" if incomplete else "response.completed"
+        return self._shape.response(status, self._output, usage, incomplete=incomplete)
+
+    def close(self, response: dict[str, Any]) -> list[bytes]:
+        """The last event: ``response`` (``last``'s, as it was kept)."""
+        kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
         return [self._event(kind, response=response)]
 
     def error(self, exc: GatewayError) -> bytes:

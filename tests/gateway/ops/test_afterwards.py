@@ -11,6 +11,7 @@ from functools import partial
 
 import pytest
 
+from gateway.errors import StoreUnavailable
 from gateway.ops.afterwards import Afterwards
 
 pytestmark = pytest.mark.anyio
@@ -186,3 +187,52 @@ async def test_a_reader_is_let_go_when_the_worker_stops_without_a_close() -> Non
     await asyncio.wait_for(reader, BOUND_S)  # not left waiting for writes that will not come
     assert gated.done == []
     await asyncio.wait_for(later.aclose(), BOUND_S)  # nor is a close
+
+
+class Flaky:
+    """A write the store refuses ``refusals`` times (a call past its timeout, a store
+    skipped since), then takes."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.tries = 0
+        self.kept = False
+
+    async def write(self) -> None:
+        self.tries += 1
+        if self.tries <= self.refusals:
+            raise StoreUnavailable("The shared store is unavailable.")
+        self.kept = True
+
+
+async def test_a_write_the_store_did_not_take_is_tried_again_and_read_after() -> None:
+    later = Afterwards(retry_pauses_s=(0.01, 0.01, 0.01))
+    later.start()
+    flaky = Flaky(refusals=2)
+    await later.submit(flaky.write)
+    await settled(later)  # a read waits for the write's last try
+    assert (flaky.tries, flaky.kept) == (3, True)
+    await later.aclose()
+
+
+async def test_a_write_the_store_never_takes_is_logged_after_its_tries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    later = Afterwards(retry_pauses_s=(0.01, 0.01))
+    later.start()
+    never, after = Flaky(refusals=99), Flaky(refusals=0)
+    await later.submit(never.write)
+    await later.submit(after.write)
+    with caplog.at_level(logging.WARNING, logger="gateway.afterwards"):
+        await settled(later)
+    assert (never.tries, never.kept) == (3, False)
+    assert after.kept
+    assert "not kept: store unavailable" in caplog.text
+    await later.aclose()
+
+
+async def test_a_write_on_its_requests_path_is_tried_once() -> None:
+    """No worker (or no room): the request's own path waits for no pause."""
+    flaky = Flaky(refusals=1)
+    await Afterwards(retry_pauses_s=(0.01,)).submit(flaky.write)
+    assert (flaky.tries, flaky.kept) == (1, False)

@@ -221,3 +221,43 @@ async def test_no_value_written_keeps_a_connect_link(backend: tuple[GuardedStore
     assert await store.fields(keys.prefix + "c") == {"f": kept}
     assert await store.newest(keys.prefix + "d", 1) == [kept]
     await store.delete([keys.prefix + k for k in "abcd"])
+
+
+class Slowed(MemoryStore):
+    """A store whose writes are late for a while, on cue (a busy host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late_until = 0.0  # loop time
+        self.puts = 0
+
+    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        self.puts += 1
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.late_until:
+            await asyncio.sleep(self.late_until - loop.time() + 0.2)
+        await super().put(key, value, ttl_s)
+
+
+async def test_a_kept_write_outlasts_a_passing_stall_and_ends_the_cooldown() -> None:
+    inner = Slowed()
+    guarded = GuardedStore(inner, timeout_s=0.05, cooldown_s=5.0, keep_retry_s=2.0)
+    inner.late_until = asyncio.get_running_loop().time() + 0.2
+    with pytest.raises(StoreUnavailable):
+        await guarded.put("a", b"1", 60)  # an ordinary write: one try, then skipped
+    assert not guarded.available
+    await guarded.keep("b", b"2", 60)  # tried whatever the cooldown, until it is taken
+    assert inner.puts >= 3
+    assert await guarded.get("b") == b"2"
+    assert guarded.available  # its success ended the cooldown
+
+
+async def test_a_kept_write_gives_up_after_its_budget() -> None:
+    inner = Slowed()
+    guarded = GuardedStore(inner, timeout_s=0.05, keep_retry_s=0.3)
+    inner.late_until = asyncio.get_running_loop().time() + 60
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(StoreUnavailable):
+        await guarded.keep("b", b"2", 60)
+    assert asyncio.get_running_loop().time() - started < 5  # bounded, not the stall's 60 s
+    assert inner.puts >= 2

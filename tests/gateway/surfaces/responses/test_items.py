@@ -151,7 +151,7 @@ def test_every_event_of_a_lifecycle_is_valid_and_numbered() -> None:
         *writer.choice_delta(ChoiceDelta({"refusal": "no"})),
         *writer.choice_delta(ChoiceDelta({"content": "lo"})),
         *writer.hand_back([ToolCall("c1", "f", '{"a": 1}')]),
-        *writer.close({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}),
+        *writer.close(writer.last({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})),
     ]
     events = [json.loads(chunk.removeprefix(b"data: ")) for chunk in chunks]
     for event in events:
@@ -485,7 +485,7 @@ def test_a_streamed_custom_call_is_its_input_events() -> None:
         *writer.open(),
         *writer.hand_back([ToolCall("c", "note", json.dumps({"input": "x\ny"}))]),
     ]
-    events += writer.close({})
+    events += writer.close(writer.last({}))
     parsed = [json.loads(e.split(b"data: ", 1)[1]) for e in events]
     kinds = [e["type"] for e in parsed]
     assert kinds == [
