@@ -170,7 +170,8 @@ class Gateway:
         self.upstream_wire = upstream
         self.tool_transport = tools
         self.webhooks = Webhooks(tools)
-        self.model_servers = ModelServers(upstream, metrics=metrics)  # the model port
+        # The model port; the credentials a dialect signs with join the secrets redacted.
+        self.model_servers = ModelServers(upstream, metrics=metrics, secrets=self.redactor.extend)
         # Tool search's vectors, from the operator's embeddings model where configured:
         # each snapshot's catalog is embedded in the background once it is current.
         # The guardrails' judges (docs/guardrails.md): the model port, the one way out.

@@ -6,7 +6,7 @@ which one answered."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
@@ -19,6 +19,10 @@ from gateway.values import (
     ToolDefinition,
 )
 from tool_registry import immutable
+
+# Where a dialect says which credentials it sends or signs with beyond the configuration's
+# (refreshed temporary keys): they join the one list of secrets every sink redacts.
+Secrets = Callable[[Iterable[str]], None]
 
 
 @immutable

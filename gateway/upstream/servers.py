@@ -11,12 +11,15 @@ from gateway.upstream.anthropic import AnthropicDialect
 from gateway.upstream.bedrock import BedrockDialect
 from gateway.upstream.call_ids import StableCallIds
 from gateway.upstream.openai import OpenAIDialect
-from gateway.upstream.port import Dialect, ModelAsk, OpenedServer
+from gateway.upstream.port import Dialect, ModelAsk, OpenedServer, Secrets
 from gateway.upstream.wire import Wire
 
 # Every dialect by the name an upstream's ``dialect`` gives (``config.Dialect``): made
-# with the shared wire, the shared ``trouble``, the metrics and the retries' backoff.
-DIALECTS: dict[str, Callable[[Wire, dict[str, str], Metrics | None, float], Dialect]] = {
+# with the shared wire, the shared ``trouble``, the metrics, the retries' backoff and
+# where it says the credentials it uses (``Secrets``).
+DIALECTS: dict[
+    str, Callable[[Wire, dict[str, str], Metrics | None, float, Secrets | None], Dialect]
+] = {
     "openai": OpenAIDialect,
     "anthropic": AnthropicDialect,
     "bedrock": BedrockDialect,
@@ -29,11 +32,16 @@ class ModelServers:
     was not an answer (``loading``, ``unavailable``, ``unreachable``)."""
 
     def __init__(
-        self, wire: Wire, *, metrics: Metrics | None = None, backoff_base_s: float = 0.5
+        self,
+        wire: Wire,
+        *,
+        metrics: Metrics | None = None,
+        backoff_base_s: float = 0.5,
+        secrets: Secrets | None = None,
     ) -> None:
         self.trouble: dict[str, str] = {}
         self._dialects = {
-            name: make(wire, self.trouble, metrics, backoff_base_s)
+            name: make(wire, self.trouble, metrics, backoff_base_s, secrets)
             for name, make in DIALECTS.items()
         }
         openai = self._dialects["openai"]

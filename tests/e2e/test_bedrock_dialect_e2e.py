@@ -24,6 +24,7 @@ from tests.support.bedrock_upstream import (
     answer_of,
     error,
     event,
+    exception,
     frame,
     reasoning,
     stream_of,
@@ -302,3 +303,44 @@ def test_temporary_credentials_from_the_chain_are_refreshed_before_they_expire(
     assert len(handed) >= 2  # fetched, then fetched again as it neared its expiry
     assert used[0] != used[-1]
     assert set(used) <= set(handed)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_aws_error_quoting_the_requests_credentials_reaches_no_client(
+    harness: Harness, stream: bool
+) -> None:
+    """Issue 62 §4: a ``ValidationException`` (an error answer, or an exception event in
+    a stream) that quotes the request's ``Authorization``, its session token and the
+    secret key reaches the client with none of them: the keys the gateway signs with
+    join the secrets every sink redacts, and a signature it quotes is cut at the
+    dialect's edge."""
+    quoted: list[str] = []
+
+    def quoting(hit: Received) -> Answer:
+        authorization = hit.headers["authorization"]
+        token = hit.headers["x-amz-security-token"]
+        signature = authorization.split("Signature=")[1]
+        quoted.extend([authorization, token, signature, "gateway-secret", "AKIDGATEWAY"])
+        words = (
+            f"The request signature we calculated does not match. Authorization: "
+            f"{authorization}; X-Amz-Security-Token: {token}; with secret gateway-secret; "
+            f"Signature={signature}"
+        )
+        if hit.raw_path.endswith("/converse-stream"):
+            kind = "application/vnd.amazon.eventstream"
+            return Answer(
+                headers=[("content-type", kind)], chunks=[exception("validationException", words)]
+            )
+        return error(400, "ValidationException", words)
+
+    _, _, gateway = start(harness, Recorder(quoting))
+    body = {"model": MODEL, "messages": CHAT, "stream": stream}
+    answer = harness.client(gateway).post("/v1/chat/completions", json=body)
+    said = answer.text
+    assert quoted  # the runtime was asked, and quoted what it was sent
+    assert "signature we calculated" in said  # the AWS words reach the client…
+    for secret in quoted:  # …without a credential among them
+        assert secret not in said, secret
+    trace = harness.client(gateway).get(f"/v1/toolgate/traces/{answer.headers['x-request-id']}")
+    for secret in quoted:
+        assert secret not in trace.text, secret

@@ -11,7 +11,7 @@ from gateway.upstream.anthropic.client import MODELS_PATH, AnthropicClient, api_
 from gateway.upstream.anthropic.codec import declare
 from gateway.upstream.anthropic.model import MessagesModel
 from gateway.upstream.exchange import UpstreamClient
-from gateway.upstream.port import ModelAsk
+from gateway.upstream.port import ModelAsk, Secrets
 from gateway.upstream.rounds import Declarations
 from gateway.upstream.wire import Wire
 
@@ -28,6 +28,7 @@ class AnthropicDialect:
         trouble: dict[str, str],
         metrics: Metrics | None = None,
         backoff_base_s: float = 0.5,
+        secrets: Secrets | None = None,  # its key is the configuration's: listed
     ) -> None:
         self.exchange = UpstreamClient(
             wire,

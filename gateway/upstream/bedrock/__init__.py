@@ -11,7 +11,7 @@ from gateway.upstream.bedrock.client import AwsSigner, BedrockClient, api_key, r
 from gateway.upstream.bedrock.codec import declare
 from gateway.upstream.bedrock.model import ConverseModel
 from gateway.upstream.exchange import UpstreamClient
-from gateway.upstream.port import ModelAsk
+from gateway.upstream.port import ModelAsk, Secrets
 from gateway.upstream.rounds import Declarations
 from gateway.upstream.wire import Wire
 
@@ -28,11 +28,12 @@ class BedrockDialect:
         trouble: dict[str, str],
         metrics: Metrics | None = None,
         backoff_base_s: float = 0.5,
+        secrets: Secrets | None = None,
     ) -> None:
         self.exchange = UpstreamClient(
             wire,
             auth=api_key,
-            sign=AwsSigner(),
+            sign=AwsSigner(secrets),
             retryable=retryable,
             backoff_base_s=backoff_base_s,
             metrics=metrics,

@@ -27,6 +27,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
+from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
     UpstreamClient,
     close_quietly,
@@ -34,6 +35,7 @@ from gateway.upstream.exchange import (
     read_all,
     upstream_errors,
 )
+from gateway.upstream.port import Secrets
 from tool_registry import dumps, loads_object
 
 SERVICE = "bedrock"
@@ -65,11 +67,15 @@ def region_of(upstream: UpstreamConfig) -> str:
 
 class AwsSigner:
     """SigV4 with the standard credential chain, resolved once (off the loop) and
-    refreshed by botocore as they near their expiry."""
+    refreshed by botocore as they near their expiry. Each set of keys it signs with
+    (the access key, the secret key, the session token: refreshed ones too) is said to
+    ``secrets`` before its first use, so an AWS error quoting one is redacted."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Secrets | None = None) -> None:
         self._credentials: Credentials | None = None
         self._lock = threading.Lock()
+        self._secrets = secrets
+        self._said: tuple[str | None, ...] = ()  # the keys last said to ``secrets``
 
     def _resolve(self) -> Credentials:
         with self._lock:
@@ -89,8 +95,14 @@ class AwsSigner:
         if credentials is None:
             credentials = await asyncio.to_thread(self._resolve)
         if isinstance(credentials, RefreshableCredentials) and credentials.refresh_needed():
-            return await asyncio.to_thread(credentials.get_frozen_credentials)
-        return credentials.get_frozen_credentials()
+            frozen = await asyncio.to_thread(credentials.get_frozen_credentials)
+        else:
+            frozen = credentials.get_frozen_credentials()
+        keys = (frozen.access_key, frozen.secret_key, frozen.token)
+        if keys != self._said and self._secrets is not None:
+            self._secrets([key for key in keys if key])
+            self._said = keys
+        return frozen
 
     async def __call__(
         self,
@@ -116,13 +128,14 @@ def model_path(model: str, stream: bool) -> str:
 
 
 def error_message(body: bytes, headers: Mapping[str, str]) -> str | None:
-    """An AWS error's words: its body's ``message``, else the kind its header names."""
+    """An AWS error's words: its body's ``message``, else the kind its header names;
+    never a signature it quotes."""
     found = loads_object(body) or {}
     said = found.get("message", found.get("Message"))
     if isinstance(said, str):
-        return said
+        return unsigned(said)
     kind = headers.get("x-amzn-errortype", "")
-    return kind.split(":", 1)[0] or None
+    return unsigned(kind.split(":", 1)[0]) or None
 
 
 class BedrockClient:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.errors import BadRequest, UpstreamError
+from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import server_failed
 from gateway.upstream.turns import Content, cache_usage, call_input
 from gateway.values import (
@@ -306,7 +307,9 @@ class StreamAssembler:
         elif kind.endswith("Exception"):
             said = payload.get("message")
             raise server_failed(
-                self.upstream, f"a {kind} in its stream", said if isinstance(said, str) else kind
+                self.upstream,
+                f"a {kind[:64]} in its stream",
+                unsigned(said) if isinstance(said, str) else unsigned(kind),
             )
         return []
 

@@ -12,7 +12,7 @@ from gateway.ops.metrics import Metrics
 from gateway.upstream.exchange import UpstreamClient
 from gateway.upstream.openai.client import OpenAIClient
 from gateway.upstream.openai.model import ChatModel
-from gateway.upstream.port import ModelAsk
+from gateway.upstream.port import ModelAsk, Secrets
 from gateway.upstream.rounds import Declarations
 from gateway.upstream.wire import Wire
 
@@ -29,6 +29,7 @@ class OpenAIDialect:
         trouble: dict[str, str],
         metrics: Metrics | None = None,
         backoff_base_s: float = 0.5,
+        secrets: Secrets | None = None,  # its key is the configuration's: listed
     ) -> None:
         self.exchange = UpstreamClient(
             wire, backoff_base_s=backoff_base_s, metrics=metrics, trouble=trouble
