@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from gateway.engine.estimate import PromptSize
 from gateway.engine.offer import Offer
+from gateway.engine.readable import readable, with_texts
 from gateway.engine.runner import Credentials, ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
@@ -186,7 +187,7 @@ class Run:
                         assert answer is not None  # the first round is refused instead
                         finish = "length"
                         if not stream and self.policy.screens_answers:
-                            answer, finish = await self._screened(answer, finish)
+                            answer, finish, _ = await self._screened(answer, finish)
                         self.outcome = Final(answer, finish, bool(answer.turn.calls))
                         yield self.outcome
                         return
@@ -249,18 +250,14 @@ class Run:
                     yield Working(partial(self._run_tools, turn, step.runnable))
                     if not self._asked:
                         continue
-                    if not stream and self.policy.screens_answers:  # its text is the client's
-                        answer, _ = await self._screened(answer, "tool_calls")
-                    self.outcome = HandBack(self._asked, answer)  # approvals only
-                    yield self.outcome
+                    self.outcome = await self._handing_back(stream, answer, self._asked)
+                    yield self.outcome  # approvals only
                     return
                 if step.kind == "hand_back":
                     turn, handed = self._handed(turn, step)
                     yield Working(partial(self._hand_back, turn, step, handed))
                     back = replace(answer, turn=turn)
-                    if not stream and self.policy.screens_answers:  # its text is the client's
-                        back, _ = await self._screened(back, "tool_calls")
-                    self.outcome = HandBack(handed + self._asked, back)
+                    self.outcome = await self._handing_back(stream, back, handed + self._asked)
                     yield self.outcome
                     return
                 dropped = bool(turn.calls) or answer.finish_reason == "tool_calls"
@@ -268,7 +265,7 @@ class Run:
                 if state.stopped in BUDGET_CAPS:
                     finish = "length"  # the budget cut the run short (docs/design.md §13)
                 if not stream and self.policy.screens_answers:
-                    answer, finish = await self._screened(answer, finish)
+                    answer, finish, _ = await self._screened(answer, finish)
                 answer, added = self._linked(answer, shown if stream else answer.turn.content)
                 if added and stream:  # in the stream itself, as the answer's last words
                     yield ChoiceDelta({"content": added})
@@ -292,22 +289,46 @@ class Run:
         turn = replace(answer.turn, content=text + added)
         return replace(answer, turn=turn, raw=None), added
 
-    async def _screened(self, answer: Completion, finish: str) -> tuple[Completion, str]:
-        """A final answer after the guardrails on final answers: as it was, redacted, or
-        withheld (``content_filter``, the refusal its text). What changed drops the
-        upstream's own fields of the message (its logprobs, its reasoning)."""
-        text = answer.turn.content
-        if not text:
-            return answer, finish
-        screened = await self.policy.screen(text, "final_answer", "final_answer")
-        self.ledger.guarded += screened.verdicts
-        if screened.blocked is not None:
-            turn = replace(answer.turn, content=refusal_text(screened.blocked))
-            return replace(answer, turn=turn, raw=None), "content_filter"
-        if screened.text != text:
-            turn = replace(answer.turn, content=screened.text)
-            return replace(answer, turn=turn, raw=None), finish
-        return answer, finish
+    async def _handing_back(
+        self, stream: bool, answer: Completion, calls: tuple[ToolCall, ...]
+    ) -> LoopEnd:
+        """A hand-back of ``calls`` with ``answer``, every text of both the client's to
+        read screened first (not streamed: a stream's text was screened as it went); a
+        blocked one ends the run with its refusal instead."""
+        if stream or not self.policy.screens_answers:
+            return HandBack(calls, answer)
+        answer, finish, given = await self._screened(answer, "tool_calls", calls)
+        return HandBack(given, answer) if given is not None else Final(answer, finish, True)
+
+    async def _screened(
+        self, answer: Completion, finish: str, calls: tuple[ToolCall, ...] = ()
+    ) -> tuple[Completion, str, tuple[ToolCall, ...] | None]:
+        """A final answer (and the calls handed back with it) after the guardrails on
+        final answers, each text a client can read of it screened (``readable``): as it
+        was, redacted, or withheld (``content_filter``, the refusal its text, no calls:
+        None)."""
+        found = readable(answer, calls)
+        if not found:
+            return answer, finish, calls
+        screen = self.policy.screen
+        results = await asyncio.gather(
+            *(screen(item.text, "final_answer", "final_answer") for item in found)
+        )
+        changed: dict[tuple[str, int | str], str] = {}
+        blocked = None
+        for item, result in zip(found, results, strict=True):
+            self.ledger.guarded += result.verdicts
+            if result.blocked is not None:
+                blocked = blocked or result.blocked
+            elif result.text != item.text:
+                changed[item.where] = result.text or ""
+        if blocked is not None:
+            turn = AssistantMessage(refusal_text(blocked))
+            return replace(answer, turn=turn, raw=None), "content_filter", None
+        if not changed:
+            return answer, finish, calls
+        answer, calls = with_texts(answer, calls, changed)
+        return answer, finish, calls
 
     async def _streamed(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """One streamed round, every wait within the request's deadline."""

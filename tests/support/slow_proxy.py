@@ -20,6 +20,7 @@ class SlowProxy:
     def __init__(self, host: str, port: int) -> None:
         self._target = (host, port)
         self._until = 0.0  # monotonic: replies read before this wait until it
+        self._cue: asyncio.Event | None = None  # set on the proxy's loop at each new cue
         self._loop = asyncio.new_event_loop()
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
@@ -34,6 +35,8 @@ class SlowProxy:
     def stall(self, seconds: float) -> None:
         """Replies are late from now for ``seconds``."""
         self._until = time.monotonic() + seconds
+        if self._cue is not None:
+            self._loop.call_soon_threadsafe(self._cue.set)
 
     def __enter__(self) -> SlowProxy:
         self._thread.start()
@@ -48,6 +51,7 @@ class SlowProxy:
         self._loop.close()
 
     async def _start(self) -> None:
+        self._cue = asyncio.Event()
         self._server = await asyncio.start_server(self._connection, sock=self._listener)
 
     async def _stop(self) -> None:
@@ -79,12 +83,24 @@ class SlowProxy:
                 with contextlib.suppress(OSError, asyncio.CancelledError):
                     await closing.wait_closed()
 
+    async def _stall_over(self) -> None:
+        """Until the stall in force ends (a new cue, set on this loop, is seen at once:
+        the event is cleared before the stall is read, with no await between)."""
+        assert self._cue is not None
+        while True:
+            self._cue.clear()
+            left = self._until - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cue.wait(), left)
+
     async def _pump(
         self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, late: bool
     ) -> None:
         with contextlib.suppress(OSError):
             while chunk := await source.read(65536):
-                while late and (wait := self._until - time.monotonic()) > 0:
-                    await asyncio.sleep(min(wait, 0.02))  # a new cue is seen at once
+                if late:
+                    await self._stall_over()
                 sink.write(chunk)
                 await sink.drain()

@@ -75,12 +75,17 @@ def _text(turn: AssistantMessage) -> str | None:
     return turn.refusal if turn.refusal is not None else turn.content
 
 
+_SHOWN = frozenset({"thinking", "redacted_thinking"})
+
+
 def render_message(
     outcome: LoopEnd, model: str, usage: UsageCounts, message_id: str, thinking: bool
 ) -> dict[str, Any]:
     """The answer of one run."""
     turn = outcome.answer.turn
-    content: list[dict[str, Any]] = [dict(b) for b in turn.carried] if thinking else []
+    # Anthropic's thinking blocks, where the client asked for thinking; another dialect's
+    # carried blocks (Bedrock's reasoningContent) are carried, never shown.
+    content = [dict(b) for b in turn.carried if b.get("type") in _SHOWN] if thinking else []
     said = _text(turn)
     if said:
         content.append({"type": "text", "text": said})
