@@ -293,21 +293,25 @@ class Run:
         self, stream: bool, answer: Completion, calls: tuple[ToolCall, ...]
     ) -> LoopEnd:
         """A hand-back of ``calls`` with ``answer``, every text of both the client's to
-        read screened first (not streamed: a stream's text was screened as it went); a
-        blocked one ends the run with its refusal instead."""
-        if stream or not self.policy.screens_answers:
+        read screened first (streamed, the calls' arguments only: its text was screened
+        as it went); a blocked one ends the run with its refusal instead."""
+        if not self.policy.screens_answers:
             return HandBack(calls, answer)
-        answer, finish, given = await self._screened(answer, "tool_calls", calls)
+        answer, finish, given = await self._screened(answer, "tool_calls", calls, not stream)
         return HandBack(given, answer) if given is not None else Final(answer, finish, True)
 
     async def _screened(
-        self, answer: Completion, finish: str, calls: tuple[ToolCall, ...] = ()
+        self,
+        answer: Completion,
+        finish: str,
+        calls: tuple[ToolCall, ...] = (),
+        texts: bool = True,
     ) -> tuple[Completion, str, tuple[ToolCall, ...] | None]:
         """A final answer (and the calls handed back with it) after the guardrails on
         final answers, each text a client can read of it screened (``readable``): as it
         was, redacted, or withheld (``content_filter``, the refusal its text, no calls:
         None)."""
-        found = readable(answer, calls)
+        found = readable(answer, calls, texts)
         if not found:
             return answer, finish, calls
         screen = self.policy.screen
@@ -505,13 +509,15 @@ ROUND_SEPARATOR = "\n\n"  # between the streamed texts of two rounds: a new para
 
 async def screened(screen: AnswerScreen, delta: ChoiceDelta) -> ChoiceDelta:
     """A streamed delta with its text as the guardrails let it be shown now (none while
-    held); its logprobs go (they would tell the text)."""
+    held); its logprobs go (they would tell the text), and so do its other texts."""
+    # Other texts of the delta (a reasoning_content's pieces) are left out: only the
+    # answer's text is screened, in windows, and no text goes out unscreened.
+    kept = {"role": delta.delta["role"]} if "role" in delta.delta else {}
     text = delta.delta.get("content")
     if not text:
-        return replace(delta, logprobs=None)
+        return ChoiceDelta(kept)
     shown = await screen.feed(text)
-    rest = {k: v for k, v in delta.delta.items() if k != "content"}
-    return ChoiceDelta({**rest, "content": shown} if shown else rest)
+    return ChoiceDelta({**kept, "content": shown} if shown else kept)
 
 
 def set_apart(piece: ChoiceDelta, before: str) -> ChoiceDelta:

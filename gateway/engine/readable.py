@@ -48,10 +48,15 @@ def _thinking(block: Mapping[str, Any]) -> str | None:
     return text if block.get("type") == "thinking" and isinstance(text, str) else None
 
 
-def readable(answer: Completion, calls: Sequence[ToolCall] = ()) -> list[Readable]:
-    """Every text of ``answer`` (and of ``calls``, handed back with it) a client reads."""
+def readable(
+    answer: Completion, calls: Sequence[ToolCall] = (), texts: bool = True
+) -> list[Readable]:
+    """Every text of ``answer`` (and of ``calls``, handed back with it) a client reads;
+    the calls' alone where the answer's ``texts`` were screened already (a stream's)."""
     turn = answer.turn
-    found = []
+    found: list[Readable] = []
+    if not texts:
+        return [Readable(("call", i), c.arguments) for i, c in enumerate(calls) if c.arguments]
     if turn.content:
         found.append(Readable(("content", 0), turn.content))
     if turn.refusal:

@@ -173,6 +173,9 @@ class FakeUpstream:
             return _sse({**base, "choices": [choice]})
 
         yield chunk({"role": "assistant", "content": ""})
+        reasoning = reply.get("reasoning_content") if isinstance(reply, dict) else None
+        for word in _words(reasoning) if reasoning else []:  # a reasoning model's, first
+            yield chunk({"reasoning_content": word})
         text = reply.text if isinstance(reply, Die) else reply.get("content") or ""
         for index, word in enumerate(_words(text) if text else []):
             if isinstance(reply, Die) and index == reply.words:
