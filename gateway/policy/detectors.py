@@ -13,8 +13,12 @@ says too little (a card number's Luhn digit, an IBAN's mod 97, a token's entropy
   role, reveal its prompt or hide what it does, and chat-template markers, in English and
   a few common phrasings in German, French and Spanish.
 
-Zero-width and other invisible format characters are looked through (an attacker's
-``ig\u200bnore previous instructions`` is found), and a span found is the original text's.
+Every detector reads one normalisation of the text (``_normalised``), whatever its source
+or path: JSON escapes decoded (a nested document's ``\\"db_password\\"``, an escaped
+``\\u0041KIA…``), zero-width and other invisible format characters looked through (an
+attacker's ``ig\u200bnore previous instructions`` is found), every space a space and a
+phrasing found across line breaks, compatibility forms folded (NFKC: full-width
+letters); a span found is the original text's.
 What they miss is in the docs: paraphrase, other languages, encodings (base64, leetspeak),
 and secrets with no known shape and little entropy.
 """
@@ -22,6 +26,8 @@ and secrets with no known shape and little entropy.
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -63,7 +69,7 @@ _SECRETS = {
 }
 # A secret-named setting: its value is the span (its one group).
 _ASSIGNED = (
-    r"(?i)\b(?:password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
+    r"(?i)\b(?:[a-z0-9]{1,32}[_-]){0,4}(?:password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
     r"access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|access[_-]?token|auth[_-]?token|"
     r"refresh[_-]?token|private[_-]?key)\b[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"([^\s\"',;<>]{8,256})"
@@ -186,6 +192,30 @@ _INJECTION = {
 }
 
 
+# Where a pattern takes a space between the parts of what it finds, any whitespace is
+# taken (a line break, a tab: the spaces are folded for the model), and the bounded gaps
+# of a phrasing run across lines.
+_SPACES = {
+    "[ \\t]": "\\s",
+    "[ \\t,]": "[\\s,]",
+    "[ ]": "\\s",
+    "[ -]": "[\\s-]",
+    "[ .-]": "[\\s.-]",
+    "[-. ]": "[-.\\s]",
+    "[^.\\n]": "[^.]",
+}
+
+
+def _any_space(patterns: dict[str, str]) -> dict[str, str]:
+    """The patterns with any whitespace where they take a space (``_SPACES``)."""
+    found = {}
+    for name, pattern in patterns.items():
+        for narrow, wide in _SPACES.items():
+            pattern = pattern.replace(narrow, wide)
+        found[name] = pattern
+    return found
+
+
 def _combined(patterns: dict[str, str]) -> Any:
     return re2.compile("|".join(f"(?P<{name}>{p})" for name, p in patterns.items()), _OPTIONS)
 
@@ -201,7 +231,7 @@ def _luhn(digits: str) -> bool:
 
 
 def _iban(text: str) -> bool:
-    compact = text.replace(" ", "")
+    compact = "".join(text.split())
     if not 15 <= len(compact) <= 34:
         return False
     moved = compact[4:] + compact[:4]
@@ -249,31 +279,88 @@ _CHECKS: dict[str, Callable[[str], bool]] = {
     "us_ssn": lambda found: not found.startswith(("000", "666")) and found[4:6] != "00",
 }
 
-# Invisible format characters an attacker splits words with (zero-width spaces, joiners,
-# soft hyphens, word joiners, bidi marks), as they are or as a JSON escape (``\u200b``):
-# looked through, their positions kept. A JSON escape of a line break or a tab (``\n``)
-# reads as a space, so a word after it starts a word.
-_HIDDEN = re2.compile(
-    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]"
-    r"|\\u(?:00[aA][dD]|180[eE]|200[b-fB-F]|202[a-eA-E]|206[0-4]|[fF][eE][fF][fF])"
-    r"|\\[nrt]"
+# What the detectors look through, each a match of one pattern (a char or an escape):
+# invisible format characters an attacker splits words with (zero-width spaces, joiners,
+# soft hyphens, word joiners, bidi marks), JSON escapes (a result that is JSON text holds
+# a nested document's quotes as ``\"``, any character as ``\u0041``: read decoded, as the
+# model reads them), and every character past ASCII (compatibility forms folded by NFKC:
+# a full-width ``IGNORE`` (U+FF29…) is ``IGNORE``; any space a space).
+# (Python's own engine: its alternatives start with distinct characters and repeat
+# nothing nested, so it runs in linear time, and it is far cheaper per match than RE2's
+# binding, where a text holds a match every few characters.)
+_LOOKED_THROUGH = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # an escaped pair
+    r"|\\u[0-9a-fA-F]{4}|\\[nrtbf\"/\\]|[^\x00-\x7f]+|[ \t\n\r\f\v]{2,}"
 )
+_HIDDEN = frozenset(
+    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2061\u2062\u2063\u2064\ufeff"
+)
+_SIMPLE_ESCAPES = {"n": " ", "r": " ", "t": " ", "b": "", "f": " ", '"': '"', "/": "/", "\\": "\\"}
+
+
+def _folded(run: str) -> tuple[str, list[int], list[int]] | None:
+    """A run of characters past ASCII as read, with where each read character starts
+    and ends in the run; None when it reads as it is, or one for one (``""``, no spans:
+    most text in any script, and full-width forms, take one check for the run)."""
+    if _HIDDEN.isdisjoint(run):
+        folded = unicodedata.normalize("NFKC", run)  # a no-break space is a space too
+        if folded == run:
+            return None
+        if len(folded) == len(run):
+            return folded, [], []
+    read: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for index, char in enumerate(run):
+        piece = _read(char)
+        read.append(piece)
+        starts += [index] * len(piece)
+        ends += [index + 1] * len(piece)
+    return "".join(read), starts, ends
+
+
+def _read(piece: str) -> str:
+    """One char or escape as the detectors read it ('' for nothing)."""
+    if piece.startswith("\\"):
+        if piece[1] != "u":
+            return _SIMPLE_ESCAPES[piece[1]]
+        units = [int(piece[i + 2 : i + 6], 16) for i in range(0, len(piece), 6)]
+        if len(units) == 2:
+            piece = chr(0x10000 + ((units[0] - 0xD800) << 10) + (units[1] - 0xDC00))
+        elif 0xD800 <= units[0] <= 0xDFFF:  # half a pair: nothing a model reads
+            return ""
+        else:
+            piece = chr(units[0])
+        if piece.isascii():
+            return " " if piece in "\n\r\t" else piece
+    if piece in _HIDDEN:
+        return ""
+    if piece.isspace():
+        return " "
+    return unicodedata.normalize("NFKC", piece)
 
 
 class Detectors:
     """The built-in detectors, compiled once per gateway."""
 
+    @staticmethod
+    def normalises(text: str) -> bool:
+        """Whether ``text`` is read other than as it is (its reading costs a step per
+        escape, run of spaces or run past ASCII: a caller may do it off the loop)."""
+        return _LOOKED_THROUGH.search(text) is not None
+
     def __init__(self) -> None:
-        self._secrets = _combined(_SECRETS)
-        self._assigned = re2.compile(_ASSIGNED, _OPTIONS)
+        self._secrets = _combined(_any_space(_SECRETS))
+        self._assigned = re2.compile(_any_space({"": _ASSIGNED})[""], _OPTIONS)
         self._random = re2.compile(_RANDOM, _OPTIONS)
-        self._personal = _combined(_PERSONAL)
-        self._injection = _combined(_INJECTION)
+        self._personal = _combined(_any_space(_PERSONAL))
+        self._injection = _combined(_any_space(_INJECTION))
 
     def find(self, text: str, kinds: Iterable[Detector]) -> list[Finding]:
         """What the detectors of ``kinds`` find in ``text``, in order, overlaps merged
         to the first found."""
-        seen, positions = _visible(text)
+        seen, positions = _normalised(text)
         found: list[Finding] = []
         for kind in kinds:
             if kind == "secrets":
@@ -306,32 +393,54 @@ class Detectors:
         return found
 
 
-def _visible(text: str) -> tuple[str, list[int] | None]:
-    """``text`` as the detectors read it — invisible characters left out, an escaped
-    line break or tab a space — and where each character read was in ``text`` (None
-    when it is ``text`` itself)."""
-    if _HIDDEN.search(text) is None:
+def _normalised(text: str) -> tuple[str, tuple[list[int], list[int]] | None]:
+    """``text`` as the detectors read it, one normalisation for every source and path:
+    escapes decoded, invisible characters left out, spaces folded, compatibility forms
+    folded (NFKC); and where each character read starts and ends in ``text`` (None when
+    the text is read as it is)."""
+    if _LOOKED_THROUGH.search(text) is None:
         return text, None
     kept: list[str] = []
-    positions: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     at = 0
-    for match in _HIDDEN.finditer(text):
+    for match in _LOOKED_THROUGH.finditer(text):
         start, end = match.span()
         kept.append(text[at:start])
-        positions.extend(range(at, start))
-        if end - start == 2:  # \n, \r, \t: a space
-            kept.append(" ")
-            positions.append(start)
+        starts += range(at, start)
+        ends += range(at + 1, start + 1)
+        piece = match.group()
+        if piece.isspace() and piece.isascii():  # a run of spaces: one
+            kept.append("\n" if "\n" in piece else " ")
+            starts.append(start)
+            ends.append(end)
+        elif piece[0] != "\\":  # characters past ASCII
+            folded = _folded(piece)
+            if folded is None or (not folded[1] and len(folded[0]) == len(piece)):
+                kept.append(piece if folded is None else folded[0])
+                starts += range(start, end)
+                ends += range(start + 1, end + 1)
+            else:
+                kept.append(folded[0])
+                starts += [start + a for a in folded[1]]
+                ends += [start + b for b in folded[2]]
+        else:
+            read = _read(piece)
+            kept.append(read)
+            starts += [start] * len(read)
+            ends += [end] * len(read)
         at = end
     kept.append(text[at:])
-    positions.extend(range(at, len(text)))
-    return "".join(kept), positions
+    starts += range(at, len(text))
+    ends += range(at + 1, len(text) + 1)
+    return "".join(kept), (starts, ends)
 
 
-def _placed(finding: Finding, positions: list[int], size: int) -> Finding:
-    start = positions[finding.start] if finding.start < len(positions) else size
-    end = positions[finding.end - 1] + 1 if finding.end > 0 else start
-    return Finding(finding.kind, finding.label, start, end)
+def _placed(finding: Finding, spans: tuple[list[int], list[int]], size: int) -> Finding:
+    starts, ends = spans
+    start = starts[finding.start] if finding.start < len(starts) else size
+    end = ends[finding.end - 1] if finding.end > 0 else start
+    return Finding(finding.kind, finding.label, start, max(start, end))
 
 
 def _merged(found: list[Finding]) -> list[Finding]:

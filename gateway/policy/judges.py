@@ -43,6 +43,7 @@ from tool_registry import GuardedTransport, dumps, immutable, read_capped, send
 # Past this many characters a text's detectors run on a worker thread: a megabyte of
 # result keeps the event loop free.
 OFFLOAD_CHARS = 64 * 1024
+NORMALISED_ON_LOOP_CHARS = 1024  # a text to normalise: read on the loop up to this (~2 ms)
 MAX_FOUND = 16  # the labels a verdict names, at most
 MAX_ANSWER_BYTES = 64 * 1024  # a service's verdict is small: more is refused unread
 MAX_VERDICT_CHARS = 4096  # a judge's, the same
@@ -111,7 +112,11 @@ class BuiltinJudge:
         return self._detectors.find(text, self._kinds)
 
     async def judge(self, text: str, subject: Subject) -> Judgement:
-        if len(text) > OFFLOAD_CHARS:
+        # A text read with its escapes decoded and its spaces folded costs Python steps
+        # per escape: a hostile one of a few kilobytes is read off the loop too.
+        if len(text) > OFFLOAD_CHARS or (
+            len(text) > NORMALISED_ON_LOOP_CHARS and self._detectors.normalises(text)
+        ):
             found = await asyncio.to_thread(self.find, text)
         else:
             found = self.find(text)
