@@ -152,7 +152,8 @@ class ToolExecutor:
             runner = _Redacting(self, redactor)
         result = await call.tool.run(call, deadline, runner)
         if redactor:
-            return replace(result, content=redactor.text(result.content))
+            whole = None if result.whole is None else redactor.text(result.whole)
+            return replace(result, content=redactor.text(result.content), whole=whole)
         return result
 
     async def run_http(

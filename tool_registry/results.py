@@ -30,6 +30,17 @@ class ToolResult:
     outcome: Outcome
     status: int | None = None  # the HTTP status the tool answered with
     code: str | None = None  # the tool's own error code (an MCP server's JSON-RPC error)
+    # Where ``content`` was cut to ``max_chars``: the text before the cut (its configured
+    # secrets redacted), which guardrails screen before it is cut again (screen first,
+    # cut after: a secret cut in two is found whole).
+    whole: str | None = None
+    max_chars: int | None = None
+
+    def recut(self, text: str) -> ToolResult:
+        """This result with ``text`` (the whole, screened) in place of its content, cut
+        as its content was."""
+        assert self.max_chars is not None
+        return ToolResult(cut(text, self.max_chars), self.outcome, self.status, self.code)
 
     @property
     def ok(self) -> bool:
@@ -47,6 +58,21 @@ def cut(text: str, max_chars: int, redactor: Redactor = _NO_SECRETS) -> str:
     """Cut ``text`` to ``max_chars`` with a visible marker saying how much was left out;
     configured secrets are redacted first, a secret's beginning at the cut too."""
     return redactor.cut(text, max_chars)
+
+
+def cut_result(
+    text: str,
+    max_chars: int,
+    redactor: Redactor = _NO_SECRETS,
+    status: int | None = None,
+    outcome: Outcome = "ok",
+) -> ToolResult:
+    """A result of ``text`` cut to ``max_chars``, keeping the whole (redacted) where it
+    was cut, for the guardrails to read before the cut (``ToolResult.whole``)."""
+    content = cut(text, max_chars, redactor)
+    if len(text) <= max_chars:
+        return ToolResult(content, outcome, status)
+    return ToolResult(content, outcome, status, whole=redactor.text(text), max_chars=max_chars)
 
 
 def error_result(
@@ -96,7 +122,7 @@ def success_result(
     else:
         with contextlib.suppress(ValueError, RecursionError):  # not JSON: the text as it is
             text = compact_json(loads_exact(text))
-    return ToolResult(cut(text, spec.max_chars, redactor), "ok", status)
+    return cut_result(text, spec.max_chars, redactor, status)
 
 
 def _picked(
@@ -121,7 +147,7 @@ def _picked(
         value = jmespath.search(pick, value)
     except jmespath.exceptions.JMESPathError:
         return error_result("the tool's answer does not fit its 'pick'", "unreadable", status)
-    return ToolResult(cut(compact_json(value), max_chars, redactor), "ok", status)
+    return cut_result(compact_json(value), max_chars, redactor, status)
 
 
 def _unreadable(why: str, status: int) -> ToolResult:

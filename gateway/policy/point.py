@@ -168,7 +168,8 @@ class PolicyPoint:
         policy = self.rules.of(tool)
         if policy.guardrails and self.guard is not None:
             subject = Subject("tool_result", tool.name, self.tenant, call_id)
-            screened = await self.guard.screen(policy.guardrails, result.content, subject)
+            read = result.whole if result.whole is not None else result.content
+            screened = await self.guard.screen(policy.guardrails, read, subject)
             ledger.guarded += screened.verdicts
             if screened.taint is not None:
                 ledger.tainted(screened.taint)
@@ -177,7 +178,9 @@ class PolicyPoint:
                 return ToolResult(
                     text, "denied", result.status, f"guardrail:{screened.blocked.guardrail}"
                 )
-            if screened.text is not None and screened.text != result.content:
+            if result.whole is not None:  # screened first, cut after
+                result = result.recut(screened.text or "")
+            elif screened.text is not None and screened.text != result.content:
                 result = ToolResult(screened.text, result.outcome, result.status, result.code)
         if policy.output == "untrusted":
             ledger.tainted(f"tool {tool.name!r}")

@@ -32,6 +32,9 @@ class ResultCache:
         self.hits += 1
         self._count("hit")
         saved = loads(value)
+        whole, max_chars = saved.get("whole"), saved.get("max_chars")
+        if isinstance(whole, str) and isinstance(max_chars, int):  # cut: screened whole
+            return ToolResult(saved["content"], "ok", saved.get("status"), None, whole, max_chars)
         return ToolResult(saved["content"], "ok", saved.get("status"))
 
     def _key(self, tenant: str, call: PreparedCall) -> str:
@@ -42,7 +45,10 @@ class ResultCache:
             self._metrics.cache_lookups.labels(result).inc()
 
     async def put(self, tenant: str, call: PreparedCall, result: ToolResult, ttl_s: float) -> None:
-        value = dumps({"content": result.content, "status": result.status})
+        kept: dict[str, object] = {"content": result.content, "status": result.status}
+        if result.whole is not None:  # what the guardrails read before its cut
+            kept |= {"whole": result.whole, "max_chars": result.max_chars}
+        value = dumps(kept)
         try:
             await self._store.put(self._key(tenant, call), value, ttl_s)
         except StoreUnavailable:

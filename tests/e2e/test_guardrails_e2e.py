@@ -526,3 +526,24 @@ def test_a_reused_result_is_the_screened_one(stack: StackFactory) -> None:
     for result in read.values():
         assert AWS_KEY not in result
         assert "[redacted: aws_access_key]" in result
+
+
+def test_a_result_is_screened_before_it_is_cut(stack: StackFactory) -> None:
+    """Issue 62 §2: ``max_chars`` cut a GitHub token in two and 24 of its 40 characters
+    reached the model. The whole result is screened first, then cut."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # 40 characters
+    query = "pad pad pad pad " + token + " and the rest of the note"
+
+    def short_notes(config: dict[str, Any]) -> dict[str, Any]:
+        config = guarded(SECRETS)(config)
+        note = next(t for t in config["tools"] if t["name"] == "note")
+        note["result"] = {"pick": "query.q", "max_chars": 1 + 16 + 24}  # mid-token
+        return config
+
+    s = stack(reads_note(query), config=short_notes)
+    answer = s.client().chat.completions.create(model=MODEL, messages=USER)
+    read = tool_results(s.upstream.requests[-1])["n1"]
+    assert token[:12] not in read
+    assert "[redacted: github" in read  # the marker, cut after
+    assert "truncated" in read  # and it was cut after
+    assert token[:12] not in (answer.choices[0].message.content or "")

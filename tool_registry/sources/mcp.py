@@ -47,7 +47,7 @@ from tool_registry.jsonio import dumps_text
 from tool_registry.logfields import FIELDS
 from tool_registry.redact import Redactor
 from tool_registry.registry import tool_name
-from tool_registry.results import ToolResult, cut, error_result
+from tool_registry.results import ToolResult, cut, cut_result, error_result
 from tool_registry.retry import Backoff
 from tool_registry.spec import AuthSpec, HttpSpec
 from tool_registry.tool import Effects, HttpRunner, PreparedCall, Tool, Trust
@@ -459,10 +459,11 @@ class McpServer:
                     f"the MCP server {self.name!r} could not be reached", "http_error"
                 )
             return self._lost(exc)
-        text = cut(result_text(result), self.config.max_chars, redactor or Redactor(()))
+        text = result_text(result)
         if result.is_error:
-            return error_result(text or "the tool reported an error", "tool_error")
-        return ToolResult(text, "ok")
+            said = cut(text, self.config.max_chars, redactor or Redactor(()))
+            return error_result(said or "the tool reported an error", "tool_error")
+        return cut_result(text, self.config.max_chars, redactor or Redactor(()))
 
     def _lost(self, exc: BaseException) -> ToolResult:
         """The connection broke under a call: start it again; the call's result says so."""
