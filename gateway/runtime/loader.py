@@ -73,8 +73,15 @@ def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Gatew
 
 def tool_files(path: Path, pattern: str) -> list[Path]:
     """The files a ``tool_files`` pattern of the configuration file ``path`` takes in:
-    beside it, in name order."""
-    return sorted(path.parent.glob(pattern))
+    beside it (or where an absolute pattern says), in name order. A pattern no glob
+    takes is a ConfigError naming it."""
+    given = Path(pattern)
+    try:
+        if given.is_absolute():
+            return sorted(Path(given.anchor).glob(str(given.relative_to(given.anchor))))
+        return sorted(path.parent.glob(pattern))
+    except (ValueError, NotImplementedError) as exc:
+        raise ConfigError(f"{path}: tool_files pattern {pattern!r} cannot be used: {exc}") from exc
 
 
 def _located(path: Path, index: int, source: OpenApiSource) -> OpenApiSource:

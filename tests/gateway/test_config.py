@@ -40,6 +40,13 @@ def test_the_example_config_loads() -> None:
     assert config.models[1].target == "qwen2.5:7b"
 
 
+def test_an_absolute_tool_files_pattern_is_taken(tmp_path: Path) -> None:
+    """Issue 62 §8: an absolute glob ended ``toolgate check`` in a traceback."""
+    write(tmp_path, "- name: t2\n  http: {url: 'http://tools.local/t2'}\n", "abs/more.yaml")
+    path = write(tmp_path, BASE + f"tool_files: ['{tmp_path}/abs/*.yaml']\n")
+    assert [t.name for t in load_config(path).tools] == ["t1", "t2"]
+
+
 def test_env_substitution_and_tool_files(tmp_path: Path) -> None:
     write(tmp_path, "- name: t2\n  http: {url: '${TOOLS}/t2'}\n", "tools/more.yaml")
     path = write(
@@ -90,6 +97,7 @@ DIGEST = hashlib.sha256(b"k").hexdigest()
         ("server: {port: 99999}", {}, ["server.port"]),
         ("surprise: 1", {}, ["surprise", "Extra inputs"]),
         ("tool_files: [missing/*.yaml]", {}, ["tool_files[0]", "matches no file"]),
+        ("tool_files: ['']", {}, ["tool_files pattern ''", "cannot be used"]),
     ],
 )
 def test_invalid_configs_name_file_path_and_reason(
