@@ -10,6 +10,7 @@ from typing import Any
 from gateway.chat_json import call_dict
 from gateway.errors import GatewayError
 from gateway.surfaces.chat.legacy import LEGACY_FINISH, legacy_call
+from gateway.surfaces.chat.render import chat_usage
 from gateway.upstream.sse import encode, error_event
 from gateway.values import ChoiceDelta, ToolCall, UsageCounts
 
@@ -91,7 +92,7 @@ class ChunkWriter:
         return self.delta({}, reason)
 
     def usage(self, usage: UsageCounts) -> bytes:
-        return self._chunk([], usage=usage)
+        return self._chunk([], usage=chat_usage(usage))
 
     @staticmethod
     def error(exc: GatewayError) -> bytes:

@@ -39,8 +39,19 @@ def render_completion(
         if isinstance(last.get(key), str):
             response[key] = last[key]
     if usage:
-        response["usage"] = usage
+        response["usage"] = chat_usage(usage)
     return response
+
+
+def chat_usage(usage: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Usage in OpenAI's chat shape: the cache's written tokens an Anthropic or Bedrock
+    upstream reports stay in the metrics and traces, not in ``prompt_tokens_details``
+    (OpenAI's has no such field)."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, Mapping) or "cache_write_tokens" not in details:
+        return usage
+    kept = {name: value for name, value in details.items() if name != "cache_write_tokens"}
+    return {**usage, "prompt_tokens_details": kept}
 
 
 def _choice(outcome: LoopEnd, index: int) -> dict[str, Any]:
