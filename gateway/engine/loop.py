@@ -264,6 +264,13 @@ class Run:
                 finish = "stop" if dropped else answer.finish_reason or "stop"
                 if state.stopped in BUDGET_CAPS:
                     finish = "length"  # the budget cut the run short (docs/design.md §13)
+                if dropped and not (answer.turn.content or "").strip():
+                    # A model that still only calls tools when it may not (llama.cpp's
+                    # Messages endpoint ignores tool_choice none): never an empty answer
+                    # presented as a normal end.
+                    answer, finish = self._unanswered(answer), "length"
+                    if stream:
+                        yield ChoiceDelta({"content": answer.turn.content or ""})
                 if not stream and self.policy.screens_answers:
                     answer, finish, _ = await self._screened(answer, finish)
                 answer, added = self._linked(answer, shown if stream else answer.turn.content)
@@ -288,6 +295,16 @@ class Run:
         added = (set_apart(piece, before) if before else piece).delta["content"]
         turn = replace(answer.turn, content=text + added)
         return replace(answer, turn=turn, raw=None), added
+
+    def _unanswered(self, answer: Completion) -> Completion:
+        """The answer of a last round that asked for tools and said nothing: the
+        gateway's words saying so, in place of none."""
+        cap = self.stopped or "the tool budget"
+        words = (
+            f"[No answer: the model asked for more tools after {cap} was reached, "
+            "and gave no text. Ask again, or raise the limit.]"
+        )
+        return replace(answer, turn=replace(answer.turn, content=words), raw=None)
 
     async def _handing_back(
         self, stream: bool, answer: Completion, calls: tuple[ToolCall, ...]

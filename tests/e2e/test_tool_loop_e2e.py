@@ -81,14 +81,32 @@ def test_final_answer_at_the_iteration_cap(stack: StackFactory) -> None:
     assert len(s.tools.hits) == 2
 
 
-def test_final_answer_drops_a_tool_call_that_still_comes_back(stack: StackFactory) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_final_answer_drops_a_tool_call_that_still_comes_back(
+    stack: StackFactory, stream: bool
+) -> None:
+    """A model that still only calls a tool in the forced last round (llama.cpp's
+    Messages endpoint ignores ``tool_choice: none``): its call is dropped, and the
+    client never gets an empty answer presented as a normal end (issue 62 §8)."""
+
     def stubborn(body: dict[str, Any]) -> Reply:
         return calls(tool_call(f"c{len(body['messages'])}", "string_length", {"s": "a"}))
 
     s = stack(stubborn, limits={"max_iterations": 2})
-    completion = s.client().chat.completions.create(model=MODEL, messages=USER)
-    assert completion.choices[0].finish_reason == "stop"
-    assert completion.choices[0].message.tool_calls is None
+    if stream:
+        chunks = list(s.client().chat.completions.create(model=MODEL, messages=USER, stream=True))
+        deltas = [c.choices[0] for c in chunks if c.choices]
+        text = "".join(d.delta.content or "" for d in deltas)
+        finish = [d.finish_reason for d in deltas if d.finish_reason]
+        assert not any(d.delta.tool_calls for d in deltas)
+    else:
+        completion = s.client().chat.completions.create(model=MODEL, messages=USER)
+        text = completion.choices[0].message.content or ""
+        finish = [completion.choices[0].finish_reason]
+        assert completion.choices[0].message.tool_calls is None
+    assert finish == ["length"]
+    assert "No answer" in text
+    assert "max_iterations" in text
     assert len(s.upstream.requests) == 2
     assert len(s.tools.hits) == 1
 
