@@ -129,6 +129,7 @@ class ToolRunner:
         self._cache = cache
         self._metrics = metrics
         self._done: dict[str, tuple[str, ToolResult]] = {}  # call key → (first id, result)
+        self._unsent = 0  # of this round's calls started, those refused before any was sent
         self._why: dict[str, Why] = {}  # call id → the verdict's reasons, for the trace
         self._waits: dict[str, Hold] = {}  # call key → held for an operator
         self.records: list[CallRecord] = []
@@ -155,7 +156,10 @@ class ToolRunner:
                 self._done[key] = (first_ids[key], refused)
                 self._record(first_ids[key], to_run.pop(key).tool.name, refused, 0.0)
         self._state.start_tools(len(to_run), runnable)
+        self._unsent = 0
         timed_out = await self._execute(to_run, first_ids, deadline)
+        if self._unsent:  # refused at the last moment: counted as no execution
+            self._state.not_run(self._unsent)
         outputs = []
         for call, slot in zip(calls, slots, strict=True):
             if slot is None:
@@ -320,12 +324,14 @@ class ToolRunner:
                 self._why[call_id] = verdict.why | {"waited_ms": waited_ms}
             if isinstance(verdict, Refuse):
                 self._record(call_id, prepared.tool.name, verdict.result, 0.0)
+                self._unsent += 1
                 return verdict.result
         connection = prepared.tool.connection
         if connection is not None:  # it calls as the user: with their token, or not at all
             bearer = await self._bearer(connection)
             if isinstance(bearer, ToolResult):
                 self._record(call_id, prepared.tool.name, bearer, 0.0)
+                self._unsent += 1
                 return bearer
             prepared = replace(prepared, bearer=bearer)
         answered = await self._run(call_id, prepared, deadline)

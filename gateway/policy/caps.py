@@ -112,6 +112,11 @@ class LoopState:
         self.reserved = max(self.reserved - held, 0)
         self.tool_calls += executions
 
+    def not_run(self, calls: int) -> None:
+        """Of the tools started, ``calls`` were refused before anything was sent (an
+        approval refused or timed out, a user's connection missing): not executions."""
+        self.tool_calls -= calls
+
     def budget_stops(self, kind: CapKind, last_round: bool) -> None:
         """The budget ends the run: this round is its last (``last_round``), or no
         round is made and the answer so far is the answer."""

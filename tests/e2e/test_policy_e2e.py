@@ -608,11 +608,17 @@ def test_an_operator_approves_while_the_stream_waits(stack: StackFactory, approv
 
 def test_an_operator_who_does_not_answer_refuses(stack: StackFactory) -> None:
     s = stack(writes_at_once, config=operator_rules(timeout_s=0.3))
-    answer = s.client().chat.completions.create(
+    raw = s.client().chat.completions.with_raw_response.create(
         model=MODEL, messages=[{"role": "user", "content": "Refund order 42."}]
     )
+    answer = raw.parse()
     assert ticket_hits(s) == []
     assert "did not come in time" in (answer.choices[0].message.content or "")
+    # Issue 62 §8: a call refused after its approval timed out was not executed, and
+    # the header counting executions agrees with the trace.
+    assert raw.headers["x-toolgate-tool-calls"] == "0"
+    [call] = trace_calls(s, raw.headers["x-request-id"])
+    assert call["outcome"] == "denied"
 
 
 def test_the_approval_routes_answer_to_their_keys_only(stack: StackFactory) -> None:
