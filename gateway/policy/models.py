@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
-from gateway.errors import NotFound, PolicyDenied
+from gateway.errors import NotFound
 from gateway.policy.tenants import Tenant
 from tool_registry import immutable
 
@@ -31,13 +31,13 @@ class ModelRouter:
         return route
 
     def resolve(self, name: str, tenant: Tenant) -> ModelRoute:
-        """The route of a model; 404 if unknown, 403 if the tenant may not use it."""
-        route = self.route(name)
-        if name not in tenant.models:
-            raise PolicyDenied(
-                f"The model {name!r} is not available to this API key.",
-                param="model",
-                code="model_not_allowed",
+        """The route of a model the tenant may use. Another tenant's model is as unknown
+        as one that does not exist, on every surface (404 ``model_not_found``, the same
+        words: OpenAI's answer), so no tenant learns what another may use."""
+        route = self._routes.get(name)
+        if route is None or name not in tenant.models:
+            raise NotFound(
+                f"The model {name!r} does not exist.", param="model", code="model_not_found"
             )
         return route
 

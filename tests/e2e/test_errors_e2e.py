@@ -23,7 +23,8 @@ USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
     [
         ("sk-wrong", MODEL, openai.AuthenticationError, 401, "invalid_api_key"),
         (ACME_KEY, "no-such-model", openai.NotFoundError, 404, "model_not_found"),
-        (ACME_KEY, "other-model", openai.PermissionDeniedError, 403, "model_not_allowed"),
+        # Another tenant's model is as unknown as none (issue 62 §7: OpenAI's answer)
+        (ACME_KEY, "other-model", openai.NotFoundError, 404, "model_not_found"),
     ],
 )
 def test_auth_and_model_errors(
@@ -141,7 +142,7 @@ def test_models_lists_only_the_tenants_models(stack: StackFactory) -> None:
     beta = [m.id for m in s.client(BETA_KEY).models.list()]
     assert beta == [MODEL, "renamed", "other-model"]
     assert s.client().models.retrieve("renamed").id == "renamed"
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.NotFoundError):  # as unknown as a model that is not
         s.client().models.retrieve("other-model")
 
 

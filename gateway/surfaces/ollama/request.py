@@ -177,6 +177,9 @@ def _number(value: Any) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+_THINK_LEVELS = ("low", "medium", "high")
+
+
 def _parameters(body: Mapping[str, Any]) -> Parameters:
     options = body.get("options") or {}
     if not isinstance(options, dict):
@@ -194,13 +197,17 @@ def _parameters(body: Mapping[str, Any]) -> Parameters:
         response_format = ResponseFormat("json_object")
     elif isinstance(form, dict):
         response_format = ResponseFormat("json_schema", "output", None, form)
+    elif form not in (None, ""):  # Ollama's own: "json", a JSON schema, or nothing
+        raise _bad("'format' must be \"json\" or a JSON schema object.", "format")
     think = body.get("think")
+    if think is not None and not isinstance(think, bool) and think not in _THINK_LEVELS:
+        raise _bad('\'think\' must be a boolean or one of "low", "medium", "high".', "think")
     return Parameters(
         temperature=_number(options.get("temperature")),
         top_p=_number(options.get("top_p")),
         max_tokens=predict if type(predict) is int and predict > 0 else None,
         response_format=response_format,
-        reasoning_effort=think if think in ("low", "medium", "high") else None,
+        reasoning_effort=think if think in _THINK_LEVELS else None,
         extra=MappingProxyType(extra) if extra else NO_EXTRA,
         wire="ollama",
     )

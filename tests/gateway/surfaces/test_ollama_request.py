@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.surfaces.ollama.request import decode_messages
+import pytest
+
+from gateway.errors import BadRequest
+from gateway.surfaces.ollama.request import decode_messages, parse_ollama_chat
 from gateway.upstream.call_ids import stable_id
 
 
@@ -48,3 +51,30 @@ def test_a_turn_of_many_calls_answered_one_by_one() -> None:
     ids = [call.id for call in messages[1].calls]
     assert [m.call_id for m in messages[2:]] == ids
     assert json.loads(messages[1].calls[-1].arguments) == {"i": n - 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("format", 7), ("format", "yaml"), ("format", ["json"]), ("think", 5), ("think", "max")],
+)
+def test_a_parameter_of_the_wrong_kind_is_a_400_naming_it(field: str, value: Any) -> None:
+    """Issue 62 §7: ``"format": 7`` and ``"think": 5`` were taken in silence."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], field: value}
+    with pytest.raises(BadRequest) as refused:
+        parse_ollama_chat(json.dumps(body).encode(), {})
+    assert refused.value.param == field
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("format", "json"),
+        ("format", {"type": "object"}),
+        ("format", ""),
+        ("think", True),
+        ("think", "high"),
+    ],
+)
+def test_ollamas_own_values_are_taken(field: str, value: Any) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], field: value}
+    parse_ollama_chat(json.dumps(body).encode(), {})
