@@ -292,4 +292,12 @@ def build_routes(
         Route("/healthz", endpoint(handlers.healthz), methods=["GET"]),
         Route("/readyz", endpoint(handlers.readyz), methods=["GET"]),
         Route("/metrics", endpoint(handlers.metrics), methods=["GET"]),
+        # What Ollama's clients ask of a server before anything else, and what else
+        # they may ask under /api: answered in Ollama's own shapes.
+        Route("/", endpoint(ollama.running), methods=["GET", "HEAD"]),
+        Route(
+            "/api/{rest:path}",
+            endpoint(ollama.unknown, render=ollama_error),
+            methods=["GET", "POST", "PUT", "DELETE", "HEAD"],
+        ),
     ]

@@ -185,8 +185,17 @@ def test_what_clients_probe_first_and_what_they_may_not_do(harness: Harness) -> 
     assert [m.model for m in client.list().models] == [MODEL]
     assert [m.model for m in client.ps().models] == [MODEL]
     shown = client.show(MODEL)
-    assert "tools" in (shown.capabilities or [])
+    assert {"tools", "vision"} <= set(shown.capabilities or [])  # images are passed on
     assert httpx.get(f"{url}/api/version").json()["version"]
+    # Issue 62 §7: what Ollama's own clients expect of their servers.
+    root = httpx.get(f"{url}/")
+    assert (root.status_code, root.text) == (200, "Ollama is running")
+    headers = {"authorization": f"Bearer {TENANT_KEY}"}
+    older = httpx.post(f"{url}/api/show", json={"name": MODEL}, headers=headers)
+    assert older.status_code == 200, older.text  # the older field, as old clients send it
+    unknown = httpx.post(f"{url}/api/embedz", json={}, headers=headers)
+    assert unknown.status_code == 404
+    assert set(unknown.json()) == {"error"}  # Ollama's shape, not OpenAI's
     with pytest.raises(ollama.ResponseError) as missing:
         client.show("no-such-model")
     assert missing.value.status_code == 404

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from gateway.engine.report import RunReport
-from gateway.errors import GatewayError, PolicyDenied
+from gateway.errors import BadRequest, GatewayError, NotFound, PolicyDenied
 from gateway.ops.offload import offload
 from gateway.policy.tenants import Tenant
 from gateway.surfaces.approval_answers import asked_in
@@ -28,11 +28,10 @@ from gateway.surfaces.ollama.request import (
     parse_ollama_generate,
 )
 from gateway.surfaces.request_end import Ended
-from gateway.surfaces.request_fields import model_request
 from gateway.surfaces.skeleton import Start
 from gateway.surfaces.streaming import NDJSON
 from gateway.values import Message, UsageCounts
-from tool_registry import dumps
+from tool_registry import dumps, loads
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -124,6 +123,18 @@ def _details(name: str) -> dict[str, Any]:
     }
 
 
+def _shown_model(raw: bytes) -> str:
+    """``/api/show``'s model: ``model``, or ``name`` as older clients send it."""
+    try:
+        body = loads(raw)
+    except ValueError as exc:
+        raise BadRequest("The request body is not valid JSON.") from exc
+    model = body.get("model") or body.get("name") if isinstance(body, dict) else None
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a non-empty string.", param="model")
+    return model
+
+
 class OllamaInfo:
     """What Ollama's clients ask before they chat, from the tenant's models."""
 
@@ -161,7 +172,7 @@ class OllamaInfo:
     async def show(self, request: Request, exchange: Exchange) -> Response:
         runtime, tenant = self._admit.tenant(request, exchange)
         raw = await read_body(request, exchange, runtime.config.server, self._gateway.large_bodies)
-        _, model = model_request(raw)
+        model = _shown_model(raw)
         runtime.models.resolve(model, tenant)  # 404 for a model the tenant has not
         return json_response(
             {
@@ -170,10 +181,18 @@ class OllamaInfo:
                 "template": "",
                 "details": _details(model),
                 "model_info": {},
-                "capabilities": ["completion", "tools"],
+                # images are passed on to the model as Ollama's clients send them
+                "capabilities": ["completion", "tools", "vision"],
                 "modified_at": created_at(),
             }
         )
+
+    async def running(self, request: Request, exchange: Exchange) -> Response:
+        """``GET /``: what Ollama answers, and its libraries look for."""
+        return PlainTextResponse("Ollama is running")
+
+    async def unknown(self, request: Request, exchange: Exchange) -> Response:
+        raise NotFound(f"{request.method} {request.url.path} is not a route of this server.")
 
     async def version(self, request: Request, exchange: Exchange) -> Response:
         return json_response({"version": VERSION})
