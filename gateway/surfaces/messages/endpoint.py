@@ -78,6 +78,8 @@ class MessagesCall:
         self._head = head
         self._id = f"msg_{head.exchange.request_id.removeprefix('req_')}"
         self._writer: MessageEvents | None = None
+        # Anthropic's header of every answer (the SDK's ``_request_id``), errors' too.
+        head.exchange.headers["request-id"] = head.exchange.request_id
 
     async def decode(self) -> Start:
         asked, head = self._asked, self._head
@@ -120,6 +122,7 @@ class TokenCount:
 
     async def __call__(self, request: Request, exchange: Exchange) -> Response:
         runtime, tenant, _ = await self._admit(request, exchange)
+        exchange.headers["request-id"] = exchange.request_id
         server = runtime.config.server
         raw = await read_body(request, exchange, server, self._gateway.large_bodies)
         asked = await offload(

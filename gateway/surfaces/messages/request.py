@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
+from gateway.surfaces.media import IMAGES, media_problem
 from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.values import (
     APPROVAL_TOOL,
@@ -93,13 +94,21 @@ def _blocks(content: Any, param: str) -> list[dict[str, Any]]:
     return content
 
 
-def _data_url(source: Any, param: str) -> str:
-    """An image's or document's source as a URL: base64 data as ``data:``, or its own."""
+DOCUMENTS = frozenset({"application/pdf"})
+
+
+def _data_url(source: Any, param: str, allowed: frozenset[str]) -> str:
+    """An image's or document's source as a URL: base64 data as ``data:`` (checked as
+    every surface checks it: base64, of a kind ``allowed``, and the kind it is labelled),
+    or its own."""
     if isinstance(source, dict):
         kind = source.get("type")
         if kind == "base64":
             media, data = source.get("media_type"), source.get("data")
             if isinstance(media, str) and isinstance(data, str):
+                problem = media_problem(data, media, allowed)
+                if problem is not None:
+                    raise _bad(f"'{param}.source.data' {problem}.", param)
                 return f"data:{media};base64,{data}"
         if kind == "url" and isinstance(source.get("url"), str):
             return str(source["url"])
@@ -115,10 +124,10 @@ def _part(block: dict[str, Any], param: str) -> Part:
         rest = {k: v for k, v in block.items() if k == "cache_control"}
         return Part("text", text, MappingProxyType(rest) if rest else NO_EXTRA)
     if kind == "image":
-        url = _data_url(block.get("source"), param)
+        url = _data_url(block.get("source"), param, IMAGES)
         return Part("image_url", None, MappingProxyType({"image_url": {"url": url}}))
     if kind == "document":
-        url = _data_url(block.get("source"), param)
+        url = _data_url(block.get("source"), param, DOCUMENTS)
         file: dict[str, Any] = {"file_data": url}
         if isinstance(block.get("title"), str):
             file["filename"] = block["title"]

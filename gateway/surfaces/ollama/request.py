@@ -7,8 +7,6 @@ relies on, lenient about the rest (``keep_alive`` is accepted and not forwarded)
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
@@ -18,6 +16,7 @@ from typing import Any
 from gateway.chat_json import decode_tool
 from gateway.errors import BadRequest
 from gateway.policy.limits import Narrowing
+from gateway.surfaces.media import IMAGES, media_problem, sniffed
 from gateway.surfaces.request_fields import model_request, parse_narrowing, user_text
 from gateway.upstream.call_ids import stable_id
 from gateway.values import (
@@ -33,12 +32,6 @@ from gateway.values import (
 from tool_registry import dumps_text, immutable
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
-_MAGIC = (
-    (b"\x89PNG", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF8", "image/gif"),
-    (b"RIFF", "image/webp"),
-)
 
 
 @immutable
@@ -66,13 +59,10 @@ def _image(data: Any, param: str) -> Part:
     """A base64 image as a part: its media type read from its first bytes."""
     if not isinstance(data, str):
         raise _bad(f"'{param}' must be a base64 string.", param)
-    try:
-        head = base64.b64decode(data[:32] + "=" * (-len(data[:32]) % 4), validate=False)
-    except (binascii.Error, ValueError):
-        head = b""
-    media = next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
-    if media is None:
-        raise _bad(f"'{param}' is not a PNG, JPEG, GIF or WebP image.", param)
+    problem = media_problem(data, None, IMAGES)
+    media = sniffed(data)
+    if problem is not None or media is None:
+        raise _bad(f"'{param}' {problem}.", param)
     url = f"data:{media};base64,{data}"
     return Part("image_url", None, MappingProxyType({"image_url": {"url": url}}))
 

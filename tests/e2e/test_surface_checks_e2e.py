@@ -1,0 +1,82 @@
+"""Each surface checks what it is sent as every other does, and answers as its own
+clients expect (issue 62 §7): the same media checks on ``/v1/messages`` as on
+``/api/chat`` (an image that is not base64, or an executable labelled ``image/png``, is
+refused on both, never forwarded), and Anthropic's ``request-id`` on every answer."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+
+from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, config, says
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32).decode()
+ELF = base64.b64encode(b"\x7fELF\x02\x01\x01" + b"\x00" * 32).decode()
+NOT_BASE64 = "this is not base64 at all!"
+
+
+def gateway_url(harness: Harness, model: Model) -> str:
+    return harness.gateway(config(harness.serve(model.recorder).url, [])).url
+
+
+def on_messages(url: str, data: str, media: str = "image/png") -> httpx.Response:
+    image = {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+    body = {
+        "model": MODEL,
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": [image, {"type": "text", "text": "what?"}]}],
+    }
+    return httpx.post(f"{url}/v1/messages", json=body, headers={"x-api-key": TENANT_KEY})
+
+
+def on_ollama(url: str, data: str) -> httpx.Response:
+    body: dict[str, Any] = {
+        "model": MODEL,
+        "stream": False,
+        "messages": [{"role": "user", "content": "what?", "images": [data]}],
+    }
+    headers = {"authorization": f"Bearer {TENANT_KEY}"}
+    return httpx.post(f"{url}/api/chat", json=body, headers=headers)
+
+
+@pytest.mark.parametrize(("data", "verdict"), [(PNG, 200), (ELF, 400), (NOT_BASE64, 400)])
+def test_an_image_gets_one_verdict_on_every_surface(
+    harness: Harness, data: str, verdict: int
+) -> None:
+    model = Model(says("a picture"))
+    url = gateway_url(harness, model)
+    answers = [on_messages(url, data), on_ollama(url, data)]
+    assert [a.status_code for a in answers] == [verdict, verdict], [a.text for a in answers]
+    sent = [str(r["messages"]) for r in model.requests]
+    assert len(sent) == (2 if verdict == 200 else 0)  # refused: nothing forwarded
+    if verdict == 400:
+        assert "source.data' is not" in answers[0].json()["error"]["message"]
+
+
+def test_an_image_labelled_as_another_kind_is_refused(harness: Harness) -> None:
+    model = Model(says("a picture"))
+    answer = on_messages(gateway_url(harness, model), PNG, media="image/jpeg")
+    assert answer.status_code == 400
+    assert "labelled 'image/jpeg'" in answer.json()["error"]["message"]
+    assert model.requests == []
+
+
+def test_every_messages_answer_carries_its_request_id(harness: Harness) -> None:
+    url = gateway_url(harness, Model(says("hi")))
+    client = anthropic.Anthropic(base_url=url, api_key=TENANT_KEY, max_retries=0)
+    try:
+        message = client.messages.create(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+        counted = client.messages.with_raw_response.count_tokens(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}]
+        )
+    finally:
+        client.close()
+    assert message._request_id is not None
+    assert message._request_id.startswith("req_")
+    assert counted.headers["request-id"].startswith("req_")
