@@ -72,6 +72,19 @@ FORWARDED_ROUTES = (
 )
 
 
+ANTHROPIC_VERSION = "anthropic-version"  # every Anthropic client sends it
+
+
+def anthropic_model(name: str) -> dict[str, str]:
+    """A model as Anthropic's Models API describes one."""
+    return {
+        "type": "model",
+        "id": name,
+        "display_name": name,
+        "created_at": "1970-01-01T00:00:00Z",
+    }
+
+
 class Handlers:
     """The routes that are not a model surface: models, traces, forwarded routes,
     metrics, health. Each reads the runtime snapshot of its own request."""
@@ -82,12 +95,20 @@ class Handlers:
 
     async def list_models(self, request: Request, exchange: Exchange) -> Response:
         runtime, tenant = self._admit.tenant(request, exchange)
-        return json_response(runtime.models.listing(tenant))
+        listing = runtime.models.listing(tenant)
+        if ANTHROPIC_VERSION in request.headers:  # Anthropic's client: its Models API
+            models = [anthropic_model(str(m["id"])) for m in listing["data"]]
+            first, last = (models[0]["id"], models[-1]["id"]) if models else (None, None)
+            page = {"data": models, "has_more": False, "first_id": first, "last_id": last}
+            return json_response(page)
+        return json_response(listing)
 
     async def get_model(self, request: Request, exchange: Exchange) -> Response:
         runtime, tenant = self._admit.tenant(request, exchange)
         name = request.path_params["model"]
         runtime.models.resolve(name, tenant)
+        if ANTHROPIC_VERSION in request.headers:
+            return json_response(anthropic_model(name))
         return json_response(runtime.models.describe(name))
 
     async def forward(self, path: str, request: Request, exchange: Exchange) -> Response:

@@ -80,3 +80,21 @@ def test_every_messages_answer_carries_its_request_id(harness: Harness) -> None:
     assert message._request_id is not None
     assert message._request_id.startswith("req_")
     assert counted.headers["request-id"].startswith("req_")
+
+
+def test_anthropics_client_lists_models_in_its_own_shape(harness: Harness) -> None:
+    """``GET /v1/models`` with ``anthropic-version``: Anthropic's Models API, not OpenAI's
+    list (the SDK's ``models.list()`` read no model before)."""
+    url = gateway_url(harness, Model(says("hi")))
+    client = anthropic.Anthropic(base_url=url, api_key=TENANT_KEY, max_retries=0)
+    try:
+        listed = [model.id for model in client.models.list()]
+        one = client.models.retrieve(MODEL)
+    finally:
+        client.close()
+    assert listed == [MODEL]
+    assert (one.id, one.type) == (MODEL, "model")
+    openai_shape = httpx.get(
+        f"{url}/v1/models", headers={"authorization": f"Bearer {TENANT_KEY}"}
+    ).json()
+    assert openai_shape["object"] == "list"  # OpenAI's clients keep theirs
