@@ -98,3 +98,39 @@ def test_anthropics_client_lists_models_in_its_own_shape(harness: Harness) -> No
         f"{url}/v1/models", headers={"authorization": f"Bearer {TENANT_KEY}"}
     ).json()
     assert openai_shape["object"] == "list"  # OpenAI's clients keep theirs
+
+
+def test_an_image_a_client_tool_returned_reaches_a_chat_model_in_a_user_turn(
+    harness: Harness,
+) -> None:
+    """Claude Code's ``Read`` of a screenshot: a ``tool_result`` holding an image. Chat
+    completions' tool messages hold text only (OpenAI refuses an image there), so the
+    image goes to a user turn right after the tool results."""
+    model = Model(says("I see a screen."))
+    url = gateway_url(harness, model)
+    read: Any = {"name": "Read", "input_schema": {"type": "object", "properties": {}}}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    history: Any = [
+        {"role": "user", "content": "What is on my screen?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [image]}],
+        },
+    ]
+    client = anthropic.Anthropic(base_url=url, api_key=TENANT_KEY, max_retries=0)
+    try:
+        answer = client.messages.create(model=MODEL, max_tokens=64, messages=history, tools=[read])
+    finally:
+        client.close()
+    assert answer.content[0].type == "text"
+    [sent] = model.requests
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles[-3:] == ["assistant", "tool", "user"]
+    tool, user = sent["messages"][-2:]
+    assert all(p["type"] == "text" for p in tool["content"])  # the contract: text only
+    assert [p["type"] for p in user["content"]] == ["text", "image_url"]
+    assert user["content"][1]["image_url"]["url"] == f"data:image/png;base64,{PNG}"

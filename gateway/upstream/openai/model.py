@@ -18,6 +18,7 @@ from gateway.chat_json import (
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.openai.codec import RoundAssembler, parse_completion, round_body
+from gateway.upstream.openai.tool_media import tool_media_moved
 from gateway.upstream.rounds import genai_messages, round_tool_choice, with_hidden
 from gateway.values import (
     ChoiceDelta,
@@ -112,7 +113,8 @@ class ChatModel:
             if self._definitions:
                 self._declared_client = encode_tools(self._definitions)
                 self._tools = [*self._tools, *self._declared_client]
-            self._visible = encode_messages(self._history)
+            # a tool's image goes to a user turn: chat's tool messages hold text only
+            self._visible = tool_media_moved(encode_messages(self._history))
         return self._visible
 
     def prompt_bytes(self) -> int:
