@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import httpx
@@ -28,6 +28,7 @@ from tool_registry import (
     FIELDS,
     backoff_delay,
     loads,
+    loads_object,
     retry_after_s,
     should_retry,
 )
@@ -176,6 +177,29 @@ def _first_line(message: str | None) -> str:
     line = message.strip().splitlines()[0] if message.strip() else ""
     line = "".join(c for c in line if c.isprintable())
     return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
+
+
+T = TypeVar("T")
+
+# An answer past this is parsed and translated in a worker thread: 50 MB of a model's tool
+# input held the event loop for half a second (orjson, then the codec's own dumps).
+LARGE_ANSWER_BYTES = 1024 * 1024
+
+
+async def decoded(data: bytes, decode: Callable[[bytes], T]) -> T:
+    """``decode(data)`` — an answer's parsing and translation into values — off the
+    event loop when the answer is large."""
+    if len(data) <= LARGE_ANSWER_BYTES:
+        return decode(data)
+    return await asyncio.to_thread(decode, data)
+
+
+def whole_object(upstream: str, data: bytes) -> dict[str, Any]:
+    """An answer's JSON object, parsed; else an ``UpstreamError`` saying it is not one."""
+    parsed = loads_object(data)
+    if parsed is None:
+        raise UpstreamError(f"The upstream model server {upstream!r} answered with invalid JSON.")
+    return parsed
 
 
 async def read_all(upstream: UpstreamConfig, response: Answer) -> bytes:

@@ -4,12 +4,20 @@ shared exchange, with the key in ``x-api-key`` and the API's version named."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from functools import partial
 from typing import Any
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.anthropic.codec import VERSION
-from gateway.upstream.exchange import UpstreamClient, map_status_error, read_all, sse_data
+from gateway.upstream.exchange import (
+    UpstreamClient,
+    decoded,
+    map_status_error,
+    read_all,
+    sse_data,
+    whole_object,
+)
 from tool_registry import dumps, loads_object, should_retry
 
 MESSAGES_PATH = "/v1/messages"  # under the base URL, as Anthropic's SDKs write it
@@ -48,12 +56,7 @@ class AnthropicClient:
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
-        parsed = loads_object(data)
-        if parsed is None:
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered with invalid JSON."
-            )
-        return parsed
+        return await decoded(data, partial(whole_object, upstream.name))
 
     async def message_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Mapping[str, str] | None = None

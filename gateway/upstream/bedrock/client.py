@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, Mapping
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -31,9 +32,11 @@ from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
     UpstreamClient,
     close_quietly,
+    decoded,
     map_status_error,
     read_all,
     upstream_errors,
+    whole_object,
 )
 from gateway.upstream.port import Secrets
 from tool_registry import dumps, loads_object
@@ -159,12 +162,7 @@ class BedrockClient:
         if response.status_code >= 300:
             said = error_message(data, response.headers)
             raise map_status_error(upstream.name, response, data, said)
-        parsed = loads_object(data)
-        if parsed is None:
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered with invalid JSON."
-            )
-        return parsed
+        return await decoded(data, partial(whole_object, upstream.name))
 
     async def converse_stream(
         self,

@@ -4,14 +4,34 @@ exchange (retries, keys, error mapping)."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from functools import partial
 from typing import Any
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.upstream.exchange import UpstreamClient, map_status_error, read_all, sse_data
+from gateway.upstream.exchange import (
+    UpstreamClient,
+    decoded,
+    map_status_error,
+    read_all,
+    sse_data,
+)
 from tool_registry import dumps, loads, loads_object
 
 CHAT_PATH = "/chat/completions"
+
+
+def _completion(upstream: str, data: bytes) -> dict[str, Any]:
+    """A chat completion's JSON, parsed, with its choices; else an ``UpstreamError``."""
+    try:
+        parsed = loads(data)
+    except ValueError as exc:
+        raise UpstreamError(
+            f"The upstream model server {upstream!r} answered with invalid JSON."
+        ) from exc
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+        raise UpstreamError(f"The upstream model server {upstream!r} answered without choices.")
+    return parsed
 
 
 class OpenAIClient:
@@ -28,22 +48,13 @@ class OpenAIClient:
         body: dict[str, Any],
         trace: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """One non-streaming chat completion: the parsed response, or an ``UpstreamError``."""
+        """One non-streaming chat completion: the parsed response (parsed off the event
+        loop when it is large), or an ``UpstreamError``."""
         response = await self._exchange.send(upstream, CHAT_PATH, dumps(body), trace=trace)
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
-        try:
-            parsed = loads(data)
-        except ValueError as exc:
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered with invalid JSON."
-            ) from exc
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-            raise UpstreamError(
-                f"The upstream model server {upstream.name!r} answered without choices."
-            )
-        return parsed
+        return await decoded(data, partial(_completion, upstream.name))
 
     async def chat_stream(
         self,

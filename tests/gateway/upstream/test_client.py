@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import httpx
 import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream.exchange import UpstreamClient, map_status_error
+from gateway.upstream.exchange import UpstreamClient, decoded, map_status_error
 from gateway.upstream.openai.client import OpenAIClient
 from gateway.upstream.openai.codec import RoundAssembler
 from gateway.upstream.wire import HttpxWire
@@ -164,3 +165,17 @@ def test_a_failure_reads_the_same_answered_or_streamed() -> None:
     assert len(long.message) < 400
     control = map_status_error("up", httpx.Response(502), rb'{"error": "a\u001b[31mb"}')
     assert "\x1b" not in control.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("size", "off_the_loop"), [(1024, False), (2 * 1024 * 1024, True)])
+async def test_a_large_answer_is_parsed_off_the_event_loop(size: int, off_the_loop: bool) -> None:
+    """Issue 62 §5: 50 MB of a model's tool input held the loop while it was parsed."""
+    threads: list[int] = []
+
+    def parse(data: bytes) -> int:
+        threads.append(threading.get_ident())
+        return len(data)
+
+    assert await decoded(b"x" * size, parse) == size
+    assert (threads[0] != threading.get_ident()) is off_the_loop
