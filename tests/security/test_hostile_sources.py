@@ -7,6 +7,7 @@ the gateway's event loop never waited on a validation or a rebuild."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -159,9 +160,9 @@ def test_configured_headers_and_auth_win_over_a_documents_parameters_in_any_case
 
 
 def mcp_stack(
-    harness: Harness, tools: list[Any], model: Model, **source: Any
+    harness: Harness, tools: list[Any], model: Model, churn: bool = False, **source: Any
 ) -> tuple[ServerThread, HostileMcp]:
-    server = HostileMcp(tools)
+    server = HostileMcp(tools, churn)
     # The session-based revision: the one whose servers push list_changed notifications.
     mcp_url = harness.serve(LegacyOnly(server.streamable_http_app())).url
     upstream = harness.serve(model.recorder).url
@@ -306,6 +307,24 @@ def test_a_storm_of_list_changed_is_a_few_relists(harness: Harness) -> None:
     assert wait_for(lambda: server.listings > listed)
     wait_for(lambda: False, 2.5)  # the storm's aftermath: at most one more relist per second
     assert 1 <= server.listings - listed <= 3, server.listings - listed
+
+
+def test_a_list_that_changes_at_every_listing_is_listed_less_and_less(
+    harness: Harness,
+) -> None:
+    """Issue 62 §5: a server whose every listing differs, and says so, made the gateway
+    rebuild its registry at every ``min_relist_s`` forever (51 to 70% of a core with a large
+    catalog). Each change soon after the last one doubles the wait before the next
+    listing (``relist_after``, up to five minutes); a quiet list goes back to
+    ``min_relist_s``. A wait is never shorter than scheduled, so the lower bounds hold
+    on a loaded machine."""
+    fine = advertised("fine", {"type": "object", "properties": {"a": {"type": "string"}}})
+    _, server = mcp_stack(harness, [fine], Model(says("done")), churn=True, min_relist_s=0.2)
+    assert wait_for(lambda: len(server.listed_at) >= 5), server.listed_at
+    at = server.listed_at
+    gaps = [later - earlier for earlier, later in itertools.pairwise(at)]
+    assert gaps[2] >= 0.95, gaps  # doubled from min_relist_s to at least a second
+    assert gaps[3] >= 1.9, gaps  # and again
 
 
 # --- Bound values, one rule everywhere ------------------------------------------------

@@ -37,9 +37,11 @@ class HostileMcp(MCPServer):
     """Lists ``advertised`` (plus its own ``storm`` tool); every advertised name answers
     with the arguments it received, as JSON."""
 
-    def __init__(self, advertised: list[Tool]) -> None:
+    def __init__(self, advertised: list[Tool], churn: bool = False) -> None:
         super().__init__("hostile")
         self.advertised = advertised
+        self.churn = churn  # each listing differs from the last, and says so at once
+        self.listed_at: list[float] = []  # monotonic, each listing's
         self.listings = 0
         self.received: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -62,8 +64,14 @@ class HostileMcp(MCPServer):
     async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> Any:
         with self._lock:
             self.listings += 1
+            self.listed_at.append(time.monotonic())
+            listing = self.listings
         own = await self.list_tools()
-        return ListToolsResult(tools=[*self.advertised, *(t for t in own if t.name == "storm")])
+        advertised = self.advertised
+        if self.churn:  # a new description each time, and a notice that it changed
+            advertised = [t.model_copy(update={"description": f"v{listing}"}) for t in advertised]
+            await ctx.session.send_tool_list_changed()
+        return ListToolsResult(tools=[*advertised, *(t for t in own if t.name == "storm")])
 
 
 def advertised(name: str, schema: dict[str, Any]) -> Tool:

@@ -12,7 +12,8 @@ one that answered once keeps its last list, and a call while it is unreachable i
 error result saying so (and makes the connection start again).
 
 A server's list is as hostile as a model's arguments: relists are debounced (at most
-one per ``min_relist_s``, however many ``list_changed`` notifications arrive), at most
+one per ``min_relist_s``, however many ``list_changed`` notifications arrive), a list
+that changes at every listing is listed less and less often (``relist_after``), at most
 ``max_tools`` are taken, the tools are built (schemas judged, validators made) in a
 worker thread, and a tool whose schema ``schemas.schema_problem`` refuses is left out
 by the registry with the reason.
@@ -61,6 +62,23 @@ _MAX_PAGES = 1000  # of a tools/list, at most (a cursor may never end)
 _LISTED_PER_TOOL = 4  # tools listed, at most, per tool ``max_tools`` lets in
 _MAX_DESCRIPTION = 1024
 _BACKOFF_CAP_S = 60.0
+# A server whose list changes at every listing (hostile, or broken) is listed less and
+# less often, up to this: each change rebuilds the registry and its index (about half a
+# CPU-second with a large catalog), which such a server would ask for forever.
+CHURN_CAP_S = 300.0
+
+
+def relist_after(interval: float, base: float, changed: bool, since_change: float | None) -> float:
+    """The least wait before the next listing: ``base`` (``min_relist_s``) while the list
+    is quiet, doubled (up to ``CHURN_CAP_S``) for each listing that changed it soon after
+    the last change (``since_change``: seconds since that one, None for none)."""
+    if not changed:
+        return base
+    if since_change is None or since_change > 2 * max(interval, base, 1.0):
+        return base
+    return min(max(interval * 2, base, 1.0), CHURN_CAP_S)
+
+
 _CLIENT = mcp_types.Implementation(name="toolgate", version="0.1.0")
 
 
@@ -319,17 +337,31 @@ class McpServer:
         ``list_changed`` notifications is one relist)."""
         loop = asyncio.get_running_loop()
         listed = loop.time()
+        base = self.config.min_relist_s
+        interval, changed_at = base, None
         while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.refresh_s):
                     await self._wake.wait()
             if not self._broken:
-                await asyncio.sleep(max(0.0, listed + self.config.min_relist_s - loop.time()))
+                await asyncio.sleep(max(0.0, listed + interval - loop.time()))
             self._wake.clear()
             if self._broken or self._stopping:
                 return
-            await self.list_tools(client)
+            changed = await self.list_tools(client)
             listed = loop.time()
+            since = None if changed_at is None else listed - changed_at
+            wider = relist_after(interval, base, changed, since)
+            if wider > interval and wider > base:
+                logger.warning(
+                    "MCP server %s changes its tool list at every listing: listing it at "
+                    "most every %gs",
+                    self.name,
+                    wider,
+                    extra={FIELDS: {"mcp_server": self.name, "outcome": "churning"}},
+                )
+            interval = wider
+            changed_at = listed if changed else changed_at
 
     def listing_due(self) -> bool:
         """Whether a user's new session should list the tools (none yet, or stale)."""
@@ -343,8 +375,9 @@ class McpServer:
             return f"it refused the user's authorization (HTTP {status}): connect again"
         return describe_failure(exc)
 
-    async def list_tools(self, client: Client) -> None:
-        """List the server's tools on ``client`` and make them the ones offered."""
+    async def list_tools(self, client: Client) -> bool:
+        """List the server's tools on ``client`` and make them the ones offered; whether
+        they changed."""
         self._listed_at = asyncio.get_running_loop().time()
         remote: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -360,9 +393,11 @@ class McpServer:
         # Judging and building what may be hundreds of large schemas is CPU work.
         tools = await asyncio.to_thread(self._tools_of, remote)
         before = [(t.name, t.definition, t.effects, t.output) for t in self.tools]
-        if before != [(t.name, t.definition, t.effects, t.output) for t in tools]:
-            self.tools = tools
-            self._on_change()
+        if before == [(t.name, t.definition, t.effects, t.output) for t in tools]:
+            return False
+        self.tools = tools
+        self._on_change()
+        return True
 
     def _tools_of(self, remote: list[mcp_types.Tool]) -> list[McpTool]:
         config = self.config

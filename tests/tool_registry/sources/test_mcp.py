@@ -21,7 +21,7 @@ from tool_registry import (
     create_tool_transport,
 )
 from tool_registry.errors import EgressDenied
-from tool_registry.sources.mcp import McpServer, McpServerConfig
+from tool_registry.sources.mcp import CHURN_CAP_S, McpServer, McpServerConfig, relist_after
 from tool_registry.sources.mcp_transport import GuardedBackend
 
 pytestmark = pytest.mark.anyio
@@ -281,3 +281,22 @@ async def test_big_integers_reach_an_mcp_server_digit_for_digit(
         assert result.content == '{"n": 12345678901234567890123}'
     finally:
         await server.aclose()
+
+
+@pytest.mark.parametrize(
+    ("interval", "changed", "since", "wait"),
+    [
+        (0.2, False, 0.1, 0.2),  # quiet: min_relist_s
+        (0.2, True, None, 0.2),  # the first change: min_relist_s
+        (0.2, True, 0.2, 1.0),  # a change soon after the last: doubled, a second at least
+        (1.0, True, 1.0, 2.0),
+        (256.0, True, 256.0, CHURN_CAP_S),  # up to five minutes
+        (CHURN_CAP_S, True, CHURN_CAP_S, CHURN_CAP_S),
+        (8.0, True, 60.0, 0.2),  # a change long after the last: back to min_relist_s
+        (8.0, False, 8.0, 0.2),  # a listing that found nothing new: back too
+    ],
+)
+def test_a_list_that_keeps_changing_is_listed_less_often(
+    interval: float, changed: bool, since: float | None, wait: float
+) -> None:
+    assert relist_after(interval, 0.2, changed, since) == wait
