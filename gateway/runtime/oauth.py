@@ -55,8 +55,20 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def authorize_url(client: ProviderClient, redirect_uri: str, state: str, challenge: str) -> str:
-    """Where the user's browser goes to grant the connection."""
+def nonce_of(verifier: str) -> str:
+    """The OpenID Connect ``nonce`` of a round trip: derived from its PKCE verifier (a
+    secret the gateway keeps with the round trip, never sent before the code is
+    exchanged), so it needs no keeping of its own, and no one but the gateway can make
+    it; another value than the verifier's challenge."""
+    digest = hashlib.sha256(b"toolgate-oidc-nonce:" + verifier.encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def authorize_url(
+    client: ProviderClient, redirect_uri: str, state: str, challenge: str, nonce: str
+) -> str:
+    """Where the user's browser goes to grant the connection. ``nonce`` goes with it (an
+    OpenID provider binds its ID token to it; a plain OAuth server ignores it)."""
     params = {
         **dict(client.params),
         "response_type": "code",
@@ -65,6 +77,7 @@ def authorize_url(client: ProviderClient, redirect_uri: str, state: str, challen
         "state": state,
         "code_challenge": challenge,
         "code_challenge_method": "S256",
+        "nonce": nonce,
     }
     if client.scopes:
         params["scope"] = " ".join(client.scopes)
@@ -133,6 +146,9 @@ class OAuthClient:
             "code_verifier": verifier,
         }
         found, claims = await self._token(client, form)
+        if claims is not None and claims.get("nonce") != nonce_of(verifier):
+            # OpenID Connect Core §3.1.3.7: the nonce sent must come back in the ID token
+            raise ProviderRefused("the ID token does not hold this sign-in's nonce")
         if subject is not None:
             claim, expected = subject
             if claims is None:

@@ -31,7 +31,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.config import McpConnection, OAuth2Connection
 from gateway.errors import BadRequest, GatewayError, NotFound
-from gateway.runtime.oauth import authorize_url, callback_url, pkce_pair
+from gateway.runtime.oauth import authorize_url, callback_url, nonce_of, pkce_pair
 from gateway.runtime.providers import (
     ConsentConnection,
     ProviderRefused,
@@ -110,6 +110,14 @@ _SET_UP_WRONG = (
     "asking again will not help. Tell the people who run this service; they can fix "
     "it in its settings at {title}."
 )
+
+
+def described_error(description: str) -> str:
+    """A provider's ``error_description``, as a page and a log line may show it: its
+    printable characters, at most 200 (the page escapes it; the provider is a far side,
+    its words are shown as its, never as instructions)."""
+    kept = "".join(c for c in description if c.isprintable())
+    return kept[:200].strip()
 
 
 def provider_words(title: str, error: str) -> str:
@@ -220,7 +228,7 @@ class Connect:
         verifier, challenge = pkce_pair()
         browser = secrets.token_urlsafe(32)  # the round trip ends in this browser only
         state = await self._gateway.consents.begin(consent, verifier, browser)
-        target = authorize_url(client, self._callback_url(), state, challenge)
+        target = authorize_url(client, self._callback_url(), state, challenge, nonce_of(verifier))
         redirect = RedirectResponse(target, 302, headers=_PAGE_HEADERS)
         redirect.set_cookie(
             _cookie(state),
@@ -263,8 +271,17 @@ class Connect:
         title = f"{_title(connection)} is not connected"
         if code is None or not 0 < len(code) <= 4096:
             error = query.get("error", "")[:64]
-            logger.info("connection %s not made: the provider said %r", connection.name, error)
-            return page(title, provider_words(_title(connection), error), 400)
+            described = described_error(query.get("error_description", ""))
+            logger.info(
+                "connection %s not made: the provider said %r (%s)",
+                connection.name,
+                error,
+                described or "no description",
+            )
+            words = provider_words(_title(connection), error)
+            if described:
+                words += f" The provider said: “{described}”."
+            return page(title, words, 400)
         grants = self._gateway.grants
         assert grants is not None  # the configuration holds grants wherever connections are
         try:

@@ -39,6 +39,8 @@ class OAuthProvider:
         self.challenges: dict[str, str] = {}  # code → challenge
         self.token_answer: dict[str, Any] | None = None  # in place of a good one
         self.denied = False
+        self.refusal: dict[str, str] = {"error": "access_denied"}  # what a denial says
+        self.authorized: list[dict[str, str]] = []  # each authorization request's query
         self.refreshed: str | None = "at-CANARY-refreshed"  # None: refuse refreshes
         self.exchanged: list[str] = []  # whose tokens were exchanged
         self.exchange_refused = False
@@ -47,11 +49,12 @@ class OAuthProvider:
         parts = urlsplit(hit.raw_path)
         if parts.path == "/authorize":
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            self.authorized.append(query)
             assert query["code_challenge_method"] == "S256"
             assert query["client_id"] == "toolgate-app"
             back = query["redirect_uri"]
             if self.denied:
-                target = f"{back}?{urlencode({'error': 'access_denied', 'state': query['state']})}"
+                target = f"{back}?{urlencode({**self.refusal, 'state': query['state']})}"
             else:
                 code = base64.urlsafe_b64encode(os.urandom(12)).decode()
                 self.challenges[code] = query["code_challenge"]
@@ -218,6 +221,16 @@ def test_a_denied_or_bad_grant_keeps_nothing(harness: Harness) -> None:
     assert "access_denied" not in denied.text  # in words the user can act on
     assert "You chose not to allow it" in denied.text
     assert "ask again: it will give you a new link" in denied.text
+    assert stack.oauth.authorized[-1]["nonce"]  # OpenID providers ask for one (Canaille)
+    # A provider's own description of its refusal is shown and logged, as its words.
+    stack.oauth.refusal = {
+        "error": "invalid_request",
+        "error_description": "Missing 'nonce'<script>alert(1)</script>\x07",
+    }
+    said = stack.browse(stack.link())
+    assert said.status_code == 400
+    assert "The provider said: “Missing &#x27;nonce&#x27;&lt;script&gt;" in said.text
+    assert "<script>" not in said.text
     stack.oauth.denied = False
     for bad in (
         {"access_token": "a" * 100_000, "token_type": "Bearer"},

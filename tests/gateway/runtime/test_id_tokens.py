@@ -11,6 +11,7 @@ import base64
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import jwt
@@ -21,13 +22,14 @@ from hypothesis import strategies as st
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from gateway.runtime.discovery import Discovery
-from gateway.runtime.oauth import OAuthClient
+from gateway.runtime.oauth import OAuthClient, authorize_url, nonce_of, pkce_pair
 from gateway.runtime.providers import ProviderClient, ProviderRefused, ProviderUnreachable
 from tool_registry import EgressPolicy, create_tool_transport
 
 ISSUER = "https://idp.test"
 CLIENT = "toolgate"
 SECRET = "client-secret-CANARY-id-token-" + "0123456789" * 4
+NONCE = nonce_of("verifier")  # the round trip's, as ``answered`` exchanges its code
 
 
 class Idp:
@@ -55,6 +57,7 @@ class Idp:
     def sign(self, **claims: Any) -> str:
         now = int(time.time())
         body = {"iss": ISSUER, "aud": CLIENT, "sub": "u-1", "iat": now, "exp": now + 300}
+        body["nonce"] = NONCE
         return jwt.encode(body | claims, self.signing, "RS256", headers={"kid": self.kid})
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -100,7 +103,7 @@ async def answered(idp: Idp, token: object, provider: ProviderClient | None = No
 
 def unsigned(**claims: Any) -> str:
     now = int(time.time())
-    body = {"iss": ISSUER, "aud": CLIENT, "sub": "u-1", "exp": now + 300} | claims
+    body = {"iss": ISSUER, "aud": CLIENT, "sub": "u-1", "exp": now + 300, "nonce": NONCE} | claims
     head = base64.urlsafe_b64encode(b'{"alg":"none","typ":"JWT"}').rstrip(b"=").decode()
     payload = base64.urlsafe_b64encode(json.dumps(body).encode()).rstrip(b"=").decode()
     return f"{head}.{payload}."
@@ -198,7 +201,7 @@ async def test_keys_that_cannot_be_fetched_keep_nothing() -> None:
 async def test_an_id_token_signed_with_the_client_secret() -> None:
     idp = Idp()
     now = int(time.time())
-    body = {"iss": ISSUER, "aud": CLIENT, "sub": "u-1", "exp": now + 300}
+    body = {"iss": ISSUER, "aud": CLIENT, "sub": "u-1", "exp": now + 300, "nonce": NONCE}
     assert await answered(idp, jwt.encode(body, SECRET, "HS256")) == "at-1"
     assert f"{ISSUER}/jwks" not in idp.sent  # a shared secret's needs no keys
     with pytest.raises(ProviderRefused, match="signature does not hold"):
@@ -241,3 +244,23 @@ def test_any_text_as_an_id_token_is_refused_with_a_reason(one_idp: Idp, token: s
     with pytest.raises(ProviderRefused) as refused:
         asyncio.run(answered(one_idp, token))
     assert token not in str(refused.value) or len(token) < 4
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("nonce", [None, "another-sign-in", ""])
+async def test_an_id_token_without_this_sign_ins_nonce_is_refused(nonce: str | None) -> None:
+    """Issue 62 §8: the authorization request sends a nonce (Canaille refused a request
+    without one); the ID token must hold it back (OpenID Connect Core §3.1.3.7)."""
+    idp = Idp()
+    token = idp.sign(nonce=nonce)  # None: a null nonce, as good as none
+    with pytest.raises(ProviderRefused, match="nonce"):
+        await answered(idp, token)
+
+
+def test_the_authorization_request_carries_a_nonce_that_is_not_the_challenge() -> None:
+    verifier, challenge = pkce_pair()
+    url = authorize_url(client(), "https://gw/cb", "state-1", challenge, nonce_of(verifier))
+    sent = parse_qs(urlsplit(url).query)
+    assert sent["nonce"] == [nonce_of(verifier)]
+    assert sent["nonce"] != [challenge]
+    assert nonce_of(verifier) != nonce_of(pkce_pair()[0])  # one per sign-in
