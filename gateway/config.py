@@ -164,6 +164,9 @@ class UpstreamConfig(_Frozen):
     # A bedrock upstream's AWS region (else read from its bedrock-runtime host).
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
     api_key: SecretStr | None = None
+    # An anthropic upstream that takes the client's temperature and top_p (llama.cpp,
+    # vLLM); Anthropic's own API takes none, and they are left out (docs/anthropic.md).
+    sampling: bool = False
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)

@@ -208,12 +208,19 @@ def tool_choice(choice: ToolChoice | None, parallel: bool | None) -> dict[str, A
     return encoded
 
 
-def parameters(params: Parameters) -> dict[str, Any]:
+def parameters(params: Parameters, sampling: bool = False) -> dict[str, Any]:
     """The client's parameters as Messages fields (``max_tokens`` and ``tool_choice`` are
     each round's own): stop sequences, the user, the answer's JSON schema and effort;
-    fields Messages reads as they are. Messages has no sampling parameters: a chat
-    client's ``temperature`` and ``top_p`` are left out, as its ``seed`` is."""
+    fields Messages reads as they are. Anthropic's API (the version this codec names) has
+    no sampling parameters: a client's ``temperature`` and ``top_p`` are left out, as its
+    ``seed`` is, unless the upstream takes them (``sampling``: llama.cpp's and vLLM's
+    Messages endpoints, whose defaults may keep a small model from calling tools)."""
     encoded: dict[str, Any] = {}
+    if sampling:
+        if params.temperature is not None:
+            encoded["temperature"] = params.temperature
+        if params.top_p is not None:
+            encoded["top_p"] = params.top_p
     stop = params.extra.get("stop")
     if isinstance(stop, str):
         encoded["stop_sequences"] = [stop]

@@ -79,7 +79,7 @@ class MessagesModel(TurnModel):
         )
         self._client = client
         self._parallel = params.parallel_tool_calls
-        self._params = {**parameters(params), "model": model}
+        self._params = {**parameters(params, upstream.sampling), "model": model}
 
     def body(self, ask: CompletionRequest, stream: bool) -> dict[str, Any]:
         """The request of one round."""

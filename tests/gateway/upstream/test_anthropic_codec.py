@@ -169,6 +169,12 @@ def test_parameters_translate_what_messages_reads_and_leave_out_the_rest() -> No
         "thinking": {"type": "adaptive"},
     }
     assert request_errors(body([], [{"role": "user", "content": "x"}], **encoded)) == []
+    # An upstream that takes sampling parameters (``sampling: true``: llama.cpp, vLLM)
+    # gets the client's; Anthropic's own API, the default, none (issue 62 §8).
+    sampled = parameters(params, sampling=True)
+    assert (sampled["temperature"], sampled["top_p"]) == (0.2, 0.9)
+    assert {k: v for k, v in sampled.items() if k not in ("temperature", "top_p")} == encoded
+    assert "temperature" not in parameters(Parameters(top_p=0.5), sampling=True)
 
 
 def test_a_whole_answer_as_a_round() -> None:
