@@ -16,6 +16,9 @@ class ModelRoute:
     upstream: UpstreamConfig
 
 
+LATEST = ":latest"  # an Ollama tag: a model named without a tag is its latest
+
+
 class ModelRouter:
     def __init__(self, config: GatewayConfig) -> None:
         upstreams = {u.name: u for u in config.upstreams}
@@ -34,6 +37,8 @@ class ModelRouter:
         """The route of a model the tenant may use. Another tenant's model is as unknown
         as one that does not exist, on every surface (404 ``model_not_found``, the same
         words: OpenAI's answer), so no tenant learns what another may use."""
+        if name not in self._routes and name.endswith(LATEST):  # Ollama's: m:latest is m
+            name = name.removesuffix(LATEST)
         route = self._routes.get(name)
         if route is None or name not in tenant.models:
             raise NotFound(

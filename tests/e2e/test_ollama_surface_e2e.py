@@ -193,6 +193,9 @@ def test_what_clients_probe_first_and_what_they_may_not_do(harness: Harness) -> 
     headers = {"authorization": f"Bearer {TENANT_KEY}"}
     older = httpx.post(f"{url}/api/show", json={"name": MODEL}, headers=headers)
     assert older.status_code == 200, older.text  # the older field, as old clients send it
+    assert client.show(f"{MODEL}:latest").capabilities  # Ollama's: m:latest is m
+    latest = client.chat(model=f"{MODEL}:latest", messages=[{"role": "user", "content": "hi"}])
+    assert latest.message.content == "x"
     unknown = httpx.post(f"{url}/api/embedz", json={}, headers=headers)
     assert unknown.status_code == 404
     assert set(unknown.json()) == {"error"}  # Ollama's shape, not OpenAI's
