@@ -31,6 +31,7 @@ from gateway.surfaces.console.sessions import ConsoleSessions, Session
 from gateway.surfaces.console.shapes import (
     OUTCOME_WORDS,
     TROUBLED,
+    budget_words,
     charts,
     dollars,
     guardrail_rows,
@@ -39,6 +40,7 @@ from gateway.surfaces.console.shapes import (
     plain,
     pretty,
     steps,
+    took,
     when,
 )
 from gateway.surfaces.http import endpoint, page_headers, page_words
@@ -200,6 +202,8 @@ class Console:
             "assets": self._assets.urls,
             "when": when,  # a wall-clock time as the pages show it
             "dollars": dollars,
+            "took": took,  # a time taken: ms, s or minutes
+            "budget_words": budget_words,
             "plain": plain,
             **context,
         }
@@ -386,6 +390,7 @@ class Console:
             "title": f"Run {request_id[:64]}",
             "tenant": tenant,
             "row": row,
+            "outcome_words": OUTCOME_WORDS,
             "trace": trace,
             "timeline": drawn,
             "steps": steps(drawn) if drawn is not None else [],

@@ -5,6 +5,7 @@ Pure: no request, no store."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,6 +53,30 @@ def dollars(value: float | None, none: str = "—") -> str:
     if value == 0 or abs(value) >= 0.0001:
         return f"${value:.4f}"
     return "$" + f"{value:.10f}".rstrip("0")
+
+
+def took(ms: float | None) -> str:
+    """A time taken as a person reads it: ``412.5 ms``, ``40.0 s``, ``3 min 12 s``."""
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms:.1f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def budget_words(budget: Mapping[str, Any]) -> str:
+    """A round's budget account, one figure after another: ``cost_usd`` as dollars,
+    every other as it is, set apart (they read run together before)."""
+    said = []
+    for name, value in budget.items():
+        if name.endswith("_usd") and isinstance(value, int | float):
+            said.append(f"{name.removesuffix('_usd')} {dollars(float(value))}")
+        else:
+            said.append(f"{name} {value}")
+    return ", ".join(said)
 
 
 def plain(value: float | None) -> str:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.surfaces.console.shapes import SHOWN_CHARS, asked_of, kept_row, pretty
+import pytest
+
+from gateway.surfaces.console.shapes import (
+    SHOWN_CHARS,
+    asked_of,
+    budget_words,
+    kept_row,
+    pretty,
+    took,
+)
 
 
 def test_arguments_are_indented_where_they_parse() -> None:
@@ -70,3 +79,24 @@ def test_every_run_outcome_has_words_and_amounts_read_as_dollars() -> None:
     assert plain(7.6e-05) == "0.000076"
     assert plain(2.0) == "2"
     assert "e" not in dollars(1e-9) + plain(1e-9)
+
+
+@pytest.mark.parametrize(
+    ("ms", "said"),
+    [
+        (0.4, "0.4 ms"),
+        (412.5, "412.5 ms"),
+        (39965.4, "40.0 s"),
+        (192_000.0, "3 min 12 s"),
+        (None, "—"),
+    ],
+)
+def test_a_time_taken_reads_as_a_person_says_it(ms: float | None, said: str) -> None:
+    """Issue 62 §8: long times read ``39965.4 ms``."""
+    assert took(ms) == said
+
+
+def test_a_rounds_budget_reads_figure_by_figure() -> None:
+    """Issue 62 §8: ``cost_usd 3.92e-05`` ran together with its neighbours."""
+    said = budget_words({"cost_usd": 3.92e-05, "tokens": 1200, "time_s": 4})
+    assert said == "cost $0.0000392, tokens 1200, time_s 4"
