@@ -68,6 +68,15 @@ class Forward:
 
 
 @immutable
+class Answered:
+    """An answer the surface makes itself, with no model round (Ollama's "load the
+    model" request): its bytes and their media type."""
+
+    body: bytes
+    media_type: str = "application/json"
+
+
+@immutable
 class Start:
     """A request as its surface decoded it for the loop: the client's parameters, the
     history (a stored conversation's before the client's input), the client's own
@@ -108,7 +117,7 @@ class Plan:
 class SurfaceCall(Protocol):
     """One request on one surface, after its head: a codec around the loop."""
 
-    async def decode(self) -> Start | Forward: ...  # what the loop starts from
+    async def decode(self) -> Start | Forward | Answered: ...  # what the loop starts from
 
     async def fit(
         self, history: list[Message], usage: list[UsageCounts | None]
@@ -152,6 +161,8 @@ class Skeleton(Generic[A]):
         plan = await self._plan(head, call)
         if isinstance(plan, Forward):
             return await self._forward(head, asked, raw, plan)
+        if isinstance(plan, Answered):
+            return Response(plan.body, media_type=plan.media_type)
         runs = await self._runs(head, plan)
         end = RequestEnd(runs, exchange, call.ended, head.meter)
         if asked.stream:
@@ -201,13 +212,13 @@ class Skeleton(Generic[A]):
         )
         return asked, head, raw
 
-    async def _plan(self, head: Head, call: SurfaceCall) -> Plan | Forward:
+    async def _plan(self, head: Head, call: SurfaceCall) -> Plan | Forward | Answered:
         """What the loop starts from: the surface's start with a saved turn put back
         (unless a stored conversation holds its hidden rounds already) and the
         client's answers to approvals taken out and decided, made to fit its model;
         or, with no server tools in play, the request passed through."""
         start = await call.decode()
-        if isinstance(start, Forward):
+        if isinstance(start, Forward | Answered):
             return start
         keep = head.keeper(start.history)  # bound to what the client sent
         restored = None if start.continued else await head.restore(start.history)

@@ -181,7 +181,7 @@ def test_the_async_client_and_a_format_schema(harness: Harness) -> None:
 
 
 def test_what_clients_probe_first_and_what_they_may_not_do(harness: Harness) -> None:
-    client, _, _, url = start(harness, lambda view: says("x"))
+    client, server, _, url = start(harness, lambda view: says("x"))
     assert [m.model for m in client.list().models] == [MODEL]
     assert [m.model for m in client.ps().models] == [MODEL]
     shown = client.show(MODEL)
@@ -194,6 +194,12 @@ def test_what_clients_probe_first_and_what_they_may_not_do(harness: Harness) -> 
     older = httpx.post(f"{url}/api/show", json={"name": MODEL}, headers=headers)
     assert older.status_code == 200, older.text  # the older field, as old clients send it
     assert client.show(f"{MODEL}:latest").capabilities  # Ollama's: m:latest is m
+    asked = len(server.recorder.hits)
+    loaded = client.generate(model=MODEL)  # the libraries' "load the model": no round
+    assert (loaded.done, loaded.done_reason, loaded.response) == (True, "load", "")
+    streamed = list(client.generate(model=MODEL, stream=True))
+    assert [c.done_reason for c in streamed] == ["load"]
+    assert len(server.recorder.hits) == asked
     latest = client.chat(model=f"{MODEL}:latest", messages=[{"role": "user", "content": "hi"}])
     assert latest.message.content == "x"
     unknown = httpx.post(f"{url}/api/embedz", json={}, headers=headers)

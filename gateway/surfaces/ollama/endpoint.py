@@ -28,7 +28,7 @@ from gateway.surfaces.ollama.request import (
     parse_ollama_generate,
 )
 from gateway.surfaces.request_end import Ended
-from gateway.surfaces.skeleton import Start
+from gateway.surfaces.skeleton import Answered, Start
 from gateway.surfaces.streaming import NDJSON
 from gateway.values import Message, UsageCounts
 from tool_registry import dumps, loads
@@ -72,6 +72,13 @@ class OllamaGenerate(OllamaChat):
         return parse_ollama_generate(raw, headers)
 
 
+def _has_images(asked: OllamaRequest) -> bool:
+    return any(
+        not isinstance(m.content, str) and any(p.type != "text" for p in m.content or ())
+        for m in asked.messages
+    )
+
+
 class OllamaCall:
     """One Ollama chat request, after its head."""
 
@@ -85,8 +92,19 @@ class OllamaCall:
         self._started = time.perf_counter()
         self._lines: ChatLines | None = None
 
-    async def decode(self) -> Start:
+    async def decode(self) -> Start | Answered:
         asked = self._asked
+        if asked.generate and not asked.user_text() and not _has_images(asked):
+            # Ollama's libraries load a model with an empty generate: no round is spent
+            loaded = {
+                "model": asked.model,
+                "created_at": created_at(),
+                "response": "",
+                "done": True,
+                "done_reason": "load",
+            }
+            body = dumps(loaded) + (b"\n" if asked.stream else b"")
+            return Answered(body, NDJSON.media_type if asked.stream else "application/json")
         approvals = await offload(self._head.large, asked_in, asked.messages)
         return Start(asked.parameters, asked.messages, asked.client_tools, approvals)
 
