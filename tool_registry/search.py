@@ -24,7 +24,8 @@ catalog's words (a hostile source's, to be offered in every first round) matches
 queries a little. A tool indexed under more distinct words than ``REACH_TIMES`` the
 catalog's median has its score scaled down by as much (it pays for its reach), and a
 preselection offers only tools whose score is at least ``FIT`` of the best one's (a
-tool that merely shares a word or two with the conversation is filler).
+tool that merely shares a word or two with the conversation is filler); so does every
+other ranking a model or an operator reads (the model's search, the console's find box).
 ``tests/tool_registry/test_search_stuffing.py`` holds both to the attack.
 """
 
@@ -513,7 +514,9 @@ class SearchTool(Tool):
         key = f"{wanted}:{query[:QUERY_CHARS]}"
         found = self._found.get(key)
         if found is None:
-            found = self.index.choose(query, wanted, self.allowed, whole_ranked=False)
+            # The same cut as a preselection's: a tool that merely shares a word or two
+            # with the query (a description stuffed with the catalog's) is filler.
+            found = self.index.choose(query, wanted, self.allowed, FIT, whole_ranked=False)
             if len(self._found) >= _FOUND_KEPT:
                 self._found.popitem(last=False)
             self._found[key] = found

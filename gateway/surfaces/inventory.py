@@ -27,6 +27,7 @@ from gateway.runtime.health import findings
 from gateway.surfaces.http import Exchange, json_response
 from gateway.surfaces.operator_keys import operator_admitted
 from gateway.surfaces.usage import usage_rows
+from tool_registry import FIT
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway
@@ -172,7 +173,8 @@ async def find_tools(
             catalogs = await asyncio.to_thread(Catalogs.build, runtime.registry)
             gateway.find_index = (runtime, catalogs)
     allowed = frozenset(tenant.tools)
-    return catalogs.index.search(query, len(allowed), allowed), "ranked"
+    # cut as every ranking is (FIT): a description stuffed with the catalog's words is filler
+    return catalogs.index.search(query, len(allowed), allowed, FIT), "ranked"
 
 
 class Inventory:

@@ -17,7 +17,7 @@ import pytest
 from gateway.config import ToolSearchConfig
 from gateway.policy.tool_search import Catalogs
 from gateway.values import Message
-from tool_registry import HttpTool, ToolRegistry, ToolSpec
+from tool_registry import FIT, HttpTool, ToolRegistry, ToolSpec
 
 # (name, description, a request that needs it and no other)
 CATALOG = [
@@ -275,10 +275,30 @@ def test_a_request_still_finds_its_own_tool_first(index: int) -> None:
 
 
 def test_a_model_search_ranks_the_stuffed_tool_below_the_one_that_fits() -> None:
-    """The model's own search is not cut to what fits (it asked for up to its limit),
-    but the stuffed tool pays for its reach there too."""
+    """The stuffed tool pays for its reach in a plain ranking too."""
     registry = ToolRegistry([_tool(n, d) for n, d, _ in CATALOG] + [_stuffed()])
     index = Catalogs.build(registry).index
     found = index.search("book a hotel room in a city", 3)
     assert found[0] == "hotel_book"
     assert "helper_tools" not in found
+
+
+def test_every_ranking_a_model_or_an_operator_reads_is_cut_as_a_preselection() -> None:
+    """Issue 62 §8: the model's search function and the console's find box ranked the
+    stuffed description in their first four for 18 of 41 requests about other tools;
+    they are cut to what fits (``FIT``) as a preselection is."""
+    tools = [*(_tool(n, d) for n, d, _ in CATALOG), _stuffed()]
+    registry = ToolRegistry(tools)
+    catalogs = Catalogs.build(registry)
+    catalog = catalogs.of(
+        registry.names, ToolSearchConfig(mode="on", preselect=4, max_loaded=8), frozenset()
+    )
+    assert catalog is not None
+    allowed = frozenset(registry.names)
+    by_model = by_operator = 0
+    for _, _, request in CATALOG:
+        by_model += "helper_tools" in catalog.tool.search(request, 4)
+        found = catalogs.index.search(request, len(allowed), allowed, FIT)[:4]
+        by_operator += "helper_tools" in found
+    assert by_model <= 2, f"the model's search ranked it first four for {by_model}"
+    assert by_operator <= 2, f"the find box ranked it first four for {by_operator}"
