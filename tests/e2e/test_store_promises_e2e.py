@@ -76,27 +76,33 @@ def retrieve(s: Stack, response_id: str) -> httpx.Response:
     )
 
 
+def respond(s: Stack, stream: bool) -> tuple[Any, str | None]:
+    """A Responses answer with ``store: true``, and its ``x-toolgate-stored`` header
+    (None when it has none, or for a stream, which says it in its last event)."""
+    client = s.client(default_headers={"x-toolgate-tools": ""})
+    if stream:
+        events = list(client.responses.create(model=MODEL, input="hi", store=True, stream=True))
+        assert events[-1].type == "response.completed"
+        return events[-1].response, None
+    raw = client.responses.with_raw_response.create(model=MODEL, input="hi", store=True)
+    return raw.parse(), raw.headers.get("x-toolgate-stored")
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_response_answered_during_a_passing_stall_is_stored(
     slowed_stack: tuple[Stack, SlowProxy], stream: bool
 ) -> None:
     s, proxy = slowed_stack
-    client = s.client(default_headers={"x-toolgate-tools": ""})
     proxy.stall(PASSING_STALL_S)
-    if stream:
-        events = list(client.responses.create(model=MODEL, input="hi", store=True, stream=True))
-        response = events[-1].response  # type: ignore[union-attr]
-    else:
-        raw = client.responses.with_raw_response.create(model=MODEL, input="hi", store=True)
-        assert "x-toolgate-stored" not in raw.headers
-        response = raw.parse()
+    response, stored = respond(s, stream)
+    assert stored is None
     assert store_errors(s) >= 1  # the stall was met: some call passed its timeout
     assert getattr(response, "store", None) is True
     fetched = retrieve(s, response.id)
     assert fetched.status_code == 200, fetched.text
     assert fetched.json()["output"][0]["content"][0]["text"] == "kept"
     # and it can be continued, as its client was told
-    later = client.responses.create(model=MODEL, input="more", previous_response_id=response.id)
+    later = s.client().responses.create(model=MODEL, input="more", previous_response_id=response.id)
     assert later.output_text == "kept"
 
 
@@ -105,16 +111,9 @@ def test_a_response_that_could_not_be_stored_says_so(
     slowed_stack: tuple[Stack, SlowProxy], stream: bool
 ) -> None:
     s, proxy = slowed_stack
-    client = s.client(default_headers={"x-toolgate-tools": ""})
     proxy.stall(LONG_STALL_S)
-    if stream:
-        events = list(client.responses.create(model=MODEL, input="hi", store=True, stream=True))
-        assert events[-1].type == "response.completed"
-        response = events[-1].response
-    else:
-        raw = client.responses.with_raw_response.create(model=MODEL, input="hi", store=True)
-        assert raw.headers["x-toolgate-stored"] == "false"
-        response = raw.parse()
+    response, stored = respond(s, stream)
+    assert stored == (None if stream else "false")
     assert response.output_text == "kept"  # the answer itself is given
     assert getattr(response, "store", None) is False  # and says it was not kept
     proxy.stall(0)  # the store answers again (after the cooldown its stall began)
