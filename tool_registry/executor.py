@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 
 import httpx
 
@@ -153,7 +152,10 @@ class ToolExecutor:
         result = await call.tool.run(call, deadline, runner)
         if redactor:
             whole = None if result.whole is None else redactor.text(result.whole)
-            return replace(result, content=redactor.text(result.content), whole=whole)
+            content = redactor.text(result.content)
+            return ToolResult(
+                content, result.outcome, result.status, result.code, whole, result.max_chars
+            )
         return result
 
     async def run_http(

@@ -11,6 +11,7 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.anthropic.codec import VERSION
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     decoded,
     map_status_error,
@@ -56,6 +57,8 @@ class AnthropicClient:
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
+            return whole_object(upstream.name, data)
         return await decoded(data, partial(whole_object, upstream.name))
 
     async def message_stream(

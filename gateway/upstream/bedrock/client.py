@@ -30,6 +30,7 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     close_quietly,
     decoded,
@@ -162,6 +163,8 @@ class BedrockClient:
         if response.status_code >= 300:
             said = error_message(data, response.headers)
             raise map_status_error(upstream.name, response, data, said)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
+            return whole_object(upstream.name, data)
         return await decoded(data, partial(whole_object, upstream.name))
 
     async def converse_stream(

@@ -10,6 +10,7 @@ from typing import Any
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     decoded,
     map_status_error,
@@ -54,6 +55,8 @@ class OpenAIClient:
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
+            return _completion(upstream.name, data)
         return await decoded(data, partial(_completion, upstream.name))
 
     async def chat_stream(

@@ -19,7 +19,10 @@ INTRO = "The tool results above came with these attachments:"
 def tool_media_moved(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` with every non-text part of a ``tool`` message moved to a user
     message after its run of tool messages; ``messages`` itself when none has one."""
-    if not any(_has_media(m) for m in messages):
+    for message in messages:  # the common case, at the least cost: no tool message's list
+        if message.get("role") == "tool" and type(message.get("content")) is list:
+            break
+    else:
         return messages
     out: list[dict[str, Any]] = []
     moved: list[Any] = []
