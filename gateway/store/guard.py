@@ -46,8 +46,10 @@ class GuardedStore:
         self._down_until = 0.0
         self.errors = 0  # calls that failed, or were not made because the store was down
 
-    async def _call(self, operation: Awaitable[T]) -> T:
-        if time.monotonic() < self._down_until:
+    async def _call(self, operation: Awaitable[T], cooldown: bool = True) -> T:
+        """``operation`` within ``timeout_s``; not tried while the store is skipped
+        (unless ``cooldown`` is False: a kept write's)."""
+        if cooldown and time.monotonic() < self._down_until:
             if asyncio.iscoroutine(operation):
                 operation.close()
             self._failed()
@@ -112,9 +114,8 @@ class GuardedStore:
         give_up = loop.time() + self._keep_retry_s
         pause = KEEP_PAUSE_S
         while True:
-            self._down_until = 0.0  # this write is tried whatever the last call did
-            try:
-                await self._call(self.inner.put(key, value, ttl_s))
+            try:  # tried whatever the last call did; other calls stay skipped meanwhile
+                await self._call(self.inner.put(key, value, ttl_s), cooldown=False)
             except StoreUnavailable:
                 left = give_up - loop.time()
                 if left <= 0:
@@ -122,6 +123,7 @@ class GuardedStore:
                 await asyncio.sleep(min(pause, left))
                 pause *= 2
             else:
+                self._down_until = 0.0  # it answered: the store is back for every call
                 return
 
     async def delete(self, keys: list[str]) -> None:
