@@ -34,6 +34,7 @@ logger = logging.getLogger("gateway.afterwards")
 Write = Callable[[], Awaitable[object]]  # what it returns is not read
 LIMIT = 1024  # writes waiting at most
 RETRY_PAUSES_S = (0.25, 0.5, 1.0)  # before each new try of a write the store did not take
+SETTLE_S = 5.0  # a read waits for the writes before it this long at most
 MAX_BYTES = 64 * 1024 * 1024  # of what they hold (the request bodies they record)
 
 
@@ -43,8 +44,11 @@ class Afterwards:
         limit: int = LIMIT,
         max_bytes: int = MAX_BYTES,
         retry_pauses_s: tuple[float, ...] = RETRY_PAUSES_S,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self._retry_pauses_s = retry_pauses_s
+        self._settle_s = settle_s
+        self._closing = asyncio.Event()  # set by aclose: no more pauses before a new try
         self._queue: asyncio.Queue[tuple[Write, int]] = asyncio.Queue(limit)
         self._max_bytes = max_bytes
         self._bytes = 0  # held by the writes waiting
@@ -79,14 +83,18 @@ class Afterwards:
 
     async def settled(self) -> None:
         """Wait until every write submitted so far is done (not those submitted while
-        it waits: a steady stream of answers never keeps a reader waiting)."""
+        it waits: a steady stream of answers never keeps a reader waiting), at most
+        ``SETTLE_S``: writes tried again while the store is down must not hold a read
+        for their whole queue (the read then finds what there is)."""
         until = self._queued
         if self._done >= until or self._stopped:
             return
         self._readers += 1  # before any await: no write is done unseen in between
         try:
-            async with self._progress:
+            async with asyncio.timeout(self._settle_s), self._progress:
                 await self._progress.wait_for(lambda: self._done >= until or self._stopped)
+        except TimeoutError:
+            logger.warning("a read went ahead before the writes it waited for were done")
         finally:
             self._readers -= 1
 
@@ -94,6 +102,7 @@ class Afterwards:
         worker, self._worker = self._worker, None  # new writes are done at once from here
         if worker is None:
             return
+        self._closing.set()  # the queue drains with one try each: a down store holds no exit
         if not worker.done():  # a worker stopped some other way drains nothing more
             await self._queue.join()
         worker.cancel()
@@ -112,7 +121,7 @@ class Afterwards:
         while True:
             write, size = await self._queue.get()
             try:
-                await _done(write, self._retry_pauses_s)
+                await _done(write, self._retry_pauses_s, self._closing)
             finally:
                 self._queue.task_done()
                 self._done += 1
@@ -122,16 +131,23 @@ class Afterwards:
                         self._progress.notify_all()
 
 
-async def _done(write: Write, pauses: tuple[float, ...] = ()) -> None:
-    """``write`` done, tried again after each of ``pauses`` while the store is unavailable."""
+async def _done(
+    write: Write, pauses: tuple[float, ...] = (), closing: asyncio.Event | None = None
+) -> None:
+    """``write`` done, tried again after each of ``pauses`` while the store is
+    unavailable, unless ``closing`` is set (then it has one more try, at once)."""
     for pause in (*pauses, None):
         try:
             await write()
         except StoreUnavailable:
-            if pause is None:
+            if pause is None or (closing is not None and closing.is_set()):
                 logger.warning("a write after an answer was not kept: store unavailable")
                 return
-            await asyncio.sleep(pause)
+            if closing is None:
+                await asyncio.sleep(pause)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(closing.wait(), pause)
         except Exception:
             logger.exception("a write after an answer failed; the answer was sent")
             return

@@ -236,3 +236,17 @@ async def test_a_write_on_its_requests_path_is_tried_once() -> None:
     flaky = Flaky(refusals=1)
     await Afterwards(retry_pauses_s=(0.01,)).submit(flaky.write)
     assert (flaky.tries, flaky.kept) == (1, False)
+
+
+async def test_a_read_waits_for_writes_tried_again_only_so_long() -> None:
+    """While the store is down, writes wait in the queue for their next tries: a read
+    goes ahead after ``settle_s`` rather than waiting for all of them."""
+    later = Afterwards(retry_pauses_s=(30.0,), settle_s=0.05)
+    later.start()
+    never = Flaky(refusals=99)
+    await later.submit(never.write)
+    await settled(later)  # bounded by BOUND_S: fails instead of hanging if unbounded
+    assert never.tries == 1  # still waiting for its next try
+    # Closing ends its pause: one more try at once, and a down store holds no exit.
+    await asyncio.wait_for(later.aclose(), BOUND_S)
+    assert never.tries == 2
