@@ -87,11 +87,14 @@ def with_texts(
         block for index, block in enumerate(turn.carried) if ("thinking", index) not in texts
     )
     raw = answer.raw
-    fields = {name: text for (kind, name), text in texts.items() if kind == "raw"}
-    if fields and raw is not None:
+    if texts and _raw_message(answer) is not None:
+        assert raw is not None  # a raw message is found only in a raw answer
+        # The upstream's own fields of the message, the changed texts in place; its
+        # logprobs go (they would tell the text as it was).
+        fields = {name: text for (kind, name), text in texts.items() if kind == "raw"}
         [first, *rest] = raw["choices"]
         message = {**first["message"], **fields}
-        raw = {**raw, "choices": [{**first, "message": message}, *rest]}
+        raw = {**raw, "choices": [{**first, "message": message, "logprobs": None}, *rest]}
     new_turn = replace(turn, content=content, refusal=refusal, carried=carried)
     handed = tuple(
         replace(call, arguments=texts.get(("call", index), call.arguments))

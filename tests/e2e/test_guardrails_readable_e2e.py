@@ -201,3 +201,14 @@ def test_bedrock_reasoning_is_carried_never_shown_to_a_messages_client(harness: 
     assert [b.type for b in answer.content] == ["text"]
     assert answer.content[0].text == "Answered."
     assert runtime.refused == []
+
+
+def test_a_redacted_answer_carries_no_logprobs_of_its_words_as_they_were(
+    stack: StackFactory,
+) -> None:
+    """The logprobs of an answer spell its tokens: once a guardrail changed a text of
+    the answer, they go, or they would tell the text as it was."""
+    s = stack(reasoning(f"The key is {AWS_KEY}.", "Looked it up."), config=guarded(SECRETS_OUT))
+    [choice] = chat(s, {"messages": USER, "logprobs": True})["choices"]  # no key anywhere
+    assert choice["message"]["content"].startswith("The key is [redacted: ")
+    assert choice["logprobs"] is None
