@@ -124,6 +124,7 @@ class SameProvider(Provider):
         self.signed_in = "bob"
         self.id_token = True  # False: an answer without one
         self.codes: dict[str, str] = {}  # code → challenge
+        self.nonces: dict[str, str] = {}  # code → the nonce its authorization sent
         self.scopes: list[str] = []  # what each authorization asked for
         super().__init__(harness)
 
@@ -142,12 +143,14 @@ class SameProvider(Provider):
             self.scopes.append(query.get("scope", ""))
             code = base64.urlsafe_b64encode(os.urandom(12)).decode()
             self.codes[code] = query["code_challenge"]
+            self.nonces[code] = query["nonce"]  # an OpenID provider binds its ID token to it
             back = f"{query['redirect_uri']}?{urlencode({'code': code, 'state': query['state']})}"
             return Answer(302, b"", [("location", back)])
         if parts.path == "/token":
             form = {k: v[0] for k, v in parse_qs(hit.body.decode()).items()}
             verifier = hashlib.sha256(form["code_verifier"].encode()).digest()
             challenge = base64.urlsafe_b64encode(verifier).rstrip(b"=").decode()
+            nonce = self.nonces.pop(form["code"], None)
             if self.codes.pop(form["code"], None) != challenge:
                 return Answer(400, b'{"error": "invalid_grant"}')
             answer: dict[str, Any] = {
@@ -163,6 +166,7 @@ class SameProvider(Provider):
                     "sub": self.signed_in,
                     "iat": now,
                     "exp": now + 300,
+                    "nonce": nonce,
                 }
                 answer["id_token"] = jwt.encode(
                     claims, self.private, "RS256", headers={"kid": self.kid}
