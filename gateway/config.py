@@ -75,10 +75,7 @@ class ServerConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
-    # With several workers: how long one may take to answer its supervisor's ping (at its
-    # start, while it imports and builds its app, and every half second after) before it
-    # is killed and replaced. uvicorn's own 5 s killed every start in a row on a host
-    # short of CPU; a hung worker is still replaced, after this.
+    # A worker's time to answer its supervisor's ping, starting too (docs/configuration.md)
     worker_healthcheck_s: int = Field(default=60, ge=1, le=3600)
     # At least OpenAI's own limit (25 MiB): an agent resends its whole session each turn.
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
@@ -122,9 +119,7 @@ class StoreConfig(_Frozen):
     on_error: OnStoreError = "allow"
     prefix: str = "toolgate:"
     timeout_s: float = Field(default=0.1, gt=0, le=10)  # per store call
-    # What a client is told is kept (a stored response, a conversation, a hand-back's
-    # hidden turns) is tried again for this long when a call fails (docs/state.md).
-    keep_retry_s: float = Field(default=1.0, ge=0, le=60)
+    keep_retry_s: float = Field(default=1.0, ge=0, le=60)  # a promised write (docs/state.md)
     turn_ttl_s: float = Field(default=3600, gt=0)  # saved client-tool turns
     memory_max_mb: int = Field(default=8, gt=0)  # memory:// holds at most this much
 
@@ -164,9 +159,7 @@ class UpstreamConfig(_Frozen):
     # A bedrock upstream's AWS region (else read from its bedrock-runtime host).
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
     api_key: SecretStr | None = None
-    # An anthropic upstream that takes the client's temperature and top_p (llama.cpp,
-    # vLLM); Anthropic's own API takes none, and they are left out (docs/anthropic.md).
-    sampling: bool = False
+    sampling: bool = False  # it takes temperature and top_p (docs/anthropic.md)
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)

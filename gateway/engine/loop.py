@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from gateway.engine.estimate import PromptSize
 from gateway.engine.offer import Offer
-from gateway.engine.readable import readable, with_texts
+from gateway.engine.readable import screened_answer
 from gateway.engine.runner import Credentials, ToolRunner
 from gateway.errors import GatewayError, RequestTimeout
 from gateway.ops.metrics import Metrics
@@ -35,7 +35,7 @@ from gateway.ops.offload import offload
 from gateway.ops.spans import RequestSpan, RoundSpan
 from gateway.policy.answer_screen import AnswerScreen
 from gateway.policy.caps import BUDGET_CAPS, CAP_SETTINGS, Step
-from gateway.policy.guardrails import GuardVerdict, refusal_text
+from gateway.policy.guardrails import GuardVerdict
 from gateway.policy.ledger import Decided, Ledger, RoundLine, Search
 from gateway.policy.point import PolicyPoint
 from gateway.policy.run_budget import RoundGrant, RunBudget, Stop
@@ -324,32 +324,8 @@ class Run:
         calls: tuple[ToolCall, ...] = (),
         texts: bool = True,
     ) -> tuple[Completion, str, tuple[ToolCall, ...] | None]:
-        """A final answer (and the calls handed back with it) after the guardrails on
-        final answers, each text a client can read of it screened (``readable``): as it
-        was, redacted, or withheld (``content_filter``, the refusal its text, no calls:
-        None)."""
-        found = readable(answer, calls, texts)
-        if not found:
-            return answer, finish, calls
-        screen = self.policy.screen
-        results = await asyncio.gather(
-            *(screen(item.text, "final_answer", "final_answer") for item in found)
-        )
-        changed: dict[tuple[str, int | str], str] = {}
-        blocked = None
-        for item, result in zip(found, results, strict=True):
-            self.ledger.guarded += result.verdicts
-            if result.blocked is not None:
-                blocked = blocked or result.blocked
-            elif result.text != item.text:
-                changed[item.where] = result.text or ""
-        if blocked is not None:
-            turn = AssistantMessage(refusal_text(blocked))
-            return replace(answer, turn=turn, raw=None), "content_filter", None
-        if not changed:
-            return answer, finish, calls
-        answer, calls = with_texts(answer, calls, changed)
-        return answer, finish, calls
+        """``screened_answer`` by this run's policy, its verdicts in its ledger."""
+        return await screened_answer(self.policy, self.ledger, answer, finish, calls, texts)
 
     async def _streamed(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """One streamed round, every wait within the request's deadline."""

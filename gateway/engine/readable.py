@@ -16,11 +16,15 @@ back upstream (docs/guardrails.md).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gateway.values import Completion, ToolCall
+from gateway.policy.guardrails import refusal_text
+from gateway.policy.ledger import Ledger
+from gateway.policy.point import PolicyPoint
+from gateway.values import AssistantMessage, Completion, ToolCall
 from tool_registry import immutable
 
 # The message fields the turn types, rendered from it: not read again from ``raw``.
@@ -101,3 +105,38 @@ def with_texts(
         for index, call in enumerate(calls)
     )
     return replace(answer, turn=new_turn, raw=raw), handed
+
+
+async def screened_answer(
+    policy: PolicyPoint,
+    ledger: Ledger,
+    answer: Completion,
+    finish: str,
+    calls: tuple[ToolCall, ...] = (),
+    texts: bool = True,
+) -> tuple[Completion, str, tuple[ToolCall, ...] | None]:
+    """A final answer (and the calls handed back with it) after the guardrails on final
+    answers, each text a client can read of it screened (``readable``; only the calls'
+    without ``texts``): as it was, redacted, or withheld (``content_filter``, the
+    refusal its text, no calls: None). The verdicts go to ``ledger``."""
+    found = readable(answer, calls, texts)
+    if not found:
+        return answer, finish, calls
+    results = await asyncio.gather(
+        *(policy.screen(item.text, "final_answer", "final_answer") for item in found)
+    )
+    changed: dict[tuple[str, int | str], str] = {}
+    blocked = None
+    for item, result in zip(found, results, strict=True):
+        ledger.guarded += result.verdicts
+        if result.blocked is not None:
+            blocked = blocked or result.blocked
+        elif result.text != item.text:
+            changed[item.where] = result.text or ""
+    if blocked is not None:
+        turn = AssistantMessage(refusal_text(blocked))
+        return replace(answer, turn=turn, raw=None), "content_filter", None
+    if not changed:
+        return answer, finish, calls
+    answer, calls = with_texts(answer, calls, changed)
+    return answer, finish, calls
