@@ -24,8 +24,9 @@ GuardrailOn = Literal["tool_result", "final_answer", "input"]
 GuardrailAction = Literal["block", "redact", "flag", "taint"]
 GuardrailKind = Literal["builtin", "model", "http"]
 # The built-in detectors: key and token shapes and high-entropy strings; emails, phone,
-# card (Luhn) and IBAN (mod 97) numbers; known prompt-injection phrasings.
-Detector = Literal["secrets", "personal_data", "injection"]
+# card (Luhn) and IBAN (mod 97) numbers; known prompt-injection phrasings; images and
+# links that would carry data to a host outside ``hosts`` (asked for by name).
+Detector = Literal["secrets", "personal_data", "injection", "links"]
 OnError = Literal["allow", "block"]
 # A streamed final answer: screened in windows as it goes, or held whole and screened once.
 StreamScreening = Literal["window", "buffer"]
@@ -58,6 +59,8 @@ class GuardrailConfig(_Frozen):
     source: str = "*"
     kind: GuardrailKind = "builtin"
     detect: list[Detector] = Field(default_factory=lambda: list(DETECTORS), min_length=1)
+    # For ``links``: the hosts an image or a data-carrying link may point at (globs).
+    hosts: list[str] = Field(default_factory=list, max_length=256)
     action: GuardrailAction = "flag"
     model: str | None = Field(default=None, min_length=1, max_length=256)
     url: str | None = None
@@ -76,6 +79,8 @@ class GuardrailConfig(_Frozen):
             raise ValueError(f"guardrail {self.name!r}: kind http needs the service's url")
         if self.kind != "model" and self.model is not None:
             raise ValueError(f"guardrail {self.name!r}: model is for kind model")
+        if self.hosts and (self.kind != "builtin" or "links" not in self.detect):
+            raise ValueError(f"guardrail {self.name!r}: hosts are for a builtin detect: links")
         if self.kind != "http" and (self.url is not None or self.secret is not None):
             raise ValueError(f"guardrail {self.name!r}: url and secret are for kind http")
         if self.kind == "model" and self.action == "redact":

@@ -107,9 +107,10 @@ class BuiltinJudge:
     def __init__(self, detectors: Detectors, config: GuardrailConfig) -> None:
         self._detectors = detectors
         self._kinds = tuple(config.detect)
+        self._hosts = tuple(config.hosts)
 
     def find(self, text: str) -> list[Finding]:
-        return self._detectors.find(text, self._kinds)
+        return self._detectors.find(text, self._kinds, self._hosts)
 
     async def judge(self, text: str, subject: Subject) -> Judgement:
         # A text read with its escapes decoded and its spaces folded costs Python steps

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -204,9 +204,11 @@ class Recording(Detectors):
         super().__init__()
         self.threads: list[int] = []
 
-    def find(self, text: str, kinds: Iterable[Detector]) -> list[Finding]:
+    def find(
+        self, text: str, kinds: Iterable[Detector], hosts: Sequence[str] = ()
+    ) -> list[Finding]:
         self.threads.append(threading.get_ident())
-        return super().find(text, kinds)
+        return super().find(text, kinds, hosts)
 
 
 @pytest.mark.anyio
