@@ -20,12 +20,15 @@ class EmbeddingsConfig(_Frozen):
     """Tool search's dense vectors (docs/tools.md, "Tool search"): ``model`` on the
     ``upstream`` named (an ``openai`` dialect one's ``/v1/embeddings``; the first such
     upstream when unnamed). A request's vectors are one call of at most ``timeout_ms``;
-    the catalog's are computed in batches of ``batch`` and kept in the store."""
+    the catalog's are computed in batches of ``batch``, each of at most
+    ``catalog_timeout_s`` (a CPU embedder takes minutes for a large batch), and kept in
+    the store."""
 
     model: str = Field(min_length=1, max_length=256)
     upstream: str | None = None
     timeout_ms: int = Field(default=300, ge=10, le=60_000)
     batch: int = Field(default=64, ge=1, le=2048)
+    catalog_timeout_s: float = Field(default=600.0, gt=0, le=7200)
 
 
 class ToolSearchConfig(_Frozen):

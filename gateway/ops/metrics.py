@@ -16,7 +16,7 @@ from gateway.ops.metric_values import Counts, Maker, Observes
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 ITERATION_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
-EMBEDDING_KINDS = ("query", "catalog")
+EMBEDDING_KINDS = ("query", "catalog", "probe")
 EMBEDDING_OUTCOMES = ("ok", "timeout", "error")
 APPROVAL_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600)
 
@@ -172,7 +172,8 @@ class Metrics:
         self.embeddings = make.counter(
             "toolgate_tool_search_embeddings",
             "Calls of the embeddings model for tool search, by kind (query: a "
-            "request's texts; catalog: a batch of tools) and outcome (ok, timeout, "
+            "request's texts; catalog: a batch of tools; probe: toolgate check --probe) "
+            "and outcome (ok, timeout, "
             "error: the request was searched by words alone).",
             ["kind", "outcome"],
         )
@@ -180,6 +181,12 @@ class Metrics:
             "toolgate_tool_search_embedded_tools",
             "Tools of the current catalog with a vector from the embeddings model (0: "
             "tool search ranks by words alone).",
+            "mostrecent",
+        )
+        self.catalog_tools_left = make.one_gauge(
+            "toolgate_tool_search_catalog_tools_left",
+            "Tools of the catalog still waiting for a vector while it is embedded (0: done, "
+            "or nothing to do).",
             "mostrecent",
         )
         self.embedding_seconds = make.histogram(

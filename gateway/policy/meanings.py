@@ -40,7 +40,8 @@ logger = logging.getLogger("toolgate.tool_search")
 
 MAX_WIDTH = 8192  # the widest vector taken
 _BODY_BYTES = 64 * 1024 * 1024  # the most of an answer read
-_CATALOG_TIMEOUT_S = 120.0  # one batch of the catalog's texts
+_PROGRESS_EVERY_S = 30.0  # how often a long catalog's embedding says how far it is
+PROBE_QUERY = "what is the weather like in Paris tomorrow"  # a request's typical text
 _STORE_ATTEMPTS = 3  # reads of the kept vectors, when the store does not answer
 _STORE_PAUSE_S = 1.5  # between them (past the store guard's own pause)
 _RETRY_AFTER_S = 60.0  # a catalog that could not be embedded is tried again after this
@@ -189,12 +190,28 @@ class Meanings:
         width = next((len(v) for v in kept if v is not None), None)
         missing = [at for at, v in enumerate(kept) if v is None or len(v) != width]
         unstored: list[int] = []
+        self._metrics.catalog_tools_left.set(len(missing))
+        said = time.monotonic()
         try:
             for start in range(0, len(missing), settings.batch):
                 batch = missing[start : start + settings.batch]
                 computed = await self._embed(
-                    upstream, settings, [texts[at] for at in batch], _CATALOG_TIMEOUT_S, "catalog"
+                    upstream,
+                    settings,
+                    [texts[at] for at in batch],
+                    settings.catalog_timeout_s,
+                    "catalog",
                 )
+                done = start + len(batch)
+                self._metrics.catalog_tools_left.set(len(missing) - done)
+                if time.monotonic() - said >= _PROGRESS_EVERY_S and done < len(missing):
+                    said = time.monotonic()
+                    logger.info(
+                        "tool search: %d of %d tools embedded with %s so far",
+                        done,
+                        len(missing),
+                        settings.model,
+                    )
                 for at, vector in zip(batch, computed, strict=True):
                     raw = _unit_rows([vector]).tobytes()
                     if width is None:
@@ -270,6 +287,20 @@ class Meanings:
         if rows.shape[1] != index.width:
             return None
         return dict(zip(texts, rows, strict=True))
+
+    async def timed(self, config: GatewayConfig) -> tuple[float, str | None] | None:
+        """How long the embeddings model takes for one request's text, in seconds, and
+        why it failed if it did (waiting up to ten times a request's ``timeout_ms``);
+        None when tool search has no embeddings model."""
+        upstream, settings = config.embedding_upstream, config.tool_search.embeddings
+        if upstream is None or settings is None:
+            return None
+        started = time.perf_counter()
+        try:
+            await self._embed(upstream, settings, [PROBE_QUERY], settings.timeout_ms / 100, "probe")
+        except EmbeddingsFailed as exc:
+            return time.perf_counter() - started, str(exc)
+        return time.perf_counter() - started, None
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

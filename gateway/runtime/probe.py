@@ -43,7 +43,8 @@ NO_MODEL_SERVER_HINT = (
 
 @dataclass(frozen=True)
 class Probe:
-    kind: str  # "model server", "tools", "tool source", "identity provider", "connection"
+    kind: str  # "model server", "tools", "tool source", "identity provider", "connection",
+    # "embeddings"
     name: str
     target: str
     ok: bool
@@ -54,13 +55,38 @@ class Probe:
 
 async def probe_all(gateway: Gateway) -> list[Probe]:
     """Every upstream, every tool origin and every remote source, concurrently."""
-    upstreams, tools, users, connections = await asyncio.gather(
+    upstreams, tools, users, connections, meaning = await asyncio.gather(
         probe_upstreams(gateway),
         probe_tools(gateway),
         probe_users(gateway),
         probe_connections(gateway),
+        probe_embeddings(gateway),
     )
-    return [*upstreams, *tools, *users, *connections]
+    return [*upstreams, *tools, *users, *connections, *meaning]
+
+
+async def probe_embeddings(gateway: Gateway) -> list[Probe]:
+    """Tool search's embeddings model, timed on one request's text: a model slower than
+    a request waits (``timeout_ms``) fails the probe, as every request would then be
+    searched by words alone."""
+    config = gateway.runtime.config
+    settings, upstream = config.tool_search.embeddings, config.embedding_upstream
+    timed = await gateway.meanings.timed(config)
+    if timed is None or settings is None or upstream is None:
+        return []
+    took, failed = timed
+    name, target = settings.model, upstream.base_url
+    if failed is not None:
+        hint = "tool search ranks by words alone until it answers"
+        return [Probe("embeddings", name, target, False, failed, hint)]
+    said = f"answered in {took * 1000:.0f} ms"
+    if took * 1000 > settings.timeout_ms:
+        hint = (
+            f"a request waits {settings.timeout_ms} ms for it (tool_search.embeddings."
+            "timeout_ms): most would be searched by words alone; raise it, or use a faster model"
+        )
+        return [Probe("embeddings", name, target, False, said, hint)]
+    return [Probe("embeddings", name, target, True, said)]
 
 
 async def probe_connections(gateway: Gateway) -> list[Probe]:

@@ -1,4 +1,4 @@
-"""Guardrails on the languages and tricks users meet, end to end (issue 62 §2–3): an MCP
+"""Guardrails on the languages and tricks users meet, end to end (issue 62 §2-3): an MCP
 server's result split over content blocks, an injection in Russian, a key written in
 hex by an HTTP tool, and a final answer whose image would carry the conversation to
 another host — asserting what the model server and the client actually received."""
@@ -35,7 +35,7 @@ def blocks_server() -> MCPServer:
     @server.tool()
     def notice() -> str:
         """A page with an injection in Russian."""
-        return f"Часы работы: 9–18. {RUSSIAN}"
+        return f"Часы работы: с 9 до 18. {RUSSIAN}"
 
     return server
 
@@ -71,7 +71,9 @@ def test_a_secret_split_over_blocks_or_written_in_hex_never_reaches_the_model(
     harness: Harness,
 ) -> None:
     model = Model(
-        asks(call("b_split_token", {}, "c1"), call("env_dump", {}, "c2"), call("b_notice", {}, "c3")),
+        asks(
+            call("b_split_token", {}, "c1"), call("env_dump", {}, "c2"), call("b_notice", {}, "c3")
+        ),
         says("Done."),
     )
     gateway = stack(harness, model, [SECRETS, INJECTION])
@@ -83,8 +85,10 @@ def test_a_secret_split_over_blocks_or_written_in_hex_never_reaches_the_model(
     )
     assert answer.choices[0].message.content == "Done."
     split, dumped, notice = model.tool_results(1)
-    assert TOKEN[:22] not in split and TOKEN[22:] not in split
-    assert "[redacted: github_token]" in split and "pushed" in split
+    assert TOKEN[:22] not in split
+    assert TOKEN[22:] not in split
+    assert "[redacted: github_token]" in split
+    assert "pushed" in split
     assert AWS_KEY.encode().hex() not in dumped
     assert "[redacted: aws_access_key]" in dumped
     assert RUSSIAN not in notice

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import redis
+import yaml
 
+from gateway.cli.main import main
 from tests.support.embeddings import Embeddings
 from tests.support.scripted import MODEL, Harness, Model, asks, call, says
 from tests.support.servers import until
@@ -179,9 +182,12 @@ EVENTS = ("events_in_city", "List what is on in a city: shows, exhibitions, spor
 def embedded_stack(
     harness: Harness, embeddings: Embeddings, **search: Any
 ) -> tuple[Stack, httpx.Client]:
+    """A stack searching with ``embeddings`` (``search`` may hold ``with_embeddings``: its
+    embeddings settings)."""
     url = harness.serve(embeddings).url
     harness.on_close(embeddings.release)
-    settings = {"embeddings": {"model": "fake-embed", "upstream": "emb", "timeout_ms": 400}}
+    model = {"model": "fake-embed", "upstream": "emb", "timeout_ms": 400}
+    settings = {"embeddings": search.pop("with_embeddings", model)}
     more = [{"name": "emb", "base_url": f"{url}/v1", "max_retries": 0}]
     stack = Stack(
         harness,
@@ -342,3 +348,67 @@ def test_a_catalog_past_a_thousand_tools_is_searched_off_the_event_loop(
     assert {"currency_convert", "weather_forecast"} <= set(offered(first))
     [search] = stack.trace(request_id)["rounds"][0]["searches"]
     assert [p["part"] for p in search["parts"]] == ["weather forecast", "convert money"]
+
+
+@pytest.mark.parametrize(("mode", "said"), [("ok", "ok  "), ("slow", "FAIL"), ("hang", "FAIL")])
+def test_check_probe_times_the_embeddings_model(
+    harness: Harness,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
+    said: str,
+) -> None:
+    """Issue 62 §8: ``toolgate check --probe`` asks the embeddings model one request's
+    text and fails when it answers slower than a request waits (every request would be
+    searched by words alone)."""
+    embeddings = Embeddings()
+    embeddings.mode, embeddings.delay_s = mode, 0.4
+    url = harness.serve(embeddings).url
+    harness.on_close(embeddings.release)
+    data = {
+        "upstreams": [{"name": "emb", "base_url": f"{url}/v1", "max_retries": 0}],
+        "models": [{"name": MODEL, "upstream": "emb"}],
+        "tool_search": {"embeddings": {"model": "fake-embed", "timeout_ms": 100}},
+    }
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(data))
+    main(["check", "--config", str(config), "--probe"])
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "embeddings" in line and "fake-embed" in line)
+    assert line.strip().startswith(said.strip()), out
+    if mode == "slow":
+        assert "answered in" in line
+        assert "searched by words alone" in out
+    if mode == "hang":
+        assert "no answer within 1 s" in line
+    assert embeddings.texts()
+    assert all("Paris" in t for t in embeddings.texts())
+
+
+@pytest.mark.parametrize("catalog_timeout_s", [0.2, 30.0])
+def test_a_catalog_batch_waits_as_long_as_the_setting_says(
+    harness: Harness, catalog_timeout_s: float
+) -> None:
+    """Issue 62 §8: a slow (CPU) embedder's catalog batches wait ``catalog_timeout_s``,
+    not a fixed time; the tools still to embed are a metric while it works."""
+    embeddings = Embeddings()
+    embeddings.mode, embeddings.delay_s = "slow", 0.6
+    settings = {
+        "model": "fake-embed",
+        "upstream": "emb",
+        "timeout_ms": 400,
+        "catalog_timeout_s": catalog_timeout_s,
+    }
+    _, client = embedded_stack(harness, embeddings, with_embeddings=settings)
+    timeouts = 'kind="catalog",outcome="timeout"'
+    if catalog_timeout_s < embeddings.delay_s:
+        wait_for(
+            lambda: metric(client, "toolgate_tool_search_embeddings_total", timeouts) >= 1,
+            "a timeout",
+        )
+        assert metric(client, "toolgate_tool_search_embedded_tools") == 0
+        assert metric(client, "toolgate_tool_search_catalog_tools_left") == len(CATALOG) + 1
+    else:
+        wait_for(lambda: embedded(client), "the catalog embedded")
+        assert metric(client, "toolgate_tool_search_embeddings_total", timeouts) == 0
+        assert metric(client, "toolgate_tool_search_catalog_tools_left") == 0

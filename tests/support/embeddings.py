@@ -3,9 +3,10 @@
 dimensions (a few words folded together first, as a model's sense of meaning would:
 "festival" and "events" land on one dimension), and recording every request.
 
-``mode`` decides the answer: ``ok``; ``hang`` (until ``release``); ``down`` (HTTP 500);
-``garbage`` (a vector too few). A mode can be set for query requests alone
-(``query_mode``), told apart from the catalog's by their texts."""
+``mode`` decides the answer: ``ok``; ``hang`` (until ``release``); ``down`` (HTTP
+500); ``garbage`` (a vector too few); ``slow`` (after ``delay_s``). A mode can be set
+for query requests alone (``query_mode``), told apart from the catalog's by their
+texts."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class Embeddings:
     def __init__(self, is_query: Callable[[list[str]], bool] = lambda texts: False) -> None:
         self.mode = "ok"
         self.query_mode: str | None = None
+        self.delay_s = 0.0
         self.requests: list[list[str]] = []
         self._is_query = is_query
         self._lock = threading.Lock()
@@ -102,6 +104,8 @@ class Embeddings:
             mode = self.query_mode
         if mode == "hang":
             await asyncio.to_thread(self._released.wait)
+        if mode == "slow":
+            await asyncio.to_thread(self._released.wait, self.delay_s)
         if mode == "down":
             await _send(send, 500, b'{"error":{"message":"the model is not loaded"}}')
             return
