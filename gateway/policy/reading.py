@@ -3,7 +3,7 @@ every source and path, so that a payload gets one verdict in every form it is ha
 over in; and where each character read came from, so that a span found is the original
 text's.
 
-What is looked through, each a match of one pattern (``_LOOKED_THROUGH``):
+What is looked through, each a match of one pattern (``_ESCAPES``, ``_HEX``):
 
 - escapes: JSON's (a result that is JSON text holds a nested document's quotes as
   ``\\"``, any character as ``\\u0041``), runs of ``\\x41`` escapes, percent-escapes
@@ -30,20 +30,34 @@ import html
 import re
 import unicodedata
 
-_LOOKED_THROUGH = re.compile(
+import re2
+
+_ESCAPES = (
     r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # an escaped pair
-    r"|\\u[0-9a-fA-F]{4}|(?:\\x[0-9a-fA-F]{2}){2,}|\\[nrtbf\"/\\]"
+    r"|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}(?:\\x[0-9a-fA-F]{2})+|\\[nrtbf\"/\\]"
     r"|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
-    r"|(?:%[0-9a-fA-F]{2})+"
-    r"|\b(?:[0-9a-fA-F]{2}){12,}\b"
+    r"|%[0-9a-fA-F]{2}(?:%[0-9a-fA-F]{2})*"
     r"|[^\x00-\x7f]+|[ \t\n\r\f\v]{2,}"
 )
+_HEX = r"\b[0-9a-fA-F]{24,}\b"
+_LOOKED_THROUGH = re.compile(_ESCAPES)
+_LOOKED_THROUGH_HEX = re.compile(f"{_ESCAPES}|{_HEX}")
+# Whether a text holds anything to look through, and hex text: RE2's automaton answers
+# in one pass (Python's engine tries a word's edge at every character).
+_ANY = re2.compile(f"{_ESCAPES}|{_HEX}")
+_ANY_HEX = re2.compile(_HEX)
+# Anything but characters past ASCII: a text without it is read in one step.
+_MARKED = re2.compile(_ESCAPES.replace(r"|[^\x00-\x7f]+", "") + f"|{_HEX}")
 _HIDDEN = frozenset(
     "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
     "\u2060\u2061\u2062\u2063\u2064\ufeff"
 )
+_ANY_HIDDEN = re2.compile("[" + "".join(f"\\x{{{ord(c):x}}}" for c in _HIDDEN) + "]")
 _DELIMITERS = frozenset("@:/?#&=%")
-_SIMPLE_ESCAPES = {"n": "\n", "r": " ", "t": " ", "b": "", "f": " ", '"': '"', "/": "/", "\\": "\\"}
+_SIMPLE_ESCAPES = {
+    "\\" + escape: read
+    for escape, read in zip('nrtbf"/\\', ["\n", " ", " ", "", " ", '"', "/", "\\"], strict=True)
+}
 
 
 def _latin_table() -> dict[int, str | None]:
@@ -72,6 +86,11 @@ _LOOKALIKES = (
 )
 _LATIN = str.maketrans(_latin_table())
 _AS_LATIN = str.maketrans(_LOOKALIKES[0::2], _LOOKALIKES[1::2])
+_LOOKALIKE_RUN = "[" + _LOOKALIKES[0::2] + "]+"
+_LOOKALIKE = re2.compile(_LOOKALIKE_RUN)
+_ACCENTED = re2.compile("[" + "".join(f"\\x{{{c:x}}}" for c in _latin_table()) + "]")
+_SPACE = frozenset(" \t\n\r\f\v")
+_BESIDE_LATIN = re.compile(f"(?<=[A-Za-z0-9]){_LOOKALIKE_RUN}|{_LOOKALIKE_RUN}(?=[A-Za-z0-9])")
 
 
 def fold(text: str) -> str:
@@ -83,7 +102,7 @@ def fold(text: str) -> str:
 def normalises(text: str) -> bool:
     """Whether ``text`` is read other than as it is (its reading costs a step per
     escape, run of spaces or run past ASCII: a caller may do it off the loop)."""
-    return _LOOKED_THROUGH.search(text) is not None
+    return _ANY.search(text) is not None
 
 
 Positions = tuple[list[int], list[int]]
@@ -92,42 +111,57 @@ Positions = tuple[list[int], list[int]]
 def normalised(text: str) -> tuple[str, Positions | None]:
     """``text`` as the detectors read it, and where each character read starts and ends
     in ``text`` (None when the text is read as it is)."""
-    if _LOOKED_THROUGH.search(text) is None:
+    if _ANY.search(text) is None:
         return text, None
+    if _MARKED.search(text) is None and _ANY_HIDDEN.search(text) is None:
+        # Only characters past ASCII, most text in any script: one for one in one step.
+        folded = unicodedata.normalize("NFKC", text)
+        if _ACCENTED.search(folded) is not None:
+            folded = folded.translate(_LATIN)
+        if len(folded) == len(text):
+            if _LOOKALIKE.search(folded) is None:
+                return folded, None
+            return _BESIDE_LATIN.sub(lambda m: m.group().translate(_AS_LATIN), folded), None
+    looked_through = _LOOKED_THROUGH if _ANY_HEX.search(text) is None else _LOOKED_THROUGH_HEX
     kept: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     at = 0
-    for match in _LOOKED_THROUGH.finditer(text):
+    for match in looked_through.finditer(text):
         start, end = match.span()
         piece = match.group()
-        past_ascii = not piece[0].isascii()
-        if unicodedata.combining(piece[0]) and start > at and text[start - 1].isalpha():
+        first = piece[0]
+        if first.isascii():
+            kept.append(text[at:start])
+            starts += range(at, start)
+            ends += range(at + 1, start + 1)
+            if first in _SPACE:  # a run of spaces: one
+                kept.append("\n" if "\n" in piece else " ")
+                starts.append(start)
+                ends.append(end)
+            else:  # an escape, a reference or hex, whole
+                read = _decoded(piece)
+                kept.append(read)
+                starts += [start] * len(read)
+                ends += [end] * len(read)
+            at = end
+            continue
+        if unicodedata.combining(first) and start > at and text[start - 1].isalpha():
             start -= 1  # a decomposed accent: read with its letter
             piece = text[start:end]
         kept.append(text[at:start])
         starts += range(at, start)
         ends += range(at + 1, start + 1)
-        if piece.isspace() and piece.isascii():  # a run of spaces: one
-            kept.append("\n" if "\n" in piece else " ")
-            starts.append(start)
-            ends.append(end)
-        elif past_ascii:
-            beside = _latin_at(text, start - 1) or _latin_at(text, end)
-            folded = _folded(piece, beside)
-            if folded is None or (not folded[1] and len(folded[0]) == len(piece)):
-                kept.append(piece if folded is None else folded[0])
-                starts += range(start, end)
-                ends += range(start + 1, end + 1)
-            else:
-                kept.append(folded[0])
-                starts += [start + a for a in folded[1]]
-                ends += [start + b for b in folded[2]]
-        else:  # an escape, or hex, whole
-            read = _decoded(piece)
-            kept.append(read)
-            starts += [start] * len(read)
-            ends += [end] * len(read)
+        beside = _latin_at(text, start - 1) or _latin_at(text, end)
+        folded = _folded(piece, beside)
+        if folded is None or (not folded[1] and len(folded[0]) == len(piece)):
+            kept.append(piece if folded is None else folded[0])
+            starts += range(start, end)
+            ends += range(start + 1, end + 1)
+        else:
+            kept.append(folded[0])
+            starts += [start + a for a in folded[1]]
+            ends += [start + b for b in folded[2]]
         at = end
     kept.append(text[at:])
     starts += range(at, len(text))
@@ -179,19 +213,23 @@ def _read(piece: str, beside_latin: bool) -> str:
 
 def _decoded(piece: str) -> str:
     """An escape (or a run of them), a character reference or hex text, as read."""
-    if piece[0] == "&":
+    simple = _SIMPLE_ESCAPES.get(piece) if len(piece) == 2 else None
+    if simple is not None:  # the most common by far: ``\\"``, ``\\n``
+        return simple
+    first = piece[0]
+    if first == "&":
         return _folded_text(html.unescape(piece))
-    if piece[0] == "%" or piece.startswith("\\x"):
-        step = 3 if piece[0] == "%" else 4
+    if first == "%" or piece.startswith("\\x"):
+        step = 3 if first == "%" else 4
         raw = bytes(int(piece[i + step - 2 : i + step], 16) for i in range(0, len(piece), step))
         read = _text_of(raw)
         # A URL's own delimiter escaped alone stays as written (``user:p%40ss@host``).
         return piece if read is None or read in _DELIMITERS else read
-    if piece[0] != "\\":  # hex text: read as what it spells, when that is ASCII text
+    if first != "\\":  # hex text: read as what it spells, when that is ASCII text
+        if len(piece) % 2:
+            return piece
         raw = bytes.fromhex(piece)
         return raw.decode() if all(32 <= b < 127 for b in raw) else piece
-    if piece[1] != "u":
-        return _SIMPLE_ESCAPES[piece[1]]
     units = [int(piece[i + 2 : i + 6], 16) for i in range(0, len(piece), 6)]
     if len(units) == 2:
         char = chr(0x10000 + ((units[0] - 0xD800) << 10) + (units[1] - 0xDC00))
