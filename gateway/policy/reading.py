@@ -153,15 +153,15 @@ def normalised(text: str) -> tuple[str, Positions | None]:
         starts += range(at, start)
         ends += range(at + 1, start + 1)
         beside = _latin_at(text, start - 1) or _latin_at(text, end)
-        folded = _folded(piece, beside)
-        if folded is None or (not folded[1] and len(folded[0]) == len(piece)):
-            kept.append(piece if folded is None else folded[0])
+        run = _folded(piece, beside)
+        if run is None or (not run[1] and len(run[0]) == len(piece)):
+            kept.append(piece if run is None else run[0])
             starts += range(start, end)
             ends += range(start + 1, end + 1)
         else:
-            kept.append(folded[0])
-            starts += [start + a for a in folded[1]]
-            ends += [start + b for b in folded[2]]
+            kept.append(run[0])
+            starts += [start + a for a in run[1]]
+            ends += [start + b for b in run[2]]
         at = end
     kept.append(text[at:])
     starts += range(at, len(text))
