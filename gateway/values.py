@@ -172,6 +172,17 @@ class Completion:
     raw: dict[str, Any] | None = field(default=None, compare=False)
     id: str | None = field(default=None, compare=False)  # the upstream's, for telemetry
     model: str | None = field(default=None, compare=False)  # the model that answered
+    # The stop sequence the round ended at, where the upstream says it ("" where it says
+    # only that it was one of them); None for any other end.
+    stop_sequence: str | None = field(default=None, compare=False)
+
+
+def stop_sequence_of(stop: Any, sequence: Any) -> str | None:
+    """A dialect's stop sequence as ``Completion.stop_sequence`` reads it: ``sequence``
+    when the round ``stop``ped at one (``""``: one, not said which)."""
+    if stop != "stop_sequence":
+        return None
+    return sequence if isinstance(sequence, str) else ""
 
 
 @immutable

@@ -30,7 +30,7 @@ class EventWriter(Protocol):
 
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]: ...
 
-    def final(self, finish_reason: str) -> list[bytes]: ...
+    def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]: ...
 
     def error(self, exc: GatewayError) -> bytes: ...
 
@@ -77,7 +77,7 @@ def encode(writer: EventWriter, event: Streamed, keepalive: bytes = KEEPALIVE) -
     elif isinstance(event, HandBack):
         chunks += writer.hand_back(event.calls)
     else:
-        chunks += writer.final(event.finish_reason)
+        chunks += writer.final(event.finish_reason, event.answer.stop_sequence)
     return chunks
 
 

@@ -24,6 +24,7 @@ from tests.support.scripted import (
     call,
     config,
     says,
+    sse,
     tool,
 )
 from tests.support.servers import WAIT_S, ServerThread
@@ -225,3 +226,53 @@ def test_a_messages_model_shows_its_thinking_to_a_client_that_asked(harness: Har
         model=MODEL, max_tokens=2048, messages=[{"role": "user", "content": "again?"}]
     )
     assert [b.type for b in plain.content] == ["text"]  # not asked: not shown
+
+
+def vllm_stopped(hit: Received) -> Answer:
+    """A vLLM server that stopped at the client's stop sequence: it says which in the
+    choice's ``stop_reason`` (OpenAI's API does not say)."""
+    body = json.loads(hit.body)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "stop_reason": "END"}
+    head = {"id": "chatcmpl-v", "created": 1, "model": MODEL}
+    if not body.get("stream"):
+        choice["message"] = {"role": "assistant", "content": "one two"}
+        answer = {**head, "object": "chat.completion", "choices": [choice]}
+        return Answer(body=json.dumps(answer).encode())
+    chunk = {**head, "object": "chat.completion.chunk"}
+    said = {"index": 0, "delta": {"role": "assistant", "content": "one two"}}
+    ended = {**choice, "delta": {}}
+    return Answer(
+        headers=[("content-type", "text/event-stream")],
+        chunks=sse(
+            {**chunk, "choices": [{**said, "finish_reason": None}]},
+            {**chunk, "choices": [ended]},
+        ),
+    )
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_sequence_is_reported_as_one(harness: Harness, dialect: str, stream: bool) -> None:
+    """Issue 62 §7: a round that ended at the client's stop sequence says so, and which,
+    where the upstream says it (Anthropic's ``stop_sequence``, vLLM's ``stop_reason``)."""
+    upstream = (
+        Messages([text("one two")], stop_sequence="END").recorder
+        if dialect == "anthropic"
+        else Recorder(vllm_stopped)
+    )
+    client, _, _ = start(harness, upstream, dialect=dialect)
+    asked: Any = {
+        "model": MODEL,
+        "max_tokens": 50,
+        "stop_sequences": ["END"],
+        "messages": [{"role": "user", "content": "count"}],
+    }
+    if stream:
+        with client.messages.stream(**asked) as events:
+            answer = events.get_final_message()
+    else:
+        answer = client.messages.create(**asked)
+    assert answer.content[0].type == "text"
+    assert answer.content[0].text == "one two"
+    assert answer.stop_reason == "stop_sequence"
+    assert answer.stop_sequence == "END"

@@ -82,8 +82,12 @@ def request_errors(body: Any) -> list[str]:
     ]
 
 
-def message(blocks: list[Block], model: str = "claude-test") -> dict[str, Any]:
+def message(
+    blocks: list[Block], model: str = "claude-test", stop_sequence: str | None = None
+) -> dict[str, Any]:
     stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    if stop == "end_turn" and stop_sequence is not None:
+        stop = "stop_sequence"
     return {
         "id": "msg_test",
         "type": "message",
@@ -91,7 +95,7 @@ def message(blocks: list[Block], model: str = "claude-test") -> dict[str, Any]:
         "model": model,
         "content": blocks,
         "stop_reason": stop,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence if stop == "stop_sequence" else None,
         "usage": USAGE,
     }
 
@@ -130,7 +134,7 @@ def stream_of(answer: dict[str, Any]) -> list[bytes]:
         else:
             chunks.append(event("content_block_start", {"index": index, "content_block": block}))
         chunks.append(event("content_block_stop", {"index": index}))
-    ended = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
+    ended = {"stop_reason": answer["stop_reason"], "stop_sequence": answer["stop_sequence"]}
     chunks.append(event("message_delta", {"delta": ended, "usage": {"output_tokens": 7}}))
     chunks.append(event("message_stop", {}))
     return chunks
@@ -145,9 +149,12 @@ class Messages:
     ``script`` (the last repeats), records what it was sent and what of it the SDK's
     types refused (``refused``: a 400 answered too, as the API would)."""
 
-    def __init__(self, *script: Step, key: str | None = None) -> None:
+    def __init__(
+        self, *script: Step, key: str | None = None, stop_sequence: str | None = None
+    ) -> None:
         self.script = list(script) or [[text("done")]]
         self.key = key
+        self.stop_sequence = stop_sequence  # a text answer ends at it
         self.recorder = Recorder(self._respond)
         self.refused: list[str] = []
         self.versions: set[str] = set()  # the ``anthropic-version``s it was sent
@@ -176,7 +183,7 @@ class Messages:
             step = self.script[min(self._count, len(self.script) - 1)]
             self._count += 1
         blocks = step(body) if callable(step) else step
-        answer = message(blocks, body["model"])
+        answer = message(blocks, body["model"], self.stop_sequence)
         if body.get("stream"):
             return Answer(headers=[("content-type", "text/event-stream")], chunks=stream_of(answer))
         return Answer(body=json.dumps(answer).encode())

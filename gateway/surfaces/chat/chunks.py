@@ -83,7 +83,7 @@ class ChunkWriter:
     def hand_back(self, calls: Sequence[ToolCall]) -> list[bytes]:
         return [self.tool_calls(calls), self.finish("tool_calls")]
 
-    def final(self, finish_reason: str) -> list[bytes]:
+    def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]:
         return [self.finish(finish_reason)]
 
     def finish(self, reason: str) -> bytes:

@@ -33,8 +33,15 @@ _KINDS = {
 }
 
 
-def stop_reason(finish: str) -> str:
+def stop_reason(finish: str, stop_sequence: str | None = None) -> str:
+    if finish == "stop" and stop_sequence is not None:
+        return "stop_sequence"
     return "tool_use" if finish == "tool_calls" else _STOPS.get(finish, "end_turn")
+
+
+def _sequence(stop: str, stop_sequence: str | None) -> str | None:
+    """Messages' ``stop_sequence``: the one matched, where the upstream said which."""
+    return (stop_sequence or None) if stop == "stop_sequence" else None
 
 
 def _count(usage: Mapping[str, Any], key: str) -> int:
@@ -93,7 +100,7 @@ def render_message(
         content.extend(tool_use(call) for call in outcome.calls)
         stop = "tool_use"
     else:
-        stop = stop_reason(outcome.finish_reason)
+        stop = stop_reason(outcome.finish_reason, outcome.answer.stop_sequence)
     return {
         "id": message_id,
         "type": "message",
@@ -101,7 +108,7 @@ def render_message(
         "model": model,
         "content": content,
         "stop_reason": stop,
-        "stop_sequence": None,
+        "stop_sequence": _sequence(stop, outcome.answer.stop_sequence),
         "usage": usage_of(usage),
     }
 
@@ -125,7 +132,7 @@ class MessageEvents:
     one ``input_json_delta``); then, once the run's usage is known (``close``),
     ``message_delta`` with the stop reason and usage, and ``message_stop``."""
 
-    __slots__ = ("_blocks", "_id", "_model", "_open", "_started", "_stop")
+    __slots__ = ("_blocks", "_id", "_model", "_open", "_sequence", "_started", "_stop")
 
     def __init__(self, message_id: str, model: str) -> None:
         self._id = message_id
@@ -134,6 +141,7 @@ class MessageEvents:
         self._blocks = 0  # blocks started so far
         self._open = False  # a text block is open
         self._stop = "end_turn"
+        self._sequence: str | None = None
 
     def open(self) -> list[bytes]:
         if self._started:
@@ -185,8 +193,9 @@ class MessageEvents:
         self._stop = "tool_use"
         return chunks
 
-    def final(self, finish_reason: str) -> list[bytes]:
-        self._stop = stop_reason(finish_reason)
+    def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]:
+        self._stop = stop_reason(finish_reason, stop_sequence)
+        self._sequence = _sequence(self._stop, stop_sequence)
         return self._close_text()
 
     def error(self, exc: GatewayError) -> bytes:
@@ -199,7 +208,7 @@ class MessageEvents:
         return [self]
 
     def close(self, usage: UsageCounts) -> list[bytes]:
-        delta = {"stop_reason": self._stop, "stop_sequence": None}
+        delta = {"stop_reason": self._stop, "stop_sequence": self._sequence}
         return [
             event("message_delta", {"delta": delta, "usage": usage_of(usage)}),
             event("message_stop", {}),

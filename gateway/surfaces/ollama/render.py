@@ -110,7 +110,7 @@ class ChatLines:
         message = {"role": "assistant", "content": "", "tool_calls": [tool_call(c) for c in calls]}
         return [self._line(message, done=False)]
 
-    def final(self, finish_reason: str) -> list[bytes]:
+    def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]:
         self._reason = _REASONS.get(finish_reason, finish_reason)
         return []
 

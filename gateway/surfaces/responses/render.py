@@ -340,7 +340,7 @@ class ResponseEvents:
             self._output.append(done)
         return events
 
-    def final(self, finish_reason: str) -> list[bytes]:
+    def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]:
         self._finish = finish_reason
         return self._close_message(always=True)
 

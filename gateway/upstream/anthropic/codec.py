@@ -28,6 +28,7 @@ from gateway.values import (
     ToolChoice,
     ToolDefinition,
     UsageCounts,
+    stop_sequence_of,
 )
 from tool_registry import dumps_text
 
@@ -302,7 +303,13 @@ def parse_message(message: Any, upstream: str = "") -> Completion:
     usage = usage_of(message.get("usage"), upstream)
     stop = finish_reason(message.get("stop_reason"))
     return Completion(
-        turn, usage, stop, None, _text(message.get("id")), _text(message.get("model"))
+        turn,
+        usage,
+        stop,
+        None,
+        _text(message.get("id")),
+        _text(message.get("model")),
+        stop_sequence_of(message.get("stop_reason"), message.get("stop_sequence")),
     )
 
 
@@ -326,13 +333,14 @@ class StreamAssembler:
     returns the text to forward at once. Events it does not know (a later version's)
     are passed over; an ``error`` event is the upstream's failure."""
 
-    __slots__ = ("_blocks", "_usage", "ended", "id", "model", "stop", "upstream")
+    __slots__ = ("_blocks", "_usage", "ended", "id", "model", "stop", "stop_sequence", "upstream")
 
     def __init__(self, upstream: str = "") -> None:
         self.upstream = upstream
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, Any] = {}
         self.stop: str | None = None
+        self.stop_sequence: str | None = None
         self.ended = False
         self.id: str | None = None
         self.model: str | None = None
@@ -359,6 +367,7 @@ class StreamAssembler:
             delta = _object(event.get("delta"), "message delta")
             if isinstance(delta.get("stop_reason"), str):
                 self.stop = delta["stop_reason"]
+                self.stop_sequence = stop_sequence_of(self.stop, delta.get("stop_sequence"))
             self._add_usage(event.get("usage"))
         elif kind == "message_stop":
             self.ended = True
@@ -423,7 +432,8 @@ class StreamAssembler:
                 carried.append(MappingProxyType(dict(block.start)))
         turn = _turn("".join(text), calls, carried, self.stop)
         usage = usage_of(self._usage, self.upstream)
-        return Completion(turn, usage, finish_reason(self.stop), None, self.id, self.model)
+        stop = finish_reason(self.stop)
+        return Completion(turn, usage, stop, None, self.id, self.model, self.stop_sequence)
 
 
 def _turn(

@@ -29,6 +29,7 @@ from gateway.values import (
     ToolChoice,
     ToolDefinition,
     UsageCounts,
+    stop_sequence_of,
 )
 from tool_registry import dumps_text
 
@@ -253,7 +254,11 @@ def parse_answer(answer: Any, upstream: str = "") -> Completion:
             carried.append(MappingProxyType({"reasoningContent": block["reasoningContent"]}))
     stop = answer.get("stopReason")
     turn = _turn("".join(text), calls, carried, stop)
-    return Completion(turn, usage_of(answer.get("usage"), upstream), finish_reason(stop))
+    # Claude on Bedrock says which sequence in its own fields; Converse alone does not.
+    extra = answer.get("additionalModelResponseFields")
+    said = extra.get("stop_sequence") if isinstance(extra, dict) else None
+    usage = usage_of(answer.get("usage"), upstream)
+    return Completion(turn, usage, finish_reason(stop), stop_sequence=stop_sequence_of(stop, said))
 
 
 def _turn(
@@ -281,12 +286,13 @@ class StreamAssembler:
     they make up; ``add`` returns the text to forward at once. An exception event is
     the upstream's failure; events of a later API version are passed over."""
 
-    __slots__ = ("_blocks", "_usage", "ended", "stop", "upstream")
+    __slots__ = ("_blocks", "_usage", "ended", "stop", "stop_sequence", "upstream")
 
     def __init__(self, upstream: str = "") -> None:
         self.upstream = upstream
         self._blocks: dict[int, _Block] = {}
         self._usage: Any = None
+        self.stop_sequence: str | None = None
         self.stop: str | None = None
         self.ended = False
 
@@ -301,6 +307,9 @@ class StreamAssembler:
         elif kind == "messageStop":
             stop = payload.get("stopReason")
             self.stop = stop if isinstance(stop, str) else None
+            extra = payload.get("additionalModelResponseFields")
+            said = extra.get("stop_sequence") if isinstance(extra, dict) else None
+            self.stop_sequence = stop_sequence_of(self.stop, said)
         elif kind == "metadata":
             self._usage = payload.get("usage")
             self.ended = self.stop is not None
@@ -369,7 +378,9 @@ class StreamAssembler:
                     content = {"reasoningText": thought}
                 carried.append(MappingProxyType({"reasoningContent": content}))
         turn = _turn("".join(text), calls, carried, self.stop)
-        return Completion(turn, usage_of(self._usage, self.upstream), finish_reason(self.stop))
+        usage = usage_of(self._usage, self.upstream)
+        stop = finish_reason(self.stop)
+        return Completion(turn, usage, stop, stop_sequence=self.stop_sequence)
 
 
 def _index(payload: dict[str, Any]) -> int:

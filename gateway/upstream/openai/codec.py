@@ -139,11 +139,25 @@ def parse_completion(response: dict[str, Any], upstream: str = "") -> Completion
                 response,
                 _text(response.get("id")),
                 _text(response.get("model")),
+                matched_stop(choice, finish),
             )
     raise UpstreamError("The upstream model server answered without a message.")
 
 
 _FORWARDED = ("content", "refusal")
+
+
+def matched_stop(choice: dict[str, Any], finish: str | None) -> str | None:
+    """The stop sequence a chat round ended at, where the server says it: vLLM's
+    ``stop_reason`` (a string; a number is a stop token), SGLang's ``matched_stop``.
+    OpenAI's API does not say: its ``stop`` reads as any other end."""
+    if finish != "stop":
+        return None
+    for key in ("stop_reason", "matched_stop"):
+        said = choice.get(key)
+        if isinstance(said, str) and said:
+            return said
+    return None
 
 
 class RoundAssembler:
@@ -154,13 +168,23 @@ class RoundAssembler:
     the id and name come in the first delta of a call, the arguments in pieces.
     """
 
-    __slots__ = ("_calls", "_text", "finish_reason", "id", "model", "upstream", "usage")
+    __slots__ = (
+        "_calls",
+        "_text",
+        "finish_reason",
+        "id",
+        "model",
+        "stop_sequence",
+        "upstream",
+        "usage",
+    )
 
     def __init__(self, upstream: str = "") -> None:
         self.upstream = upstream  # its name, for errors
         self._text: dict[str, list[str]] = {key: [] for key in _FORWARDED}
         self._calls: dict[int, list[Any]] = {}  # index → [id, name, argument pieces]
         self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None
         self.usage: dict[str, Any] | None = None
         self.id: str | None = None
         self.model: str | None = None
@@ -187,6 +211,7 @@ class RoundAssembler:
             finish = _typed(choice.get("finish_reason"), str, "stream chunk's finish_reason")
             if finish:
                 self.finish_reason = finish
+                self.stop_sequence = matched_stop(choice, finish)
             delta = _typed(choice.get("delta"), dict, "stream chunk's delta")
             if delta is None:
                 continue
@@ -231,4 +256,6 @@ class RoundAssembler:
         refusal = "".join(self._text["refusal"]) or None
         turn = AssistantMessage("".join(self._text["content"]) or None, calls, refusal)
         usage = believed_usage(self.usage, self.upstream)
-        return Completion(turn, usage, self.finish_reason, None, self.id, self.model)
+        return Completion(
+            turn, usage, self.finish_reason, None, self.id, self.model, self.stop_sequence
+        )

@@ -300,3 +300,28 @@ def test_the_probe_is_signed_so_that_refused_credentials_show(
     signed = hit.headers["authorization"]
     assert signed.startswith("AWS4-HMAC-SHA256 Credential=AKIDPROBE/")
     assert "/us-west-2/bedrock/aws4_request" in signed
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [({"stop_sequence": "END"}, "END"), (None, ""), ({"other": 1}, "")],
+)
+def test_a_stop_sequence_is_said_whole_or_streamed(extra: Any, said: str) -> None:
+    """Claude on Bedrock names the sequence in its own fields; Converse alone says only
+    that it was one (``""``). Issue 62 §7."""
+    answer: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": [{"text": "one two"}]}},
+        "stopReason": "stop_sequence",
+    }
+    stop: dict[str, Any] = {"stopReason": "stop_sequence"}
+    if extra is not None:
+        answer["additionalModelResponseFields"] = extra
+        stop["additionalModelResponseFields"] = extra
+    assert parse_answer(answer).stop_sequence == said
+    streamed = StreamAssembler()
+    streamed.add("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "one two"}})
+    streamed.add("messageStop", stop)
+    streamed.add("metadata", {"usage": {"inputTokens": 1, "outputTokens": 2}})
+    assert streamed.round().stop_sequence == said
+    ended = {**answer, "stopReason": "end_turn"}
+    assert parse_answer(ended).stop_sequence is None
