@@ -194,6 +194,21 @@ async def decoded(data: bytes, decode: Callable[[bytes], T]) -> T:
     return await asyncio.to_thread(decode, data)
 
 
+async def answer_of(
+    upstream: str,
+    data: bytes,
+    read: Callable[[dict[str, Any]], T],
+    parse: Callable[[str, bytes], dict[str, Any]] | None = None,
+) -> T:
+    """A whole answer's JSON object ``parse``d (``whole_object`` unless said), then
+    ``read`` into the round's values: off the event loop, both, when it is large (a
+    model's 50 MB tool input is parsed, then encoded again as the call's arguments)."""
+    whole = parse or whole_object
+    if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
+        return read(whole(upstream, data))
+    return await asyncio.to_thread(lambda: read(whole(upstream, data)))
+
+
 def whole_object(upstream: str, data: bytes) -> dict[str, Any]:
     """An answer's JSON object, parsed; else an ``UpstreamError`` saying it is not one."""
     parsed = loads_object(data)

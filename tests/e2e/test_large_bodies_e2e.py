@@ -6,8 +6,10 @@ bound a 503 the client retries, the share given back when each answer is done
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,9 +17,24 @@ import openai
 import pytest
 
 from gateway.config import ServerConfig
+from tests.support.anthropic_upstream import message as anthropic_message
+from tests.support.anthropic_upstream import stream_of as anthropic_stream
+from tests.support.anthropic_upstream import tool_use as anthropic_tool_use
 from tests.support.hostile import LoopWatch
+from tests.support.recorder import Answer, Received, Recorder
 from tests.support.schema import assert_valid_response
-from tests.support.scripted import MODEL, TENANT_KEY, Harness, Model, config, says
+from tests.support.scripted import (
+    MODEL,
+    TENANT_KEY,
+    Harness,
+    Model,
+    asks,
+    call,
+    completion,
+    config,
+    says,
+)
+from tests.support.scripted import stream_of as chat_stream_of
 
 
 def session(turns: int, output: str) -> list[dict[str, Any]]:
@@ -139,3 +156,50 @@ def test_large_bodies_past_the_held_bound_are_a_503_and_the_share_comes_back(
 def test_a_held_bound_below_the_body_limit_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="large_bodies_held_bytes"):
         ServerConfig(max_body_bytes=2_000, large_bodies_held_bytes=1_000)
+
+
+def served_once(whole: bytes, chunks: list[bytes]) -> Callable[[Received], Answer]:
+    """A model server answering with bytes encoded before the watch starts (encoding
+    them in this process would hold the interpreter, and count as the gateway's)."""
+
+    def answer(hit: Received) -> Answer:
+        if json.loads(hit.body).get("stream"):
+            return Answer(headers=[("content-type", "text/event-stream")], chunks=chunks)
+        return Answer(body=whole)
+
+    return answer
+
+
+HUGE_INPUT = {"data": "x" * 30_000_000}  # a model's 30 MB tool input
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_huge_tool_input_from_the_model_leaves_the_loop_free(
+    harness: Harness, dialect: str, stream: bool
+) -> None:
+    """Issue 62 §5: a model's 30 MB tool input, whole or streamed, is parsed and
+    translated off the event loop; what stays on it (the interpreter's single calls:
+    parsing a 30 MB document, writing the answer) is a fraction of a second (it held
+    /healthz for seconds)."""
+    if dialect == "anthropic":
+        answer = anthropic_message([anthropic_tool_use("client_tool", HUGE_INPUT)])
+        whole, chunks = json.dumps(answer).encode(), anthropic_stream(answer)
+    else:
+        message = asks(call("client_tool", HUGE_INPUT))
+        whole = json.dumps(completion(message)).encode()
+        chunks = chat_stream_of(message)
+    upstream = harness.serve(Recorder(served_once(whole, chunks)))
+    data = config(upstream.url, [])
+    if dialect == "anthropic":
+        data["upstreams"][0].update(base_url=upstream.url, dialect="anthropic")
+    gateway = harness.gateway(data)
+    client = harness.client(gateway, timeout=120)
+    tools = [{"type": "function", "function": {"name": "client_tool", "parameters": {}}}]
+    body: Any = {"model": MODEL, "messages": [{"role": "user", "content": "go"}]}
+    body |= {"stream": stream, "tools": tools}
+    with LoopWatch(gateway) as watch:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text[:300]
+    assert len(response.content) > 30_000_000
+    assert watch.longest < 1.0, watch.longest

@@ -120,7 +120,8 @@ def stream_of(answer: dict[str, Any]) -> list[bytes]:
             opened = {**block, "input": {}}
             chunks.append(event("content_block_start", {"index": index, "content_block": opened}))
             given = json.dumps(block["input"])
-            for piece in (given[:3], given[3:]):
+            # as the API streams it: a few characters at a time (here at most 64 KiB)
+            for piece in [given[:3]] + [given[i : i + 65536] for i in range(3, len(given), 65536)]:
                 delta = {"type": "input_json_delta", "partial_json": piece}
                 chunks.append(event("content_block_delta", {"index": index, "delta": delta}))
         elif kind == "thinking":

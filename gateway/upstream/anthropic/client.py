@@ -3,21 +3,18 @@ shared exchange, with the key in ``x-api-key`` and the API's version named."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
-from functools import partial
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, TypeVar
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.anthropic.codec import VERSION
 from gateway.upstream.exchange import (
-    LARGE_ANSWER_BYTES,
     UpstreamClient,
-    decoded,
+    answer_of,
     map_status_error,
     read_all,
     sse_data,
-    whole_object,
 )
 from tool_registry import dumps, loads_object, should_retry
 
@@ -41,6 +38,9 @@ def retryable(status: int, headers: Mapping[str, str]) -> bool:
     return status == OVERLOADED or should_retry(status, headers)
 
 
+T = TypeVar("T")
+
+
 class AnthropicClient:
     """Sends Messages requests."""
 
@@ -50,16 +50,19 @@ class AnthropicClient:
         self._exchange = exchange
 
     async def message(
-        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
-        """One answer, whole: the parsed message, or an ``UpstreamError``."""
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
+        trace: Mapping[str, str] | None = None,
+    ) -> T:
+        """One answer, whole: the parsed message as ``read`` reads it, or an
+        ``UpstreamError``."""
         response = await self._exchange.send(upstream, MESSAGES_PATH, dumps(body), trace=trace)
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
-        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
-            return whole_object(upstream.name, data)
-        return await decoded(data, partial(whole_object, upstream.name))
+        return await answer_of(upstream.name, data, read)
 
     async def message_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Mapping[str, str] | None = None

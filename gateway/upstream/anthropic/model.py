@@ -5,8 +5,9 @@ this folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
 from gateway.upstream.anthropic.codec import (
@@ -31,12 +32,19 @@ from gateway.values import (
 Trace = Mapping[str, str] | None
 
 
+T = TypeVar("T")
+
+
 class MessagesClient(Protocol):
     """What a Messages model is sent through: ``AnthropicClient``, or a fake."""
 
     async def message(
-        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
-    ) -> dict[str, Any]: ...
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
+        trace: Trace = None,
+    ) -> T: ...
 
     def message_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
@@ -99,8 +107,8 @@ class MessagesModel(TurnModel):
         return body
 
     async def answer(self, ask: CompletionRequest) -> Completion:
-        answer = await self._client.message(self.upstream, self.body(ask, False), ask.trace)
-        return parse_message(answer, self.name)
+        read = partial(parse_message, upstream=self.name)
+        return await self._client.message(self.upstream, self.body(ask, False), read, ask.trace)
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """The round's text as it comes, then the round it made up."""

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, Mapping
-from functools import partial
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import botocore.session
@@ -30,14 +29,12 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
-    LARGE_ANSWER_BYTES,
     UpstreamClient,
+    answer_of,
     close_quietly,
-    decoded,
     map_status_error,
     read_all,
     upstream_errors,
-    whole_object,
 )
 from gateway.upstream.port import Secrets
 from tool_registry import dumps, loads_object
@@ -67,6 +64,9 @@ def region_of(upstream: UpstreamConfig) -> str:
     if upstream.region is None:  # only a configuration built past its validation
         raise UpstreamError(f"The upstream {upstream.name!r} names no AWS region.")
     return upstream.region
+
+
+T = TypeVar("T")
 
 
 class AwsSigner:
@@ -155,17 +155,16 @@ class BedrockClient:
         upstream: UpstreamConfig,
         model: str,
         body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
         trace: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> T:
         path = model_path(model, False)
         response = await self._exchange.send(upstream, path, dumps(body), trace=trace)
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             said = error_message(data, response.headers)
             raise map_status_error(upstream.name, response, data, said)
-        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
-            return whole_object(upstream.name, data)
-        return await decoded(data, partial(whole_object, upstream.name))
+        return await answer_of(upstream.name, data, read)
 
     async def converse_stream(
         self,

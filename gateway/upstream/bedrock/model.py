@@ -5,8 +5,9 @@ further than this folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
 from gateway.upstream.bedrock.codec import (
@@ -31,12 +32,20 @@ from gateway.values import (
 Trace = Mapping[str, str] | None
 
 
+T = TypeVar("T")
+
+
 class ConverseClient(Protocol):
     """What a Converse model is sent through: ``BedrockClient``, or a fake."""
 
     async def converse(
-        self, upstream: UpstreamConfig, model: str, body: dict[str, Any], trace: Trace = None
-    ) -> dict[str, Any]: ...
+        self,
+        upstream: UpstreamConfig,
+        model: str,
+        body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
+        trace: Trace = None,
+    ) -> T: ...
 
     def converse_stream(
         self, upstream: UpstreamConfig, model: str, body: dict[str, Any], trace: Trace = None
@@ -100,8 +109,10 @@ class ConverseModel(TurnModel):
         return body
 
     async def answer(self, ask: CompletionRequest) -> Completion:
-        answer = await self._client.converse(self.upstream, self.target, self.body(ask), ask.trace)
-        return parse_answer(answer, self.name)
+        read = partial(parse_answer, upstream=self.name)
+        return await self._client.converse(
+            self.upstream, self.target, self.body(ask), read, ask.trace
+        )
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         assembler = StreamAssembler(self.name)

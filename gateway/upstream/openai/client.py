@@ -3,16 +3,14 @@ exchange (retries, keys, error mapping)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
-from functools import partial
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, TypeVar
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.exchange import (
-    LARGE_ANSWER_BYTES,
     UpstreamClient,
-    decoded,
+    answer_of,
     map_status_error,
     read_all,
     sse_data,
@@ -35,6 +33,9 @@ def _completion(upstream: str, data: bytes) -> dict[str, Any]:
     return parsed
 
 
+T = TypeVar("T")
+
+
 class OpenAIClient:
     """Sends chat completions to OpenAI-compatible servers."""
 
@@ -47,17 +48,16 @@ class OpenAIClient:
         self,
         upstream: UpstreamConfig,
         body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
         trace: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """One non-streaming chat completion: the parsed response (parsed off the event
-        loop when it is large), or an ``UpstreamError``."""
+    ) -> T:
+        """One non-streaming chat completion: the parsed response as ``read`` reads it
+        (both off the event loop when it is large), or an ``UpstreamError``."""
         response = await self._exchange.send(upstream, CHAT_PATH, dumps(body), trace=trace)
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
-        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no partial
-            return _completion(upstream.name, data)
-        return await decoded(data, partial(_completion, upstream.name))
+        return await answer_of(upstream.name, data, read, _completion)
 
     async def chat_stream(
         self,

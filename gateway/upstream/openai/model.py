@@ -6,7 +6,8 @@ the ``Completion`` when streamed). The dialect's dicts go no further than its fo
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from gateway.chat_json import (
     encode_messages,
@@ -35,12 +36,19 @@ Trace = Mapping[str, str] | None  # W3C headers naming the span a request belong
 Declare = Callable[[tuple[ToolDefinition, ...]], list[dict[str, Any]]]
 
 
+T = TypeVar("T")
+
+
 class ChatClient(Protocol):
     """What a chat model is sent through: ``UpstreamClient``, or a scripted fake."""
 
     async def chat(
-        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
-    ) -> dict[str, Any]: ...
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
+        trace: Trace = None,
+    ) -> T: ...
 
     def chat_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
@@ -162,7 +170,8 @@ class ChatModel:
 
     async def answer(self, ask: CompletionRequest) -> Completion:
         body = self.body(ask, False)
-        return parse_completion(await self._client.chat(self.upstream, body, ask.trace), self.name)
+        read = partial(parse_completion, upstream=self.name)
+        return await self._client.chat(self.upstream, body, read, ask.trace)
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """The round's pieces as they come, then the round they made up."""

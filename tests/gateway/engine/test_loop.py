@@ -4,9 +4,9 @@ behind ``httpx.MockTransport``."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -46,6 +46,8 @@ from tool_registry import (
     create_tool_transport,
 )
 
+T = TypeVar("T")
+
 pytestmark = pytest.mark.anyio
 
 UPSTREAM = UpstreamConfig(name="up", base_url="http://upstream.test/v1")
@@ -81,8 +83,15 @@ class Model:
         self._stall = stall  # streams end without a finish_reason
 
     async def chat(
-        self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
-    ) -> dict[str, Any]:
+        self,
+        upstream: UpstreamConfig,
+        body: dict[str, Any],
+        read: Callable[[dict[str, Any]], T],
+        trace: Trace = None,
+    ) -> T:
+        return read(self.answer(body))
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(json.loads(json.dumps(body)))
         answer = self._answers.pop(0)
         finish = "tool_calls" if answer.get("tool_calls") else "stop"
@@ -96,7 +105,7 @@ class Model:
     async def chat_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Trace = None
     ) -> AsyncGenerator[dict[str, Any], None]:
-        completion = await self.chat(upstream, body)
+        completion = self.answer(body)
         answer = completion["choices"][0]["message"]
         for word in (answer.get("content") or "").split():
             yield {"choices": [{"index": 0, "delta": {"content": word}}]}

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -39,6 +40,8 @@ from gateway.values import (
     ToolOutput,
 )
 from tests.support.anthropic_upstream import message, request_errors, stream_of, text, tool_use
+
+T = TypeVar("T")
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
@@ -363,10 +366,10 @@ class _Recording:
         self.bodies: list[dict[str, Any]] = []
 
     async def message(
-        self, upstream: Any, body: dict[str, Any], trace: Any = None
-    ) -> dict[str, Any]:
+        self, upstream: Any, body: dict[str, Any], read: Callable[[Any], T], trace: Any = None
+    ) -> T:
         self.bodies.append(body)
-        return message([text("ok")])
+        return read(message([text("ok")]))
 
     def message_stream(self, upstream: Any, body: dict[str, Any], trace: Any = None) -> Any:
         raise AssertionError("not streamed here")

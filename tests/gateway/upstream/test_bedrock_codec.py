@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -45,6 +46,8 @@ from gateway.values import (
 from tests.support.bedrock_upstream import answer_of, body_errors, event, reasoning, stream_of, text
 from tests.support.recorder import Answer, Recorder
 from tests.support.scripted import Harness
+
+T = TypeVar("T")
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
@@ -238,10 +241,15 @@ def test_the_operator_adds_cache_points_after_the_tools_and_system_prompt() -> N
 
     class Recording:
         async def converse(
-            self, upstream: Any, model: str, body: dict[str, Any], trace: Any = None
-        ) -> dict[str, Any]:
+            self,
+            upstream: Any,
+            model: str,
+            body: dict[str, Any],
+            read: Callable[[Any], T],
+            trace: Any = None,
+        ) -> T:
             bodies.append(body)
-            return answer_of([text("ok")])
+            return read(answer_of([text("ok")]))
 
         def converse_stream(self, *given: Any) -> Any:
             raise AssertionError("not streamed here")

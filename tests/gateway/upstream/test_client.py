@@ -41,7 +41,8 @@ async def chat(*responses: httpx.Response | Exception) -> tuple[object, list[htt
     async with httpx.MockTransport(handler) as transport:
         client = UpstreamClient(HttpxWire(transport), backoff_base_s=0)
         try:
-            return await OpenAIClient(client).chat(UPSTREAM, {"model": "m", "messages": []}), seen
+            body = {"model": "m", "messages": []}
+            return await OpenAIClient(client).chat(UPSTREAM, body, lambda whole: whole), seen
         except UpstreamError as exc:
             return exc, seen
 
