@@ -393,3 +393,31 @@ def test_approved_and_handed_back_runs_render_in_words(harness: Harness) -> None
             drawn = operator.client.get(f"/console/runs/acme/{request_id}").text
             assert f'<small class="verdict">{verdict}' in drawn
             assert "waiting for approval" in drawn
+
+
+def recorded(data: dict[str, Any]) -> None:
+    data["tenants"][0]["record"] = "all"
+
+
+def test_a_recorded_run_s_page_says_what_was_asked_and_answered(harness: Harness) -> None:
+    """Issue 62 §8: the run page shows the user's words and the answer (from the run's
+    recording, escaped); an unrecorded run says where they would be kept."""
+    stack = Stack(harness, change=recorded)
+    request_id = stack.ask().headers["x-request-id"]
+    operator = Operator(harness, stack.base)
+    assert operator.sign_in(ADMIN_KEY).status_code == 303
+    detail = operator.client.get(f"/console/runs/acme/{request_id}")
+    assert detail.status_code == 200, detail.text
+    exchange = re.search(r'<dl class="exchange">.*?</dl>', detail.text, re.S)
+    assert exchange is not None, detail.text
+    assert '{"id": "T-1"}' in html.unescape(exchange.group(0))
+    assert '"T-1"' not in exchange.group(0)  # escaped
+    assert "<pre>done</pre>" in exchange.group(0)  # tool_then_answer's answer
+
+    plain = Stack(harness)
+    other = plain.ask().headers["x-request-id"]
+    operator = Operator(harness, plain.base)
+    assert operator.sign_in(ADMIN_KEY).status_code == 303
+    page = operator.client.get(f"/console/runs/acme/{other}")
+    assert '<dl class="exchange">' not in page.text
+    assert "kept only where the run was recorded" in page.text

@@ -24,6 +24,7 @@ from gateway.store.approval_records import Decision
 from gateway.store.audit import KEPT as AUDIT_KEPT
 from gateway.surfaces.admin import replays
 from gateway.surfaces.console.approval_cards import approval_cards
+from gateway.surfaces.console.asked import exchanged
 from gateway.surfaces.console.assets import ASSET_HEADERS, HTMX_INTEGRITY, Assets
 from gateway.surfaces.console.budget import Refusal, address, is_poll, page_refusal, poll_refusal
 from gateway.surfaces.console.guards import HEADERS, form, handler_of, same_origin, tokens_match
@@ -395,6 +396,7 @@ class Console:
             "timeline": drawn,
             "steps": steps(drawn) if drawn is not None else [],
             "guardrails": guardrail_rows(trace),
+            "exchanged": exchanged(trace),
             "trace_id": trace_id if isinstance(trace_id, str) else None,
             "trace_link": trace_url.replace("{trace_id}", quote(trace_id))
             if trace_url and isinstance(trace_id, str)
