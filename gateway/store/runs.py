@@ -126,6 +126,7 @@ class RunLog:
         found: list[RunRow] = []
         matched = read = 0
         complete = True
+        listed: set[tuple[str, str]] = set()  # a row written again by a retry is listed once
         for tenant in named:
             key, skip, mine = self._keys.runs(tenant), 0, 0
             while True:
@@ -137,6 +138,9 @@ class RunLog:
                 skip += len(chunk)
                 for row in _decoded(chunk):
                     read += 1
+                    if (tenant, row.request_id) in listed:
+                        continue
+                    listed.add((tenant, row.request_id))
                     if admits(row):
                         matched += 1
                         mine += 1

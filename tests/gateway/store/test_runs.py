@@ -111,3 +111,19 @@ async def test_rows_of_the_version_before_outcomes_are_still_listed(
     await log.add(row("new-1", 2.0, outcome="tool_failed"))
     listed = (await log.scan(["acme"], lambda r: True, 100)).rows
     assert [(r.request_id, r.outcome) for r in listed] == [("new-1", "tool_failed"), ("old-1", "")]
+
+
+async def test_a_row_written_again_by_a_retry_is_listed_once(
+    backend: tuple[GuardedStore, Keys],
+) -> None:
+    """A row's write that timed out after the store took it is tried again (Afterwards):
+    the list keeps both, the listing shows one."""
+    store, keys = backend
+    console = ConsoleConfig(enabled=True)
+    log = RunLog(store, keys, lambda: console)
+    await log.add(row("r1", 1.0))
+    await log.add(row("r2", 2.0))
+    await log.add(row("r2", 2.0))  # the retry
+    listed = await log.scan(["acme"], lambda r: True, 100)
+    assert [r.request_id for r in listed.rows] == ["r2", "r1"]
+    assert listed.matched == 2
