@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,9 +176,9 @@ def test_redis_going_away_and_coming_back(
         assert client.post("/chat/completions", json=body, headers=headers).status_code == 200
         redis_process.send_signal(signal.SIGSTOP)  # hung: accepts, never answers
         for _ in range(3):
-            started = time.monotonic()
+            # The store stays hung while these are asked: each is answered only because
+            # the gateway stopped waiting for it (else the client's timeout fails it).
             response = client.post("/chat/completions", json=body, headers=headers)
-            assert time.monotonic() - started < 1.0, "a hung store held the request"
             assert response.status_code == status
             assert "x-ratelimit-limit-requests" not in response.headers
             if status == 503:
