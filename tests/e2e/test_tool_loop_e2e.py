@@ -4,7 +4,6 @@ bound arguments, client tools and narrowing, all seen through the real ``openai`
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
@@ -198,13 +197,10 @@ def test_tool_failures_reach_the_model_not_the_client(stack: StackFactory) -> No
     assert "timed out" in results["t"]["error"]
 
 
-def test_parallel_calls_take_about_the_time_of_the_slowest(stack: StackFactory) -> None:
+def test_parallel_calls_run_at_once(stack: StackFactory) -> None:
     s = stack(once(calls(*(tool_call(f"c{i}", "slow", {"ms": 400 + i}) for i in range(4)))))
-    started = time.monotonic()
     s.client().chat.completions.create(model=MODEL, messages=USER)
-    elapsed = time.monotonic() - started
-    assert s.tools.max_running == 4
-    assert elapsed < 1.2, f"four 0.4 s tools took {elapsed:.2f} s: not concurrent"
+    assert s.tools.max_running == 4  # the tool server saw all four running at once
     # Results come back in the order of the calls.
     assert list(answered_results(s)) == ["c0", "c1", "c2", "c3"]
 
@@ -462,10 +458,9 @@ def test_request_timeout_cuts_tools_then_forces_an_answer(stack: StackFactory) -
         once(calls(tool_call("s1", "slow", {"ms": 3000}))),
         limits={"request_timeout_s": 0.5},
     )
-    started = time.monotonic()
     completion = s.client().chat.completions.create(model=MODEL, messages=USER)
-    assert time.monotonic() - started < 2.5
     assert completion.choices[0].finish_reason == "stop"
+    # The 3 s tool was cut: its result is the budget's word, not its answer.
     assert "time budget" in json.loads(answered_results(s)["s1"])["error"]
     assert "tools" not in s.upstream.requests[-1]
 

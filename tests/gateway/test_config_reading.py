@@ -35,10 +35,10 @@ def test_an_alias_bomb_is_refused_at_once_in_little_memory(tmp_path: Path) -> No
     path = tmp_path / "gateway.yaml"
     path.write_text(BOMB)
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: another's load does not count
     with pytest.raises(ConfigError, match="aliases expand past"):
         load_config(path)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert elapsed < 1.0
@@ -70,10 +70,9 @@ def test_a_fifo_behind_the_path_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     link = tmp_path / "gateway.yaml"
     link.symlink_to(fifo)  # as a ConfigMap's symlink might point
-    started = time.perf_counter()
+    # Opening the FIFO would block for ever (it has no writer): being refused is the proof.
     with pytest.raises(ConfigError, match="not a regular file"):
         load_config(link)
-    assert time.perf_counter() - started < 1.0
     with pytest.raises(ToolConfigError, match="not a regular file"):
         read_bounded(Path("/dev/zero"))  # a device: endless bytes
     with pytest.raises(ToolConfigError, match="not a regular file"):

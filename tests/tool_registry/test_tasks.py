@@ -94,10 +94,10 @@ def test_any_text_gives_at_most_parts_each_from_the_text(text: str) -> None:
 
 def test_a_long_hostile_request_is_cut_quickly() -> None:
     text = ("and then, " * 50_000) + "weather"
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: another's load does not count
     found = parts(text, lambda part: "weather" in part)
     assert found == (text.strip(),) or len(found) <= PARTS
-    assert time.perf_counter() - started < 5  # linear: a stall would take minutes
+    assert time.process_time() - started < 5  # linear: a stall would take minutes
 
 
 def test_each_part_gets_its_best_before_any_part_its_second() -> None:
@@ -221,9 +221,9 @@ def test_many_tools_with_many_fields_are_read_in_time() -> None:
         )
         for i in range(500)
     ]
-    started = time.perf_counter()
+    started = time.process_time()
     found = producers(tools, split)
-    assert time.perf_counter() - started < 20  # linear: pairs of tools would take minutes
+    assert time.process_time() - started < 20  # linear: pairs of tools would take minutes
     assert all(len(p) <= PRODUCERS for p in found.values())
 
 
