@@ -176,6 +176,7 @@ class Service:
         self.mode = mode
         self.redirect_to = redirect_to
         self.received: list[tuple[dict[str, str], bytes]] = []
+        self.release = threading.Event()  # a slow one answers when the test is done
 
     async def check(self, request: Request) -> Response:
         body = await request.body()
@@ -197,7 +198,7 @@ class Service:
         if self.mode == "huge":
             return Response(b'{"action": "NONE", "pad": "' + b"x" * (10 << 20) + b'"}')
         if self.mode == "slow":
-            await asyncio.sleep(30)
+            await asyncio.to_thread(self.release.wait, 30)
         return JSONResponse({"action": "NONE"})
 
     def app(self) -> Starlette:
@@ -218,16 +219,17 @@ class Canary:
 
 @pytest.fixture
 def service() -> Iterator[Callable[..., tuple[Service, str]]]:
-    servers: list[ServerThread] = []
+    servers: list[tuple[Service, ServerThread]] = []
 
     def start(mode: str, redirect_to: str = "") -> tuple[Service, str]:
         found = Service(mode, redirect_to)
         server = ServerThread(found.app()).start()
-        servers.append(server)
+        servers.append((found, server))
         return found, f"{server.url}/check"
 
     yield start
-    for server in servers:
+    for found, server in servers:
+        found.release.set()
         server.stop()
 
 

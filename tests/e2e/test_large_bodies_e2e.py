@@ -20,6 +20,9 @@ from gateway.config import ServerConfig
 from tests.support.anthropic_upstream import message as anthropic_message
 from tests.support.anthropic_upstream import stream_of as anthropic_stream
 from tests.support.anthropic_upstream import tool_use as anthropic_tool_use
+from tests.support.bedrock_upstream import answer_of as bedrock_answer
+from tests.support.bedrock_upstream import stream_of as bedrock_stream
+from tests.support.bedrock_upstream import tool_use as bedrock_tool_use
 from tests.support.hostile import LoopWatch
 from tests.support.recorder import Answer, Received, Recorder
 from tests.support.schema import assert_valid_response
@@ -163,6 +166,9 @@ def served_once(whole: bytes, chunks: list[bytes]) -> Callable[[Received], Answe
     them in this process would hold the interpreter, and count as the gateway's)."""
 
     def answer(hit: Received) -> Answer:
+        if hit.raw_path.endswith("/converse-stream"):  # Bedrock's: framed events
+            kind = "application/vnd.amazon.eventstream"
+            return Answer(headers=[("content-type", kind)], chunks=chunks)
         if json.loads(hit.body).get("stream"):
             return Answer(headers=[("content-type", "text/event-stream")], chunks=chunks)
         return Answer(body=whole)
@@ -173,18 +179,24 @@ def served_once(whole: bytes, chunks: list[bytes]) -> Callable[[Received], Answe
 HUGE_INPUT = {"data": "x" * 30_000_000}  # a model's 30 MB tool input
 
 
-@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+@pytest.mark.parametrize("dialect", ["anthropic", "openai", "bedrock"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_huge_tool_input_from_the_model_leaves_the_loop_free(
-    harness: Harness, dialect: str, stream: bool
+    harness: Harness, dialect: str, stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 62 §5: a model's 30 MB tool input, whole or streamed, is parsed and
-    translated off the event loop; what stays on it (the interpreter's single calls:
-    parsing a 30 MB document, writing the answer) is a fraction of a second (it held
-    /healthz for seconds)."""
+    """Issue 62 §5: a model's 30 MB tool input, whole or streamed, on every dialect, is
+    parsed and translated off the event loop; what stays on it (the interpreter's
+    single calls: parsing a 30 MB document, writing the answer) is a fraction of a
+    second (it held /healthz for seconds)."""
     if dialect == "anthropic":
         answer = anthropic_message([anthropic_tool_use("client_tool", HUGE_INPUT)])
         whole, chunks = json.dumps(answer).encode(), anthropic_stream(answer)
+    elif dialect == "bedrock":
+        converse = bedrock_answer([bedrock_tool_use("client_tool", HUGE_INPUT)])
+        whole, chunks = json.dumps(converse).encode(), bedrock_stream(converse)
+        for name, value in (("AWS_ACCESS_KEY_ID", "AKIDTEST"), ("AWS_SECRET_ACCESS_KEY", "s")):
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     else:
         message = asks(call("client_tool", HUGE_INPUT))
         whole = json.dumps(completion(message)).encode()
@@ -193,6 +205,14 @@ def test_a_huge_tool_input_from_the_model_leaves_the_loop_free(
     data = config(upstream.url, [])
     if dialect == "anthropic":
         data["upstreams"][0].update(base_url=upstream.url, dialect="anthropic")
+    if dialect == "bedrock":
+        data["upstreams"][0] = {
+            "name": "bedrock",
+            "dialect": "bedrock",
+            "base_url": upstream.url,
+            "region": "us-east-1",
+        }
+        data["models"][0] = {"name": MODEL, "upstream": "bedrock", "upstream_model": "m.v1"}
     gateway = harness.gateway(data)
     client = harness.client(gateway, timeout=120)
     tools = [{"type": "function", "function": {"name": "client_tool", "parameters": {}}}]

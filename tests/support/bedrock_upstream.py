@@ -152,7 +152,8 @@ def stream_of(answer: dict[str, Any]) -> list[bytes]:
             start = {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}
             frames.append(event("contentBlockStart", {"contentBlockIndex": index, "start": start}))
             given = json.dumps(use["input"])
-            for piece in (given[:3], given[3:]):
+            # as the service streams it: a little at a time (here at most 64 KiB)
+            for piece in [given[:3]] + [given[i : i + 65536] for i in range(3, len(given), 65536)]:
                 delta = {"toolUse": {"input": piece}}
                 frames.append(
                     event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
