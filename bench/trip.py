@@ -26,26 +26,26 @@ import httpx
 
 # The in-process tier's gateway: the app between httpx.ASGITransport and MockTransports.
 from tests.gateway.test_app import completion, gateway
+from tests.test_layers import LAYERS as TEST_LAYERS
+from tests.test_layers import in_base
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "tool_registry")
-# Top to bottom, as tests/test_layers.py holds them; tool_registry stands under all.
-LAYERS = ("cli", "app", "surfaces", "runtime", "engine", "policy", "store", "upstream", "ops")
-BASE = {
-    "gateway/values.py",
-    "gateway/errors.py",
-    "gateway/config.py",
-    "gateway/users_config.py",
-    "gateway/digits.py",
-    "gateway/chat_json.py",
-}
+# The layers, top to bottom, as tests/test_layers.py holds them (the one list);
+# tool_registry stands under all.
+LAYERS = tuple(name for name in TEST_LAYERS if name != "base")
+
+
+def _in_base(path: str) -> bool:
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return in_base(module)
 
 
 def layer(path: str) -> int:
     """How high a file stands: 0 is the top (cli); tool_registry is the bottom."""
     if path.startswith("tool_registry/"):
         return len(LAYERS) + 2
-    if path in BASE:
+    if _in_base(path):
         return len(LAYERS) + 1
     parts = path.split("/")
     if len(parts) > 2 and parts[1] in LAYERS:

@@ -24,18 +24,11 @@ LAYERS = (
     "ops",
     "base",
 )
-BASE = {
-    "gateway.values",
-    "gateway.errors",
-    "gateway.config",
-    "gateway.users_config",
-    "gateway.search_config",
-    "gateway.guardrails_config",
-    "gateway.console_config",
-    "gateway.webhook_keys",
-    "gateway.digits",
-    "gateway.chat_json",
-}
+# The ground floor, the one list of it (bench/trip.py reads it; docs/architecture.md
+# names it): the typed values, the error tree, the configuration's models (a folder),
+# and two helpers every layer uses.
+BASE_MODULES = ("gateway.values", "gateway.errors", "gateway.digits", "gateway.chat_json")
+BASE_FOLDERS = ("gateway.config",)
 APP = {"gateway", "gateway.app"}
 # Surfaces that stand beside each other, not on each other.
 SIBLINGS = (
@@ -55,8 +48,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def in_base(module: str) -> bool:
+    return module in BASE_MODULES or any(
+        module == folder or module.startswith(f"{folder}.") for folder in BASE_FOLDERS
+    )
+
+
 def layer_of(module: str) -> str:
-    if module in BASE:
+    if in_base(module):
         return "base"
     if module in APP:
         return "app"

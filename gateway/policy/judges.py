@@ -31,13 +31,13 @@ import httpx
 import re2
 
 from gateway.config import GuardrailConfig, GuardrailOn
+from gateway.config.webhook_keys import webhook_key
 from gateway.ops.webhook import signature_headers
 from gateway.policy.detectors import Detectors, Finding
 from gateway.policy.models import ModelRoute
 from gateway.upstream.port import ModelAsk
 from gateway.upstream.servers import ModelServers
 from gateway.values import CompletionRequest, Message, Parameters
-from gateway.webhook_keys import webhook_key
 from tool_registry import GuardedTransport, dumps, immutable, read_capped, send
 
 # Past this many characters a text's detectors run on a worker thread: a megabyte of

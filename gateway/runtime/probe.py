@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.config import JwtUsersConfig, McpConnection, OAuth2Connection, UpstreamConfig
+from gateway.config.users import Connection
 from gateway.errors import UserKeysUnavailable
 from gateway.runtime.providers import ProviderRefused
 from gateway.runtime.user_keys import slash_hint
-from gateway.users_config import Connection
 from tool_registry import FIELDS, EgressDenied, HttpTool, egress_denial, origin, send
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from gateway.webhook_keys import service_url, signing_secret
+from gateway.config.webhook_keys import service_url, signing_secret
 
 # What a guardrail screens: a tool's result as it enters a run, the model's final answer
 # as it leaves for the client, or the client's input (its messages, its tools' answers).

@@ -17,29 +17,29 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.console_config import ConsoleConfig as ConsoleConfig
-from gateway.guardrails_config import Detector as Detector
-from gateway.guardrails_config import GuardrailAction as GuardrailAction
-from gateway.guardrails_config import GuardrailConfig as GuardrailConfig
-from gateway.guardrails_config import GuardrailKind as GuardrailKind
-from gateway.guardrails_config import GuardrailOn as GuardrailOn
-from gateway.guardrails_config import GuardrailsConfig as GuardrailsConfig
-from gateway.search_config import EmbeddingsConfig as EmbeddingsConfig
-from gateway.search_config import SearchMode as SearchMode
-from gateway.search_config import ToolSearchConfig as ToolSearchConfig
-from gateway.users_config import AssertedUsersConfig as AssertedUsersConfig
-from gateway.users_config import Connection
-from gateway.users_config import GrantKey as GrantKey
-from gateway.users_config import GrantsConfig as GrantsConfig
-from gateway.users_config import JwtUsersConfig as JwtUsersConfig
-from gateway.users_config import McpConnection as McpConnection
-from gateway.users_config import OAuth2Connection as OAuth2Connection
-from gateway.users_config import TokenExchangeConnection as TokenExchangeConnection
-from gateway.users_config import UsersConfig as UsersConfig
-from gateway.users_config import UserTokenAlgorithm as UserTokenAlgorithm
-from gateway.webhook_keys import WEBHOOK_SECRET_PREFIX as WEBHOOK_SECRET_PREFIX
-from gateway.webhook_keys import service_url, signing_secret
-from gateway.webhook_keys import webhook_key as webhook_key
+from gateway.config.console import ConsoleConfig as ConsoleConfig
+from gateway.config.guardrails import Detector as Detector
+from gateway.config.guardrails import GuardrailAction as GuardrailAction
+from gateway.config.guardrails import GuardrailConfig as GuardrailConfig
+from gateway.config.guardrails import GuardrailKind as GuardrailKind
+from gateway.config.guardrails import GuardrailOn as GuardrailOn
+from gateway.config.guardrails import GuardrailsConfig as GuardrailsConfig
+from gateway.config.search import EmbeddingsConfig as EmbeddingsConfig
+from gateway.config.search import SearchMode as SearchMode
+from gateway.config.search import ToolSearchConfig as ToolSearchConfig
+from gateway.config.users import AssertedUsersConfig as AssertedUsersConfig
+from gateway.config.users import Connection
+from gateway.config.users import GrantKey as GrantKey
+from gateway.config.users import GrantsConfig as GrantsConfig
+from gateway.config.users import JwtUsersConfig as JwtUsersConfig
+from gateway.config.users import McpConnection as McpConnection
+from gateway.config.users import OAuth2Connection as OAuth2Connection
+from gateway.config.users import TokenExchangeConnection as TokenExchangeConnection
+from gateway.config.users import UsersConfig as UsersConfig
+from gateway.config.users import UserTokenAlgorithm as UserTokenAlgorithm
+from gateway.config.webhook_keys import WEBHOOK_SECRET_PREFIX as WEBHOOK_SECRET_PREFIX
+from gateway.config.webhook_keys import service_url, signing_secret
+from gateway.config.webhook_keys import webhook_key as webhook_key
 from tool_registry import (
     Effects,
     EgressPolicy,
