@@ -19,10 +19,9 @@ from gateway.runtime.oauth import CALLBACK_PATH
 from gateway.runtime.probe import probe_all
 from gateway.store import StoreUnavailable
 from gateway.store.traces import readable_by
-from gateway.surfaces.admin import Admin
 from gateway.surfaces.chat.endpoint import ChatCompletions
-from gateway.surfaces.connect import Connect, error_page
-from gateway.surfaces.connections import Connections
+from gateway.surfaces.connect.connections import Connections
+from gateway.surfaces.connect.links import Connect, error_page
 from gateway.surfaces.console.pages import Console
 from gateway.surfaces.forward import forward_json
 from gateway.surfaces.head import Admission
@@ -35,7 +34,6 @@ from gateway.surfaces.http import (
     json_response,
     read_body,
 )
-from gateway.surfaces.inventory import Inventory
 from gateway.surfaces.mcp_server import McpEndpoint
 from gateway.surfaces.messages.endpoint import ClaudeMessages, TokenCount, claude_error
 from gateway.surfaces.observe import Observer
@@ -46,13 +44,15 @@ from gateway.surfaces.ollama.endpoint import (
     OllamaInfo,
     ollama_error,
 )
-from gateway.surfaces.operator import OperatorApprovals
-from gateway.surfaces.overview import Overview
+from gateway.surfaces.operator.admin import Admin
+from gateway.surfaces.operator.approvals import OperatorApprovals
+from gateway.surfaces.operator.inventory import Inventory
+from gateway.surfaces.operator.overview import Overview
+from gateway.surfaces.operator.runs import Runs
+from gateway.surfaces.operator.usage import UsageReport
 from gateway.surfaces.responses.conversation_routes import Conversations
 from gateway.surfaces.responses.endpoint import Responses
-from gateway.surfaces.runs import Runs
 from gateway.surfaces.skeleton import Skeleton, pass_through_meter
-from gateway.surfaces.usage import UsageReport
 from tool_registry import dumps, loads
 
 if TYPE_CHECKING:

@@ -100,7 +100,7 @@ def test_a_link_the_model_repeated_is_not_added_again(harness: Harness) -> None:
 
 
 def test_a_providers_refusal_is_said_in_words_a_user_can_act_on() -> None:
-    from gateway.surfaces.connect import provider_words
+    from gateway.surfaces.connect.links import provider_words
 
     assert "You chose not to allow it" in provider_words("GitHub", "access_denied")
     assert "Wait a few minutes" in provider_words("GitHub", "temporarily_unavailable")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.policy.tenants import Tenant
 from gateway.store.approval_records import ApprovalRecord, Decided, Ended
 from gateway.surfaces.console.shapes import pretty, when
-from gateway.surfaces.operator import decided_for, pending_for
+from gateway.surfaces.operator.approvals import decided_for, pending_for
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

@@ -1,5 +1,5 @@
 """The console's pages: sign-in and sign-out, tenants, tools (docs/design.md §19). Each page
-is the JSON route's rows (``surfaces/inventory.py``) through a template that escapes
+is the JSON route's rows (``surfaces/operator/inventory.py``) through a template that escapes
 every word: tool names, descriptions and schemas are hostile text."""
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from gateway.errors import BadRequest, GatewayError, NotFound
 from gateway.runtime.health import Health
 from gateway.store.approval_records import Decision
 from gateway.store.audit import KEPT as AUDIT_KEPT
-from gateway.surfaces.admin import replays
 from gateway.surfaces.console.approval_cards import approval_cards
 from gateway.surfaces.console.asked import exchanged
 from gateway.surfaces.console.assets import ASSET_HEADERS, HTMX_INTEGRITY, Assets
@@ -45,7 +44,9 @@ from gateway.surfaces.console.shapes import (
     when,
 )
 from gateway.surfaces.http import endpoint, page_headers, page_words
-from gateway.surfaces.inventory import (
+from gateway.surfaces.operator.admin import replays
+from gateway.surfaces.operator.approvals import MAX_REASON, decide_for
+from gateway.surfaces.operator.inventory import (
     MAX_QUERY,
     configuration_summary,
     find_tools,
@@ -53,10 +54,9 @@ from gateway.surfaces.inventory import (
     tenant_rows,
     tool_row,
 )
-from gateway.surfaces.operator import MAX_REASON, decide_for
-from gateway.surfaces.operator_keys import OperatorScope, scope_of
-from gateway.surfaces.overview import health_of, overview
-from gateway.surfaces.runs import RunQuery, list_runs, run_of, timeline
+from gateway.surfaces.operator.keys import OperatorScope, scope_of
+from gateway.surfaces.operator.overview import health_of, overview
+from gateway.surfaces.operator.runs import RunQuery, list_runs, run_of, timeline
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

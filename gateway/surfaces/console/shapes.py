@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.surfaces.runs import Timeline
+from gateway.surfaces.operator.runs import Timeline
 
 SHOWN_CHARS = 64 * 1024  # of a call's arguments a page shows
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gateway.errors import BadRequest
 from gateway.store.runs import RunRow
-from gateway.surfaces.runs import RunQuery, timeline
+from gateway.surfaces.operator.runs import RunQuery, timeline
 
 
 def test_a_measured_trace_is_drawn_as_it_went() -> None:

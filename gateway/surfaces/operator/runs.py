@@ -23,7 +23,7 @@ from gateway.engine.report import RUN_OUTCOMES
 from gateway.errors import BadRequest, NotFound
 from gateway.store.runs import RunRow, Scanned
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import OperatorScope, operator_admitted
+from gateway.surfaces.operator.keys import OperatorScope, operator_admitted
 from tool_registry import immutable
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from gateway.policy.tenants import Tenant
 from gateway.runtime.health import Checked, Health
 from gateway.store.activity import MINUTES, Minute
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator import pending_for
-from gateway.surfaces.operator_keys import operator_admitted
+from gateway.surfaces.operator.approvals import pending_for
+from gateway.surfaces.operator.keys import operator_admitted
 
 if TYPE_CHECKING:
     from gateway.runtime.services import Gateway

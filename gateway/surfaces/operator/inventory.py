@@ -25,8 +25,8 @@ from gateway.policy.tenants import Tenant
 from gateway.policy.tool_search import Catalogs
 from gateway.runtime.health import findings
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import operator_admitted
-from gateway.surfaces.usage import usage_rows
+from gateway.surfaces.operator.keys import operator_admitted
+from gateway.surfaces.operator.usage import usage_rows
 from tool_registry import FIT
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from gateway.errors import BadRequest, GatewayError, NotFound, PayloadTooLarge
 from gateway.policy.tenants import Tenant
 from gateway.store.approval_records import HISTORY_KEPT, ApprovalRecord, Decided, Decision
 from gateway.surfaces.http import Exchange, json_response
-from gateway.surfaces.operator_keys import operator_admitted
+from gateway.surfaces.operator.keys import operator_admitted
 from tool_registry import loads_object
 
 if TYPE_CHECKING:
