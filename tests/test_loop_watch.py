@@ -134,7 +134,10 @@ def test_a_crowded_machine_is_not_a_stall(server: ServerThread) -> None:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    assert watch.longest < 0.1, watch.longest
+    # Below the 0.2 s the stall tests above must see, with room: beside a second copy of
+    # the suite on two cores, a gap's unexplained share (the turns at the GIL a crowded
+    # scheduler stretches) reached 0.127 s.
+    assert watch.longest < 0.16, watch.longest
 
 
 def test_the_watch_runs_on_the_servers_loop(server: ServerThread) -> None:
