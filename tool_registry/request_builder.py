@@ -179,7 +179,13 @@ class RequestTemplate:
         url = httpx.URL.__new__(httpx.URL)
         origin = self._origin
         url._uri_reference = ParseResult(
-            origin.scheme, origin.userinfo, origin.host, origin.port, path, query, None
+            scheme=origin.scheme,
+            userinfo=origin.userinfo,
+            host=origin.host,
+            port=origin.port,
+            path=path,
+            query=query,
+            fragment=None,
         )
         return url
 

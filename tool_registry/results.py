@@ -115,7 +115,15 @@ def success_result(
     if not body:
         return ToolResult(f"OK (HTTP {status}, no content)", "ok", status)
     if spec.pick is not None:
-        return _picked(spec.pick, spec.max_chars, status, body, charset, truncated, redactor)
+        return _picked(
+            pick=spec.pick,
+            max_chars=spec.max_chars,
+            status=status,
+            body=body,
+            charset=charset,
+            truncated=truncated,
+            redactor=redactor,
+        )
     text = decode_body(body, charset)
     if truncated:
         text = redactor.tail(redactor.text(text)) + "…[response cut at the size limit]"

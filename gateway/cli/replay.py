@@ -133,13 +133,13 @@ async def _replay_all(
         replayer = Replayer.of_config(config, upstream, tools)
         tenant_id = args.tenant if args.tenant is not None else (tenant if config.tenants else None)
         return await replay_all(
-            replayer,
-            recordings,
-            args.model,
-            tenant_id,
-            args.live_read_tools,
-            config,
-            _progress(len(recordings)) if args.batch and sys.stderr.isatty() else None,
+            replayer=replayer,
+            recordings=recordings,
+            model=args.model,
+            tenant=tenant_id,
+            live_read=args.live_read_tools,
+            config=config,
+            progress=_progress(len(recordings)) if args.batch and sys.stderr.isatty() else None,
         )
     finally:
         await upstream.aclose()

@@ -138,15 +138,15 @@ class Run:
         self.ledger = ledger  # the request's, shared by its choices
         self.state = ledger.state
         self.runner = ToolRunner(
-            job.policy,
-            ledger,
-            executor,
-            job.context,
-            cache,
-            metrics,
-            job.trace,
-            job.writes,
-            job.credentials,
+            policy=job.policy,
+            ledger=ledger,
+            executor=executor,
+            context=job.context,
+            cache=cache,
+            metrics=metrics,
+            trace=job.trace,
+            writes=job.writes,
+            credentials=job.credentials,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
@@ -367,7 +367,13 @@ class Run:
         model = self.job.model
         bound = max_tokens if max_tokens is not None else model.client_max_tokens
         return trace.round(
-            model.name, model.base_url, model.model, iteration, final, bound, self.job.choice
+            model.name,
+            model.base_url,
+            model.model,
+            iteration=iteration,
+            final=final,
+            max_tokens=bound,
+            choice=self.job.choice,
         )
 
     @property
@@ -413,18 +419,18 @@ class Run:
                 self._metrics_of_search(self.offer, offered, searches)
         ledger.rounds.append(
             RoundLine(
-                iteration,
-                self.job.model.name,
-                duration_ms,
-                answer.usage,
-                final,
-                calls,
-                choice,
-                spent,
-                offered,
-                searches,
-                started,
-                preselected,
+                iteration=iteration,
+                upstream=self.job.model.name,
+                duration_ms=duration_ms,
+                usage=answer.usage,
+                forced_final=final,
+                tool_calls=calls,
+                choice=choice,
+                spent=spent,
+                offered=offered,
+                searches=searches,
+                started=started,
+                preselected=preselected,
             )
         )
 

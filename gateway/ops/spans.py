@@ -296,6 +296,7 @@ class RequestSpan:
         provider: str,
         base_url: str,
         model: str,
+        *,
         iteration: int,
         final: bool,
         max_tokens: int | None,

@@ -147,14 +147,14 @@ class Guard:
         for config, judgement in zip(guardrails, judged, strict=True):
             action = _action(config, judgement)
             verdict = GuardVerdict(
-                config.name,
-                subject.screens,
-                subject.name,
-                action,
-                judgement.found,
-                subject.call_id,
-                judgement.error,
-                config.kind,
+                guardrail=config.name,
+                screens=subject.screens,
+                subject=subject.name,
+                action=action,
+                found=judgement.found,
+                call_id=subject.call_id,
+                error=judgement.error,
+                kind=config.kind,
             )
             verdicts.append(verdict)
             self._count(config.name, action)

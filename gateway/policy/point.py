@@ -217,13 +217,13 @@ class PolicyPoint:
         """What comes after a round whose turn made ``calls``: recorded in the
         ledger (a cap with ``on_limit: error`` is a 422 from here)."""
         step = decide(
-            ledger.state,
-            self.limits,
-            calls,
-            self._in_play,
-            self.client_tools,
-            final,
-            time_left_s,
+            state=ledger.state,
+            limits=self.limits,
+            calls=calls,
+            server=self._in_play,
+            client=self.client_tools,
+            final=final,
+            time_left_s=time_left_s,
         )
         ledger.state.take(step, self.limits)
         return step

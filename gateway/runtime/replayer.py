@@ -296,13 +296,13 @@ class Replayer:
         )
         chat = self._models.open(
             ModelAsk(
-                route.upstream,
-                route.model.target,
-                loop_start.params,
-                loop_start.history,
-                registry.definitions(policy.server_tools),
-                client_tools,
-                client_names,
+                upstream=route.upstream,
+                model=route.model.target,
+                params=loop_start.params,
+                history=loop_start.history,
+                server_tools=registry.definitions(policy.server_tools),
+                client_tools=client_tools,
+                client_names=client_names,
             )
         )
         loop = ToolLoop(self._executor)
@@ -314,13 +314,13 @@ class Replayer:
         except GatewayError as exc:
             error = exc.message
         return Replayed(
-            model,
-            run.ledger.answers,
-            served.calls,
-            _ending(outcome),
-            run.state.usage.totals,
-            error,
-            warnings,
+            model=model,
+            rounds=run.ledger.answers,
+            tool_calls=served.calls,
+            ended=_ending(outcome),
+            usage=run.state.usage.totals,
+            error=error,
+            warnings=warnings,
         )
 
 

@@ -243,13 +243,13 @@ class Gateway:
                 "client" if client_approves else "operator" if approvals.operator else None
             )
             desk = ApprovalDesk(
-                self.approvals,
-                tenant.id,
-                owner_digest(identity),
-                approvals,
-                approver,
-                self.approval_notice(approvals),
-                request_id,
+                store=self.approvals,
+                tenant=tenant.id,
+                owner=owner_digest(identity),
+                config=approvals,
+                approver=approver,
+                notify=self.approval_notice(approvals),
+                request_id=request_id,
             )
         return PolicyPoint.of_request(
             tenant.tools,
@@ -278,15 +278,15 @@ class Gateway:
         if not config.connections or self.grants is None or public is None:
             return None
         return UserCredentials(
-            config.connections,
-            self.grants,
-            self.consents,
-            self.oauth,
-            self.providers,
-            public,
-            tenant,
-            user,
-            user_token,
+            connections=config.connections,
+            grants=self.grants,
+            consents=self.consents,
+            oauth=self.oauth,
+            providers=self.providers,
+            public_url=public,
+            tenant=tenant,
+            user=user,
+            subject_token=user_token,
         )
 
     def approval_notice(self, config: ApprovalsConfig) -> Notify | None:

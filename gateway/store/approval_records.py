@@ -176,16 +176,16 @@ class ApprovalStore:
         ):
             return "already"
         decided = Decided(
-            record.id,
-            tenant,
-            record.tool,
-            record.arguments,
-            record.why,
-            decision.approve,
-            decision.reason,
-            decision.decider,
-            record.created,
-            time.time(),
+            id=record.id,
+            tenant=tenant,
+            tool=record.tool,
+            arguments=record.arguments,
+            why=record.why,
+            approve=decision.approve,
+            reason=decision.reason,
+            decider=decision.decider,
+            asked_at=record.created,
+            decided_at=time.time(),
         )
         key = self._keys.decisions(tenant)
         try:

@@ -136,11 +136,11 @@ def _read(found: dict[str, Any]) -> Conversation:
     if not isinstance(found.get("id"), str) or not isinstance(created, int):
         raise RecordUnreadable("the conversation has no id or time")
     return Conversation(
-        found["id"],
-        created,
-        metadata,
-        owner if isinstance(owner, str) else "",
-        entries,
-        taint if isinstance(taint, str) else None,
-        version,
+        id=found["id"],
+        created_at=created,
+        metadata=metadata,
+        owner=owner if isinstance(owner, str) else "",
+        entries=entries,
+        taint=taint if isinstance(taint, str) else None,
+        version=version,
     )

@@ -184,13 +184,13 @@ class McpEndpoint:
         request_id = exchange.request_id
         headers = {"x-request-id": request_id, **exchange.headers}
         caller = Caller(
-            runtime,
-            tenant,
-            request_id,
-            {k.lower(): v for k, v in request.headers.items()},
-            exchange.identity,
-            exchange.user,
-            exchange.user_token,
+            runtime=runtime,
+            tenant=tenant,
+            request_id=request_id,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            identity=exchange.identity,
+            user=exchange.user,
+            user_token=exchange.user_token,
         )
         scope.setdefault("state", {})[_STATE_KEY] = caller
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -267,13 +267,13 @@ class McpEndpoint:
             else None
         )
         runner = ToolRunner(
-            policy,
-            ledger,
-            gateway.executor,
-            CallContext(tenant.id, caller.headers, caller.user),
-            gateway.cache,
-            gateway.metrics,
-            trace,
+            policy=policy,
+            ledger=ledger,
+            executor=gateway.executor,
+            context=CallContext(tenant.id, caller.headers, caller.user),
+            cache=gateway.cache,
+            metrics=gateway.metrics,
+            trace=trace,
             credentials=gateway.credentials(
                 caller.runtime, tenant.id, caller.user, caller.user_token
             ),
@@ -296,11 +296,11 @@ class McpEndpoint:
             caller.request_id,
             tenant.id,
             params.name,
-            outcome,
-            started,
-            policy.registry,
-            runner,
-            owner,
+            outcome=outcome,
+            started=started,
+            registry=policy.registry,
+            runner=runner,
+            owner=owner,
         )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outputs[0].content)],

@@ -141,7 +141,7 @@ class Observer:
             if runs is not None and exchange.route not in NOT_RUNS and runs.keeping:
                 row = _run_row(exchange, line, report)
         if traces is not None or row is not None:  # kept after the answer is sent
-            keep = partial(self._keep, traces, report, exchange, status, line, row)
+            keep = partial(self._keep, traces, report, exchange, status=status, line=line, row=row)
             held = len(exchange.sent) if exchange.sent is not None else 0  # to record
             await self.afterwards.submit(keep, held)
 
@@ -228,13 +228,13 @@ class Observer:
     def _recording(self, report: RunReport, exchange: Exchange, status: int) -> dict[str, Any]:
         """The request's recording, redacted, or why it is not kept (blocking)."""
         found = recording(
-            report,
-            loads_object(exchange.sent) if exchange.sent is not None else None,
-            exchange.loop_start,
-            exchange.route,
-            exchange.model,
-            status,
-            exchange.error,
+            report=report,
+            request=loads_object(exchange.sent) if exchange.sent is not None else None,
+            loop=exchange.loop_start,
+            route=exchange.route,
+            model=exchange.model,
+            status=status,
+            error=exchange.error,
         )
         limit = self.recordings.max_bytes
         encoded = dumps(encode_recording(found))
@@ -255,6 +255,7 @@ class Observer:
         request_id: str,
         tenant: str,
         tool: str,
+        *,
         outcome: str,
         started: float,
         registry: ToolRegistry,

@@ -138,13 +138,13 @@ class Handlers:
             self._gateway.budgets, exchange, tenant, route, meter
         )
         return await forward_json(
-            self._gateway.model_servers.exchange,
-            route,
-            path,
-            raw,
-            body,
-            False,
-            model,
+            client=self._gateway.model_servers.exchange,
+            route=route,
+            path=path,
+            raw=raw,
+            body=body,
+            changed=False,
+            client_model=model,
             stream=body.get("stream") is True,
             meter=meter,
             on_usage=on_usage,

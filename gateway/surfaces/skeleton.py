@@ -208,7 +208,16 @@ class Skeleton(Generic[A]):
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         head = Head(
-            request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large, writes
+            request=request,
+            exchange=exchange,
+            runtime=runtime,
+            tenant=tenant,
+            meter=meter,
+            route=route,
+            policy=policy,
+            turns=gateway.turns,
+            large=large,
+            writes=writes,
         )
         return asked, head, raw
 
@@ -236,14 +245,14 @@ class Skeleton(Generic[A]):
         usage: list[UsageCounts | None] = []
         history = await call.fit(history, usage)
         return Plan(
-            start.params,
-            history,
-            start.client_tools,
-            keep,
-            start.single_call_id,
-            start.n,
-            usage,
-            resumed,
+            params=start.params,
+            history=history,
+            client_tools=start.client_tools,
+            keep=keep,
+            single_call_id=start.single_call_id,
+            n=start.n,
+            usage=usage,
+            resumed=resumed,
         )
 
     async def _forward(self, head: Head, asked: A, raw: bytes, plan: Forward) -> Response:
@@ -253,13 +262,13 @@ class Skeleton(Generic[A]):
             gateway.budgets, exchange, head.tenant, head.route, head.meter
         )
         return await forward_json(
-            gateway.model_servers.exchange,
-            head.route,
-            self.surface.forward_path,
-            raw,
-            plan.body if plan.body is not None else asked.body,
-            plan.changed,
-            asked.model,
+            client=gateway.model_servers.exchange,
+            route=head.route,
+            path=self.surface.forward_path,
+            raw=raw,
+            body=plan.body if plan.body is not None else asked.body,
+            changed=plan.changed,
+            client_model=asked.model,
             stream=asked.stream,
             meter=meter,
             on_usage=on_usage,
@@ -292,13 +301,13 @@ class Skeleton(Generic[A]):
             first = registry.definitions(policy.server_tools)
         exchange.headers[OFFERED_HEADER] = str(len(first))
         ask = ModelAsk(
-            route.upstream,
-            route.model.target,
-            plan.params,
-            plan.history,
-            first,
-            plan.client_tools,
-            policy.client_tools,
+            upstream=route.upstream,
+            model=route.model.target,
+            params=plan.params,
+            history=plan.history,
+            server_tools=first,
+            client_tools=plan.client_tools,
+            client_names=policy.client_tools,
             searched=offer is not None,
             answer_tokens=route.model.max_output_tokens,
             stable_call_ids=not self.surface.echoes_call_ids,

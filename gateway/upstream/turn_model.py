@@ -46,6 +46,7 @@ class TurnModel:
 
     def __init__(
         self,
+        *,
         blocks: Blocks,
         upstream: UpstreamConfig,
         params: Parameters,

@@ -435,7 +435,13 @@ class McpServer:
         token, where calls act as the user (their own session)."""
         if self.connection is None:
             return await self._call_on(
-                self._client, remote_name, arguments, deadline, redactor, trace, False
+                self._client,
+                remote_name,
+                arguments,
+                deadline=deadline,
+                redactor=redactor,
+                trace=trace,
+                users=False,
             )
         if bearer is None:
             return error_result("the call needs the user's connection", "tool_error")
@@ -446,7 +452,13 @@ class McpServer:
                 # The session is the call's until it is answered: never closed as idle
                 # under it (the lease).
                 return await self._call_on(
-                    client, remote_name, arguments, deadline, redactor, trace, True
+                    client,
+                    remote_name,
+                    arguments,
+                    deadline=deadline,
+                    redactor=redactor,
+                    trace=trace,
+                    users=True,
                 )
         except SessionUnavailable as exc:
             failed = error_result(f"the MCP server {self.name!r}: {exc}", "http_error")
@@ -457,6 +469,7 @@ class McpServer:
         client: Client | None,
         remote_name: str,
         arguments: dict[str, Any],
+        *,
         deadline: float | None,
         redactor: Redactor | None,
         trace: Mapping[str, str] | None,

@@ -172,7 +172,15 @@ def _tools(document: Any, source: OpenApiSource, where: str) -> OpenApiTools:
             resolver.begin_operation()
             try:
                 spec = _operation_spec(
-                    document, resolver, source, where, path, item, method, operation, name
+                    document=document,
+                    resolver=resolver,
+                    source=source,
+                    where=where,
+                    path=path,
+                    item=item,
+                    method=method,
+                    operation=operation,
+                    name=name,
                 )
                 _check_origin(spec.http.url, pinned)
             except (OperationLeftOut, ExpansionError) as exc:

@@ -231,8 +231,28 @@ def timeline(trace: Mapping[str, Any]) -> Timeline:
             label, outcome = str(entry.get("name", "?")), str(entry.get("outcome", ""))
             if waited > 0:
                 wait = "waiting for approval"
-                bars.append(Bar("wait", wait, at - waited, waited, lane, "wait", entry))
-        bars.append(Bar(kind, label, at, duration, lane, outcome, entry))
+                bars.append(
+                    Bar(
+                        kind="wait",
+                        label=wait,
+                        at_ms=at - waited,
+                        duration_ms=waited,
+                        lane=lane,
+                        outcome="wait",
+                        detail=entry,
+                    )
+                )
+        bars.append(
+            Bar(
+                kind=kind,
+                label=label,
+                at_ms=at,
+                duration_ms=duration,
+                lane=lane,
+                outcome=outcome,
+                detail=entry,
+            )
+        )
     total = max((b.at_ms + b.duration_ms for b in bars), default=0.0)
     return Timeline(tuple(bars), total, 1 + len(ends), measured)
 

@@ -60,6 +60,7 @@ class MessagesModel(TurnModel):
 
     def __init__(
         self,
+        *,
         client: MessagesClient,
         upstream: UpstreamConfig,
         params: Parameters,
@@ -72,18 +73,18 @@ class MessagesModel(TurnModel):
         answer_tokens: int | None = None,
     ) -> None:
         super().__init__(
-            BLOCKS,
-            upstream,
-            params,
-            history,
-            model,
-            declared,
-            client_tools,
-            client_names,
-            declare_each,
-            declare,
-            cached,
-            answer_tokens,
+            blocks=BLOCKS,
+            upstream=upstream,
+            params=params,
+            history=history,
+            model=model,
+            declared=declared,
+            client_tools=client_tools,
+            client_names=client_names,
+            declare=declare_each,
+            declare_one=declare,
+            cached=cached,
+            answer_tokens=answer_tokens,
         )
         self._client = client
         self._parallel = params.parallel_tool_calls

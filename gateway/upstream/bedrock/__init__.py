@@ -45,16 +45,16 @@ class BedrockDialect:
     def open(self, ask: ModelAsk) -> ConverseModel:
         declared = self._declared.each if ask.searched else self._declared
         return ConverseModel(
-            self._client,
-            ask.upstream,
-            ask.params,
-            ask.history,
-            ask.model,
-            declared(ask.server_tools),
-            ask.client_tools,
-            ask.client_names,
-            self._declared.each,
-            ask.answer_tokens,
+            client=self._client,
+            upstream=ask.upstream,
+            params=ask.params,
+            history=ask.history,
+            model=ask.model,
+            declared=declared(ask.server_tools),
+            client_tools=ask.client_tools,
+            client_names=ask.client_names,
+            declare_each=self._declared.each,
+            answer_tokens=ask.answer_tokens,
         )
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:

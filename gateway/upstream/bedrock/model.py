@@ -62,6 +62,7 @@ class ConverseModel(TurnModel):
 
     def __init__(
         self,
+        *,
         client: ConverseClient,
         upstream: UpstreamConfig,
         params: Parameters,
@@ -74,18 +75,18 @@ class ConverseModel(TurnModel):
         answer_tokens: int | None = None,
     ) -> None:
         super().__init__(
-            BLOCKS,
-            upstream,
-            params,
-            history,
-            model,
-            declared,
-            client_tools,
-            client_names,
-            declare_each,
-            declare,
-            cached,
-            answer_tokens,
+            blocks=BLOCKS,
+            upstream=upstream,
+            params=params,
+            history=history,
+            model=model,
+            declared=declared,
+            client_tools=client_tools,
+            client_names=client_names,
+            declare=declare_each,
+            declare_one=declare,
+            cached=cached,
+            answer_tokens=answer_tokens,
         )
         self._client = client
         self._params = parameters(params, self.max_tokens)

@@ -40,15 +40,15 @@ class OpenAIDialect:
     def open(self, ask: ModelAsk) -> ChatModel:
         declared = self._declared.each if ask.searched else self._declared
         return ChatModel(
-            self._client,
-            ask.upstream,
-            ask.params,
-            ask.history,
-            ask.model,
-            declared(ask.server_tools),
-            ask.client_tools,
-            ask.client_names,
-            self._declared.each,
+            client=self._client,
+            upstream=ask.upstream,
+            params=ask.params,
+            history=ask.history,
+            model=ask.model,
+            declared=declared(ask.server_tools),
+            client_tools=ask.client_tools,
+            client_names=ask.client_names,
+            declare=self._declared.each,
         )
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:

@@ -85,6 +85,7 @@ class ChatModel:
 
     def __init__(
         self,
+        *,
         client: ChatClient,
         upstream: UpstreamConfig,
         params: Parameters,

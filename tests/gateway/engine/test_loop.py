@@ -152,14 +152,14 @@ def session(
     limits = limits or LoopLimits(4, 8, 4, 30.0, "final_answer")
     policy = PolicyPoint(limits, ("double",), client_tool_names, registry)
     chat = ChatModel(
-        model,
-        UPSTREAM,
-        Parameters(),
-        (Message("user", "hi"),),
-        "target",
-        encode_tools(registry.definitions(("double",))),
-        (),
-        client_tool_names,
+        client=model,
+        upstream=UPSTREAM,
+        params=Parameters(),
+        history=(Message("user", "hi"),),
+        model="target",
+        declared=encode_tools(registry.definitions(("double",))),
+        client_tools=(),
+        client_names=client_tool_names,
     )
     job = replace(LoopJob(chat, policy, CallContext("t", {})), **changes)
     executor = ToolExecutor(

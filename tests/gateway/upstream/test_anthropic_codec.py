@@ -384,15 +384,15 @@ async def test_the_operator_marks_the_tools_and_system_prompt_for_the_prompt_cac
     )
     tool = ToolDefinition("find", "Finds.", {"type": "object", "properties": {}})
     model = MessagesModel(
-        client,
-        upstream,
-        Parameters(),
-        [Message("system", "Be brief."), Message("user", "hi")],
-        "claude-test",
-        [declare(tool)],
-        (),
-        frozenset(),
-        lambda tools: [declare(t) for t in tools],
+        client=client,
+        upstream=upstream,
+        params=Parameters(),
+        history=[Message("system", "Be brief."), Message("user", "hi")],
+        model="claude-test",
+        declared=[declare(tool)],
+        client_tools=(),
+        client_names=frozenset(),
+        declare_each=lambda tools: [declare(t) for t in tools],
     )
     await model.answer(CompletionRequest([], first=True, final=False))
     [sent] = client.bodies

@@ -263,15 +263,15 @@ def test_the_operator_adds_cache_points_after_the_tools_and_system_prompt() -> N
     )
     tool = ToolDefinition("find", "Finds.", {"type": "object", "properties": {}})
     model = ConverseModel(
-        Recording(),
-        upstream,
-        Parameters(),
-        [Message("system", "Be brief."), Message("user", "hi")],
-        "m",
-        [declare(tool)],
-        (),
-        frozenset(),
-        lambda tools: [declare(t) for t in tools],
+        client=Recording(),
+        upstream=upstream,
+        params=Parameters(),
+        history=[Message("system", "Be brief."), Message("user", "hi")],
+        model="m",
+        declared=[declare(tool)],
+        client_tools=(),
+        client_names=frozenset(),
+        declare_each=lambda tools: [declare(t) for t in tools],
     )
     asyncio.run(model.answer(CompletionRequest([], first=True, final=False)))
     [sent] = bodies
