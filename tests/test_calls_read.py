@@ -17,9 +17,12 @@ def crowded(source: str) -> list[tuple[int, str, int]]:
     """The calls of ``source`` with more than ``MOST`` positional arguments."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and len(node.args) > MOST:
-            if not any(isinstance(arg, ast.Starred) for arg in node.args):
-                found.append((node.lineno, ast.unparse(node.func), len(node.args)))
+        if (
+            isinstance(node, ast.Call)
+            and len(node.args) > MOST
+            and not any(isinstance(arg, ast.Starred) for arg in node.args)
+        ):
+            found.append((node.lineno, ast.unparse(node.func), len(node.args)))
     return found
 
 

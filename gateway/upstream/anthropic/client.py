@@ -10,11 +10,13 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.anthropic.codec import VERSION
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     answer_of,
     map_status_error,
     read_all,
     sse_data,
+    whole_object,
 )
 from tool_registry import dumps, loads_object, should_retry
 
@@ -62,6 +64,8 @@ class AnthropicClient:
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
+            return read(whole_object(upstream.name, data))
         return await answer_of(upstream.name, data, read)
 
     async def message_stream(

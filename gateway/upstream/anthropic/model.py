@@ -6,7 +6,6 @@ this folder."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
@@ -107,9 +106,14 @@ class MessagesModel(TurnModel):
             body["stream"] = True
         return body
 
+    def _read(self, whole: dict[str, Any]) -> Completion:
+        """A whole answer as the round's values (in a worker thread when it is large)."""
+        return parse_message(whole, self.name)
+
     async def answer(self, ask: CompletionRequest) -> Completion:
-        read = partial(parse_message, upstream=self.name)
-        return await self._client.message(self.upstream, self.body(ask, False), read, ask.trace)
+        return await self._client.message(
+            self.upstream, self.body(ask, False), self._read, ask.trace
+        )
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """The round's text as it comes, then the round it made up."""

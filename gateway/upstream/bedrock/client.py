@@ -29,12 +29,14 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     answer_of,
     close_quietly,
     map_status_error,
     read_all,
     upstream_errors,
+    whole_object,
 )
 from gateway.upstream.port import Secrets
 from tool_registry import dumps, loads_object
@@ -164,6 +166,8 @@ class BedrockClient:
         if response.status_code >= 300:
             said = error_message(data, response.headers)
             raise map_status_error(upstream.name, response, data, said)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
+            return read(whole_object(upstream.name, data))
         return await answer_of(upstream.name, data, read)
 
     async def converse_stream(

@@ -6,7 +6,6 @@ further than this folder."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
@@ -109,10 +108,13 @@ class ConverseModel(TurnModel):
             body["toolConfig"] = config
         return body
 
+    def _read(self, whole: dict[str, Any]) -> Completion:
+        """A whole answer as the round's values (in a worker thread when it is large)."""
+        return parse_answer(whole, self.name)
+
     async def answer(self, ask: CompletionRequest) -> Completion:
-        read = partial(parse_answer, upstream=self.name)
         return await self._client.converse(
-            self.upstream, self.target, self.body(ask), read, ask.trace
+            self.upstream, self.target, self.body(ask), self._read, ask.trace
         )
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:

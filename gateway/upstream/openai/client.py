@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.exchange import (
+    LARGE_ANSWER_BYTES,
     UpstreamClient,
     answer_of,
     map_status_error,
@@ -57,6 +58,8 @@ class OpenAIClient:
         data = await read_all(upstream, response)
         if response.status_code >= 300:
             raise map_status_error(upstream.name, response, data)
+        if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
+            return read(_completion(upstream.name, data))
         return await answer_of(upstream.name, data, read, _completion)
 
     async def chat_stream(

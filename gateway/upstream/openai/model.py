@@ -6,7 +6,6 @@ the ``Completion`` when streamed). The dialect's dicts go no further than its fo
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from gateway.chat_json import (
@@ -169,10 +168,13 @@ class ChatModel:
             tools = [*self._declare(ask.tools), *self._declared_client]
         return round_body(params, params["model"], history, tools, stream, encoded)
 
+    def _read(self, whole: dict[str, Any]) -> Completion:
+        """A whole answer as the round's values (in a worker thread when it is large)."""
+        return parse_completion(whole, self.name)
+
     async def answer(self, ask: CompletionRequest) -> Completion:
         body = self.body(ask, False)
-        read = partial(parse_completion, upstream=self.name)
-        return await self._client.chat(self.upstream, body, read, ask.trace)
+        return await self._client.chat(self.upstream, body, self._read, ask.trace)
 
     async def stream(self, ask: CompletionRequest) -> AsyncIterator[ChoiceDelta | Completion]:
         """The round's pieces as they come, then the round they made up."""
