@@ -179,13 +179,7 @@ class RequestTemplate:
         url = httpx.URL.__new__(httpx.URL)
         origin = self._origin
         url._uri_reference = ParseResult(
-            scheme=origin.scheme,
-            userinfo=origin.userinfo,
-            host=origin.host,
-            port=origin.port,
-            path=path,
-            query=query,
-            fragment=None,
+            origin.scheme, origin.userinfo, origin.host, origin.port, path, query, None
         )
         return url
 

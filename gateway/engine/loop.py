@@ -138,15 +138,15 @@ class Run:
         self.ledger = ledger  # the request's, shared by its choices
         self.state = ledger.state
         self.runner = ToolRunner(
-            policy=job.policy,
-            ledger=ledger,
-            executor=executor,
-            context=job.context,
-            cache=cache,
-            metrics=metrics,
-            trace=job.trace,
-            writes=job.writes,
-            credentials=job.credentials,
+            job.policy,
+            ledger,
+            executor,
+            job.context,
+            cache,
+            metrics,
+            job.trace,
+            job.writes,
+            job.credentials,
         )
         self._clock = asyncio.get_running_loop()
         self._deadline = self._clock.time() + job.policy.limits.request_timeout_s
@@ -419,18 +419,18 @@ class Run:
                 self._metrics_of_search(self.offer, offered, searches)
         ledger.rounds.append(
             RoundLine(
-                iteration=iteration,
-                upstream=self.job.model.name,
-                duration_ms=duration_ms,
-                usage=answer.usage,
-                forced_final=final,
-                tool_calls=calls,
-                choice=choice,
-                spent=spent,
-                offered=offered,
-                searches=searches,
-                started=started,
-                preselected=preselected,
+                iteration,
+                self.job.model.name,
+                duration_ms,
+                answer.usage,
+                final,
+                calls,
+                choice,
+                spent,
+                offered,
+                searches,
+                started,
+                preselected,
             )
         )
 

@@ -457,18 +457,18 @@ class ToolRunner:
     ) -> None:
         """A call's record (``started``: when it began, if not ``duration`` ago)."""
         record = CallRecord(
-            call_id=call_id,
-            name=name,
-            outcome=result.outcome,
-            status=result.status,
-            duration_s=duration,
-            cached=cached,
-            arguments=arguments,
-            result=result.content,
-            policy=self._why.get(call_id),
-            reused_from=reused_from,
-            kept=kept,
-            started=started if started is not None else time.perf_counter() - duration,
+            call_id,
+            name,
+            result.outcome,
+            result.status,
+            duration,
+            cached,
+            arguments,
+            result.content,
+            self._why.get(call_id),
+            reused_from,
+            kept,
+            started if started is not None else time.perf_counter() - duration,
         )
         self.records.append(record)
         if self._trace is not None:

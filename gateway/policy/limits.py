@@ -45,13 +45,13 @@ def effective_limits(limits: LimitsConfig, narrowing: Narrowing) -> LoopLimits:
     tokens = _narrowest(limits.max_tokens_per_request, narrowing.max_tokens)
     cost = _narrowest(limits.max_cost_usd_per_request, narrowing.max_cost_usd)
     return LoopLimits(
-        max_iterations=iterations,
-        max_tool_calls=calls,
-        max_parallel_tools=limits.max_parallel_tools,
-        request_timeout_s=limits.request_timeout_s,
-        on_limit=limits.on_limit,
-        max_tokens_per_request=None if tokens is None else int(tokens),
-        max_cost_usd_per_request=cost,
+        iterations,
+        calls,
+        limits.max_parallel_tools,
+        limits.request_timeout_s,
+        limits.on_limit,
+        None if tokens is None else int(tokens),
+        cost,
     )
 
 

@@ -305,13 +305,13 @@ class RunBudget:
         assert self._store is not None
         owed_tokens, owed_nanos = self._settle_tokens, self._settle_nanos
         spend = Spend(
-            settle_tokens=owed_tokens,
-            settle_nanos=owed_nanos,
-            tokens=spend.tokens,
-            nanos=spend.nanos,
-            out_pico=spend.out_pico,
-            max_out=spend.max_out,
-            min_out=spend.min_out,
+            owed_tokens,
+            owed_nanos,
+            spend.tokens,
+            spend.nanos,
+            spend.out_pico,
+            spend.max_out,
+            spend.min_out,
         )
         try:
             granted = await self._store.spend(self.windows, spend)

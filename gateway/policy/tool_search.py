@@ -163,16 +163,16 @@ class Catalogs:
         )
         sizes = self.index.sizes
         return Catalog(
-            tool=tool,
-            in_play=tools,
-            always=always,
-            preselect=settings.preselect,
-            max_loaded=settings.max_loaded,
-            per_part=settings.per_part,
-            place={name: place for place, name in enumerate(tools)},
-            definitions=(tool.definition,),
-            members=frozenset((*tools, tool.name)),
-            sizes=sizes,
-            total_bytes=sum(sizes.get(name, 0) for name in tools),
-            search_bytes=definition_bytes(tool.definition),
+            tool,
+            tools,
+            always,
+            settings.preselect,
+            settings.max_loaded,
+            settings.per_part,
+            {name: place for place, name in enumerate(tools)},
+            (tool.definition,),
+            frozenset((*tools, tool.name)),
+            sizes,
+            sum(sizes.get(name, 0) for name in tools),
+            definition_bytes(tool.definition),
         )

@@ -208,16 +208,7 @@ class Skeleton(Generic[A]):
         if shadowed:  # the client's own tools of these names win for this request
             exchange.headers[SHADOWED_HEADER] = ",".join(shadowed)
         head = Head(
-            request=request,
-            exchange=exchange,
-            runtime=runtime,
-            tenant=tenant,
-            meter=meter,
-            route=route,
-            policy=policy,
-            turns=gateway.turns,
-            large=large,
-            writes=writes,
+            request, exchange, runtime, tenant, meter, route, policy, gateway.turns, large, writes
         )
         return asked, head, raw
 
@@ -245,14 +236,14 @@ class Skeleton(Generic[A]):
         usage: list[UsageCounts | None] = []
         history = await call.fit(history, usage)
         return Plan(
-            params=start.params,
-            history=history,
-            client_tools=start.client_tools,
-            keep=keep,
-            single_call_id=start.single_call_id,
-            n=start.n,
-            usage=usage,
-            resumed=resumed,
+            start.params,
+            history,
+            start.client_tools,
+            keep,
+            start.single_call_id,
+            start.n,
+            usage,
+            resumed,
         )
 
     async def _forward(self, head: Head, asked: A, raw: bytes, plan: Forward) -> Response:
@@ -301,13 +292,13 @@ class Skeleton(Generic[A]):
             first = registry.definitions(policy.server_tools)
         exchange.headers[OFFERED_HEADER] = str(len(first))
         ask = ModelAsk(
-            upstream=route.upstream,
-            model=route.model.target,
-            params=plan.params,
-            history=plan.history,
-            server_tools=first,
-            client_tools=plan.client_tools,
-            client_names=policy.client_tools,
+            route.upstream,
+            route.model.target,
+            plan.params,
+            plan.history,
+            first,
+            plan.client_tools,
+            policy.client_tools,
             searched=offer is not None,
             answer_tokens=route.model.max_output_tokens,
             stable_call_ids=not self.surface.echoes_call_ids,

@@ -102,15 +102,15 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     names = tool_names(client_tools)
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     return ChatRequest(
-        body=MappingProxyType(body),
-        messages=messages,
-        parameters=decode_parameters(body),
-        model=model,
-        stream=bool(stream),
-        client_tools=client_tools,
-        client_tool_names=names,
-        narrowing=narrowing,
-        changed=changed,
+        MappingProxyType(body),
+        messages,
+        decode_parameters(body),
+        model,
+        bool(stream),
+        client_tools,
+        names,
+        narrowing,
+        changed,
         client_approves=approves,
     )
 

@@ -343,15 +343,15 @@ def parse_messages_request(
     choice, parallel = _tool_choice(body.get("tool_choice"))
     thinking = body.get("thinking")
     return MessagesRequest(
-        body=MappingProxyType(body),
-        messages=decode_history(body),
-        parameters=_parameters(body, choice, parallel, bound),
-        model=model,
-        stream=bool(stream),
-        client_tools=tuple(tools),
-        client_tool_names=frozenset(tool.name for tool in tools),
-        narrowing=narrowing,
-        hosted=tuple(hosted),
-        client_approves=approves,
-        thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
+        MappingProxyType(body),
+        decode_history(body),
+        _parameters(body, choice, parallel, bound),
+        model,
+        bool(stream),
+        tuple(tools),
+        frozenset(tool.name for tool in tools),
+        narrowing,
+        tuple(hosted),
+        approves,
+        isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
     )

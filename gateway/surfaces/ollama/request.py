@@ -217,14 +217,14 @@ def parse_ollama_generate(raw: bytes, headers: Mapping[str, str]) -> OllamaReque
     messages = [*([{"role": "system", "content": system}] if system else []), user]
     narrowing = replace(parse_narrowing(body.pop("toolgate", None), headers), tools=frozenset())
     return OllamaRequest(
-        body=MappingProxyType(body),
-        messages=decode_messages(messages),
-        parameters=_parameters(body),
-        model=model,
-        stream=stream,
-        client_tools=(),
-        client_tool_names=frozenset(),
-        narrowing=narrowing,
+        MappingProxyType(body),
+        decode_messages(messages),
+        _parameters(body),
+        model,
+        stream,
+        (),
+        frozenset(),
+        narrowing,
         generate=True,
     )
 
@@ -237,13 +237,13 @@ def parse_ollama_chat(raw: bytes, headers: Mapping[str, str]) -> OllamaRequest:
     narrowing = parse_narrowing(body.pop("toolgate", None), headers)
     tools, approves = _tools(body.get("tools"))
     return OllamaRequest(
-        body=MappingProxyType(body),
-        messages=decode_messages(body.get("messages")),
-        parameters=_parameters(body),
-        model=model,
-        stream=stream,
-        client_tools=tuple(tools),
-        client_tool_names=frozenset(tool.name for tool in tools),
-        narrowing=narrowing,
-        client_approves=approves,
+        MappingProxyType(body),
+        decode_messages(body.get("messages")),
+        _parameters(body),
+        model,
+        stream,
+        tuple(tools),
+        frozenset(tool.name for tool in tools),
+        narrowing,
+        approves,
     )

@@ -303,13 +303,13 @@ def parse_message(message: Any, upstream: str = "") -> Completion:
     usage = usage_of(message.get("usage"), upstream)
     stop = finish_reason(message.get("stop_reason"))
     return Completion(
-        turn=turn,
-        usage=usage,
-        finish_reason=stop,
-        raw=None,
-        id=_text(message.get("id")),
-        model=_text(message.get("model")),
-        stop_sequence=stop_sequence_of(message.get("stop_reason"), message.get("stop_sequence")),
+        turn,
+        usage,
+        stop,
+        None,
+        _text(message.get("id")),
+        _text(message.get("model")),
+        stop_sequence_of(message.get("stop_reason"), message.get("stop_sequence")),
     )
 
 
@@ -433,15 +433,7 @@ class StreamAssembler:
         turn = _turn("".join(text), calls, carried, self.stop)
         usage = usage_of(self._usage, self.upstream)
         stop = finish_reason(self.stop)
-        return Completion(
-            turn=turn,
-            usage=usage,
-            finish_reason=stop,
-            raw=None,
-            id=self.id,
-            model=self.model,
-            stop_sequence=self.stop_sequence,
-        )
+        return Completion(turn, usage, stop, None, self.id, self.model, self.stop_sequence)
 
 
 def _turn(

@@ -133,13 +133,13 @@ def parse_completion(response: dict[str, Any], upstream: str = "") -> Completion
             finish = choice.get("finish_reason")
             finish = finish if isinstance(finish, str) else None
             return Completion(
-                turn=parse_turn(message),
-                usage=believed_usage(response.get("usage"), upstream),
-                finish_reason=finish,
-                raw=response,
-                id=_text(response.get("id")),
-                model=_text(response.get("model")),
-                stop_sequence=matched_stop(choice, finish),
+                parse_turn(message),
+                believed_usage(response.get("usage"), upstream),
+                finish,
+                response,
+                _text(response.get("id")),
+                _text(response.get("model")),
+                matched_stop(choice, finish),
             )
     raise UpstreamError("The upstream model server answered without a message.")
 
@@ -257,11 +257,5 @@ class RoundAssembler:
         turn = AssistantMessage("".join(self._text["content"]) or None, calls, refusal)
         usage = believed_usage(self.usage, self.upstream)
         return Completion(
-            turn=turn,
-            usage=usage,
-            finish_reason=self.finish_reason,
-            raw=None,
-            id=self.id,
-            model=self.model,
-            stop_sequence=self.stop_sequence,
+            turn, usage, self.finish_reason, None, self.id, self.model, self.stop_sequence
         )
