@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 from starlette.applications import Starlette
@@ -51,7 +51,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     environ: Mapping[str, str] = os.environ,
     span_exporter: SpanExporter | None = None,
-) -> Starlette:
+) -> GatewayApp:
     """Build the ASGI app. With ``config_path`` a reload (``SIGHUP``, ``POST
     /admin/reload``) reads that file again. With ``announce`` (the URL it listens on)
     it probes its upstreams and tools once started and says what answered. Transports
@@ -112,38 +112,38 @@ def create_app(
         return error_response(GatewayError(f"The gateway failed ({request_id})."), request_id)
 
     routes = build_routes(gateway, admit, mcp, observer)
-    app = GatewayApp(
-        gateway.redactor,
+    inner = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error, Exception: crashed},
     )
+    app = GatewayApp(inner, gateway.redactor)
     app.state.gateway = gateway
     return app
 
 
-class GatewayApp(Starlette):
-    """Starlette with two layers in front of its own stack: the redaction of every
-    answer (docs/design.md §7), and the model surfaces' hot routes (issue 38), which go
-    straight to their endpoints, past the error middleware, router and request-response
-    wrappers (their endpoints answer every error themselves, ``http.endpoint``)."""
+class GatewayApp:
+    """The gateway's ASGI app: a plain ASGI front on a starlette app, composed through
+    what each documents. In front: the redaction of every answer (docs/design.md §7),
+    then the model surfaces' hot routes (issue 38), which go straight to their
+    endpoints, past starlette's error middleware, router and request-response wrappers
+    (their endpoints answer every error themselves, ``http.endpoint``); everything else,
+    the lifespan included, is starlette's. ``state`` and ``router`` are the starlette
+    app's."""
 
-    def __init__(self, redactor: Redactor, **options: Any) -> None:
-        super().__init__(**options)
-        hot = HotRoutes(self._stack, hot_endpoints(self.router.routes))
+    def __init__(self, inner: Starlette, redactor: Redactor) -> None:
+        self.inner = inner
+        self.state = inner.state
+        self.router = inner.router
+        hot = HotRoutes(inner, hot_endpoints(inner.routes))
         self._front = RedactionMiddleware(hot, redactor)
 
-    async def _stack(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.middleware_stack is None:
-            self.middleware_stack = self.build_middleware_stack()
-        await self.middleware_stack(scope, receive, send)
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["app"] = self
+        scope["app"] = self.inner  # as starlette sets it, for the hot routes too
         await self._front(scope, receive, send)
 
 
-def create_app_from_env() -> Starlette:
+def create_app_from_env() -> GatewayApp:
     """Factory for ``uvicorn --factory`` (several workers): config from ``TOOLGATE_CONFIG``,
     JSON log lines at ``TOOLGATE_LOG_LEVEL`` in each worker process."""
     path = os.environ.get("TOOLGATE_CONFIG", "config/gateway.yaml")

@@ -110,7 +110,6 @@ def test_every_import_of_the_tests_and_the_bench_is_declared() -> None:
 
 # Distributions whose internals the code overrides, and where.
 OVERRIDDEN = {
-    "starlette": "gateway/app.py (GatewayApp), gateway/surfaces/hot_routes.py",
     "uvicorn": "gateway/cli/protocol.py (EnvelopeHttpToolsProtocol)",
     "httptools": "gateway/cli/protocol.py (a parser made again)",
 }

@@ -34,12 +34,14 @@ class _Headers(Headers):
     """starlette's request headers, looked up in a dict made once: a request's head
     asks for a dozen names, most of them absent, and each of starlette's lookups walks
     the list and raises ``KeyError`` for an absent one. The first value of a name wins,
-    as in starlette; ``getlist`` and the rest are starlette's own."""
+    as in starlette; ``getlist`` and the rest are starlette's own. Made from the ASGI
+    scope's own ``headers`` (names lower-case, as the ASGI spec has them)."""
 
     def __init__(self, scope: Scope) -> None:
         super().__init__(scope=scope)
         # Reversed, so that the first value of a repeated name is the one kept.
-        self._first = {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(self._list)}
+        raw = reversed(scope["headers"])
+        self._first: dict[str, str] = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._first.get(key.lower(), default)
@@ -57,15 +59,15 @@ class HotRequest(Request):
 
     def __init__(self, scope: Scope, receive: Receive = empty_receive, send: Send = empty_send):
         super().__init__(scope, receive, send)
-        self._headers = _Headers(scope)
+        self._looked_up = _Headers(scope)
 
     @property
     def headers(self) -> Headers:
-        return self._headers
+        return self._looked_up
 
 
 class HotRoutes:
-    """ASGI middleware in front of the router."""
+    """ASGI middleware in front of the router (starlette's ``Middleware``)."""
 
     def __init__(self, app: ASGIApp, endpoints: Mapping[tuple[str, str], Endpoint]) -> None:
         self.app = app

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from starlette.applications import Starlette
 
 from gateway import GatewayConfig, create_app
+from gateway.app import GatewayApp
 from tests.support.fake_tools import FakeTools
 from tests.support.fake_upstream import FakeUpstream, Script, say
 from tests.support.servers import START_S, ServerThread, free_port
@@ -152,7 +152,7 @@ class Stack:
     upstream: FakeUpstream
     tools: FakeTools
     gateway: ServerThread
-    app: Starlette
+    app: GatewayApp
     clients: list[openai.OpenAI] = field(default_factory=list)
 
     @property
