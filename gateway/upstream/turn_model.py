@@ -6,13 +6,13 @@ round's body and reads its answers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from gateway.config import UpstreamConfig
-from gateway.upstream.rounds import genai_messages, round_tool_choice, with_hidden
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations, genai_messages, round_tool_choice, with_hidden
 from gateway.upstream.turns import Blocks, Turn, hidden_turns, joined, system_and_turns
-from gateway.values import CompletionRequest, Message, Parameters, ToolChoice, ToolDefinition
+from gateway.values import CompletionRequest, ToolChoice, ToolDefinition
 from tool_registry import dumps
 
 Declare = Callable[[tuple[ToolDefinition, ...]], list[Any]]
@@ -46,34 +46,30 @@ class TurnModel:
 
     def __init__(
         self,
-        *,
         blocks: Blocks,
-        upstream: UpstreamConfig,
-        params: Parameters,
-        history: Sequence[Message],
-        model: str,
-        declared: list[dict[str, Any]],
-        client_tools: Sequence[ToolDefinition],
-        client_names: frozenset[str],
-        declare: Declare,
+        ask: ModelAsk,
+        declarations: Declarations,
         declare_one: Callable[[ToolDefinition], dict[str, Any]],
         cached: Cached,
-        answer_tokens: int | None = None,
     ) -> None:
+        """One request's model server, from what the surface asked for (``ask``) and
+        the dialect's ``declarations`` of server tools."""
+        upstream, params = ask.upstream, ask.params
+        declared = declarations.each if ask.searched else declarations
         self._blocks = blocks
         self.upstream = upstream
         self.name = upstream.name
-        self.target = model
-        self._history = history
+        self.target = ask.model
+        self._history = ask.history
         self._visible: list[Turn] | None = None
         self._system: list[dict[str, Any]] = []
         self._choice = params.tool_choice
         self.client_max_tokens = params.answer_bound
-        self.max_tokens = self.client_max_tokens or answer_tokens or DEFAULT_MAX_TOKENS
-        self._client_tools = client_tools
-        self._client_names = client_names
-        self._tools = declared
-        self._declare = declare
+        self.max_tokens = self.client_max_tokens or ask.answer_tokens or DEFAULT_MAX_TOKENS
+        self._client_tools = ask.client_tools
+        self._client_names = ask.client_names
+        self._tools = declared(ask.server_tools)
+        self._declare = declarations.each
         self._declare_one = declare_one
         self._cached = cached
         self._declared_client: list[dict[str, Any]] = []

@@ -42,19 +42,7 @@ class AnthropicDialect:
         self._declared = Declarations(declare)
 
     def open(self, ask: ModelAsk) -> MessagesModel:
-        declared = self._declared.each if ask.searched else self._declared
-        return MessagesModel(
-            client=self._client,
-            upstream=ask.upstream,
-            params=ask.params,
-            history=ask.history,
-            model=ask.model,
-            declared=declared(ask.server_tools),
-            client_tools=ask.client_tools,
-            client_names=ask.client_names,
-            declare_each=self._declared.each,
-            answer_tokens=ask.answer_tokens,
-        )
+        return MessagesModel(self._client, ask, self._declared)
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:
         return await self.exchange.probe(upstream, MODELS_PATH, timeout_s)

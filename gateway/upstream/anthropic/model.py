@@ -5,7 +5,7 @@ this folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
@@ -18,14 +18,13 @@ from gateway.upstream.anthropic.codec import (
     parse_message,
     tool_choice,
 )
-from gateway.upstream.turn_model import Declare, TurnModel
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations
+from gateway.upstream.turn_model import TurnModel
 from gateway.values import (
     ChoiceDelta,
     Completion,
     CompletionRequest,
-    Message,
-    Parameters,
-    ToolDefinition,
 )
 
 Trace = Mapping[str, str] | None
@@ -57,37 +56,11 @@ class MessagesModel(TurnModel):
 
     __slots__ = ("_client", "_parallel", "_params")
 
-    def __init__(
-        self,
-        *,
-        client: MessagesClient,
-        upstream: UpstreamConfig,
-        params: Parameters,
-        history: Sequence[Message],
-        model: str,
-        declared: list[dict[str, Any]],
-        client_tools: Sequence[ToolDefinition],
-        client_names: frozenset[str],
-        declare_each: Declare,
-        answer_tokens: int | None = None,
-    ) -> None:
-        super().__init__(
-            blocks=BLOCKS,
-            upstream=upstream,
-            params=params,
-            history=history,
-            model=model,
-            declared=declared,
-            client_tools=client_tools,
-            client_names=client_names,
-            declare=declare_each,
-            declare_one=declare,
-            cached=cached,
-            answer_tokens=answer_tokens,
-        )
+    def __init__(self, client: MessagesClient, ask: ModelAsk, declarations: Declarations) -> None:
+        super().__init__(BLOCKS, ask, declarations, declare, cached)
         self._client = client
-        self._parallel = params.parallel_tool_calls
-        self._params = {**parameters(params, upstream.sampling), "model": model}
+        self._parallel = ask.params.parallel_tool_calls
+        self._params = {**parameters(ask.params, ask.upstream.sampling), "model": ask.model}
 
     def body(self, ask: CompletionRequest, stream: bool) -> dict[str, Any]:
         """The request of one round."""

@@ -43,19 +43,7 @@ class BedrockDialect:
         self._declared = Declarations(declare)
 
     def open(self, ask: ModelAsk) -> ConverseModel:
-        declared = self._declared.each if ask.searched else self._declared
-        return ConverseModel(
-            client=self._client,
-            upstream=ask.upstream,
-            params=ask.params,
-            history=ask.history,
-            model=ask.model,
-            declared=declared(ask.server_tools),
-            client_tools=ask.client_tools,
-            client_names=ask.client_names,
-            declare_each=self._declared.each,
-            answer_tokens=ask.answer_tokens,
-        )
+        return ConverseModel(self._client, ask, self._declared)
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:
         """Bedrock's runtime has no listing to ask: a signed ``GET`` of its root, which a

@@ -5,7 +5,7 @@ further than this folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from gateway.config import UpstreamConfig
@@ -18,14 +18,13 @@ from gateway.upstream.bedrock.codec import (
     parse_answer,
     tool_choice,
 )
-from gateway.upstream.turn_model import Declare, TurnModel
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations
+from gateway.upstream.turn_model import TurnModel
 from gateway.values import (
     ChoiceDelta,
     Completion,
     CompletionRequest,
-    Message,
-    Parameters,
-    ToolDefinition,
 )
 
 Trace = Mapping[str, str] | None
@@ -59,36 +58,10 @@ class ConverseModel(TurnModel):
 
     __slots__ = ("_client", "_params")
 
-    def __init__(
-        self,
-        *,
-        client: ConverseClient,
-        upstream: UpstreamConfig,
-        params: Parameters,
-        history: Sequence[Message],
-        model: str,
-        declared: list[dict[str, Any]],
-        client_tools: Sequence[ToolDefinition],
-        client_names: frozenset[str],
-        declare_each: Declare,
-        answer_tokens: int | None = None,
-    ) -> None:
-        super().__init__(
-            blocks=BLOCKS,
-            upstream=upstream,
-            params=params,
-            history=history,
-            model=model,
-            declared=declared,
-            client_tools=client_tools,
-            client_names=client_names,
-            declare=declare_each,
-            declare_one=declare,
-            cached=cached,
-            answer_tokens=answer_tokens,
-        )
+    def __init__(self, client: ConverseClient, ask: ModelAsk, declarations: Declarations) -> None:
+        super().__init__(BLOCKS, ask, declarations, declare, cached)
         self._client = client
-        self._params = parameters(params, self.max_tokens)
+        self._params = parameters(ask.params, self.max_tokens)
 
     def body(self, ask: CompletionRequest) -> dict[str, Any]:
         """The request of one round (its model is in its path)."""

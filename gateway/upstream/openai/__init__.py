@@ -38,18 +38,7 @@ class OpenAIDialect:
         self._declared = Declarations(encode_tool)  # server tools, once per set
 
     def open(self, ask: ModelAsk) -> ChatModel:
-        declared = self._declared.each if ask.searched else self._declared
-        return ChatModel(
-            client=self._client,
-            upstream=ask.upstream,
-            params=ask.params,
-            history=ask.history,
-            model=ask.model,
-            declared=declared(ask.server_tools),
-            client_tools=ask.client_tools,
-            client_names=ask.client_names,
-            declare=self._declared.each,
-        )
+        return ChatModel(self._client, ask, self._declared)
 
     async def probe(self, upstream: UpstreamConfig, timeout_s: float) -> tuple[int, str]:
         return await self.exchange.probe(upstream, "/models", timeout_s)

@@ -5,7 +5,7 @@ the ``Completion`` when streamed). The dialect's dicts go no further than its fo
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from gateway.chat_json import (
@@ -19,13 +19,12 @@ from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.openai.codec import RoundAssembler, parse_completion, round_body
 from gateway.upstream.openai.tool_media import tool_media_moved
-from gateway.upstream.rounds import genai_messages, round_tool_choice, with_hidden
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations, genai_messages, round_tool_choice, with_hidden
 from gateway.values import (
     ChoiceDelta,
     Completion,
     CompletionRequest,
-    Message,
-    Parameters,
     ToolDefinition,
 )
 from tool_registry import dumps
@@ -82,35 +81,27 @@ class ChatModel:
         "upstream",
     )
 
-    def __init__(
-        self,
-        *,
-        client: ChatClient,
-        upstream: UpstreamConfig,
-        params: Parameters,
-        history: Sequence[Message],
-        model: str,
-        declared: list[dict[str, Any]],
-        client_tools: Sequence[ToolDefinition],
-        client_names: frozenset[str],
-        declare: Declare | None = None,
-    ) -> None:
+    def __init__(self, client: ChatClient, ask: ModelAsk, declarations: Declarations) -> None:
+        """One request's model server, from what the surface asked for (``ask``) and the
+        dialect's ``declarations`` of server tools."""
+        params = ask.params
+        declared = declarations.each if ask.searched else declarations
         self._client = client
-        self.upstream = upstream
-        self.name = upstream.name
-        self._history = history
+        self.upstream = ask.upstream
+        self.name = ask.upstream.name
+        self._history = ask.history
         self._visible: list[dict[str, Any]] | None = None
         self._choice = params.tool_choice
         self._params = encode_parameters(params)
         self._params.pop("n", None)
         if params.tool_choice is not None:  # each round's own (``round_tool_choice``)
             del self._params["tool_choice"]
-        self._params["model"] = model
-        self._definitions = client_tools
-        self._tools = declared
-        self._declare = declare
+        self._params["model"] = ask.model
+        self._definitions = ask.client_tools
+        self._tools = declared(ask.server_tools)
+        self._declare: Declare = declarations.each
         self._declared_client: list[dict[str, Any]] = []
-        self._client_tools = client_names
+        self._client_tools = ask.client_names
         self.client_max_tokens = params.answer_bound
         self._prompt_bytes: int | None = None
 
@@ -164,7 +155,7 @@ class ChatModel:
         choice = round_tool_choice(self._choice, ask.first, False, self._client_tools)
         encoded = encode_tool_choice(choice) if choice is not None else None
         tools = self._tools
-        if ask.tools is not None and self._declare is not None:
+        if ask.tools is not None:
             tools = [*self._declare(ask.tools), *self._declared_client]
         return round_body(params, params["model"], history, tools, stream, encoded)
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from gateway.chat_json import encode_tools
+from gateway.chat_json import encode_tool
 from gateway.config import UpstreamConfig
 from gateway.engine.loop import (
     Event,
@@ -27,6 +27,8 @@ from gateway.errors import ToolLimitExceeded, UpstreamError
 from gateway.policy.limits import LoopLimits
 from gateway.policy.point import PolicyPoint
 from gateway.upstream.openai.model import ChatModel, Trace
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations
 from gateway.values import (
     AssistantMessage,
     ChoiceDelta,
@@ -151,16 +153,15 @@ def session(
     registry = ToolRegistry(HttpTool(spec) for spec in TOOLS)
     limits = limits or LoopLimits(4, 8, 4, 30.0, "final_answer")
     policy = PolicyPoint(limits, ("double",), client_tool_names, registry)
-    chat = ChatModel(
-        client=model,
-        upstream=UPSTREAM,
-        params=Parameters(),
-        history=(Message("user", "hi"),),
-        model="target",
-        declared=encode_tools(registry.definitions(("double",))),
-        client_tools=(),
+    ask = ModelAsk(
+        UPSTREAM,
+        "target",
+        Parameters(),
+        (Message("user", "hi"),),
+        server_tools=registry.definitions(("double",)),
         client_names=client_tool_names,
     )
+    chat = ChatModel(model, ask, Declarations(encode_tool))
     job = replace(LoopJob(chat, policy, CallContext("t", {})), **changes)
     executor = ToolExecutor(
         create_tool_transport(EgressPolicy(), inner=httpx.MockTransport(doubling))

@@ -26,6 +26,8 @@ from gateway.upstream.anthropic.codec import (
     usage_of,
 )
 from gateway.upstream.anthropic.model import MessagesModel
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations
 from gateway.upstream.turns import hidden_turns, joined, system_and_turns
 from gateway.values import (
     AssistantMessage,
@@ -383,17 +385,9 @@ async def test_the_operator_marks_the_tools_and_system_prompt_for_the_prompt_cac
         name="claude", base_url="https://api.anthropic.com", dialect="anthropic", cache_prompt=True
     )
     tool = ToolDefinition("find", "Finds.", {"type": "object", "properties": {}})
-    model = MessagesModel(
-        client=client,
-        upstream=upstream,
-        params=Parameters(),
-        history=[Message("system", "Be brief."), Message("user", "hi")],
-        model="claude-test",
-        declared=[declare(tool)],
-        client_tools=(),
-        client_names=frozenset(),
-        declare_each=lambda tools: [declare(t) for t in tools],
-    )
+    history = [Message("system", "Be brief."), Message("user", "hi")]
+    ask = ModelAsk(upstream, "claude-test", Parameters(), history, server_tools=(tool,))
+    model = MessagesModel(client, ask, Declarations(declare))
     await model.answer(CompletionRequest([], first=True, final=False))
     [sent] = client.bodies
     assert sent["system"] == [

@@ -29,6 +29,8 @@ from gateway.upstream.bedrock.codec import (
     tool_choice,
 )
 from gateway.upstream.bedrock.model import ConverseModel
+from gateway.upstream.port import ModelAsk
+from gateway.upstream.rounds import Declarations
 from gateway.upstream.servers import ModelServers
 from gateway.upstream.turns import hidden_turns, joined, system_and_turns
 from gateway.upstream.wire import upstream_wire
@@ -262,17 +264,9 @@ def test_the_operator_adds_cache_points_after_the_tools_and_system_prompt() -> N
         cache_prompt=True,
     )
     tool = ToolDefinition("find", "Finds.", {"type": "object", "properties": {}})
-    model = ConverseModel(
-        client=Recording(),
-        upstream=upstream,
-        params=Parameters(),
-        history=[Message("system", "Be brief."), Message("user", "hi")],
-        model="m",
-        declared=[declare(tool)],
-        client_tools=(),
-        client_names=frozenset(),
-        declare_each=lambda tools: [declare(t) for t in tools],
-    )
+    history = [Message("system", "Be brief."), Message("user", "hi")]
+    ask = ModelAsk(upstream, "m", Parameters(), history, server_tools=(tool,))
+    model = ConverseModel(Recording(), ask, Declarations(declare))
     asyncio.run(model.answer(CompletionRequest([], first=True, final=False)))
     [sent] = bodies
     assert sent["system"][-1] == {"cachePoint": {"type": "default"}}
