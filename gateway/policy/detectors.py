@@ -26,6 +26,7 @@ leetspeak), and secrets with no known shape and little entropy.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -85,7 +86,9 @@ def _combined(patterns: dict[str, str]) -> Any:
 
 
 # A token's characters either side of a line break: read joined too.
-_SPLIT = re2.compile(r"[A-Za-z0-9_+/=-]\n[A-Za-z0-9_+/=-]")
+# A line break between two of a token's characters (Python's engine, for its look-around:
+# each break is found, however close the next; no part of it repeats, so it is linear).
+_SPLIT = re.compile(r"(?<=[A-Za-z0-9_+/=-])\n(?=[A-Za-z0-9_+/=-])")
 
 
 class Detectors:
@@ -146,15 +149,14 @@ class Detectors:
     def _across_lines(self, text: str) -> list[Finding]:
         """The key and token shapes a line break splits (a model reads the two halves as
         one): found in the text with those breaks left out, placed back across them."""
-        breaks = [m.start() + 1 for m in _SPLIT.finditer(text)]
-        joined = "".join(
-            text[a:b]
-            for a, b in zip([0, *(i + 1 for i in breaks)], [*breaks, len(text)], strict=True)
-        )
+        breaks = [m.start() for m in _SPLIT.finditer(text)]
+        joined = _SPLIT.sub("", text)
+        # Where each break stood in the joined text: the character after it.
+        at = [where - n for n, where in enumerate(breaks)]
         found = []
         for finding in self._find(self._secrets, joined, "secrets"):
-            before = bisect.bisect_right([b - n for n, b in enumerate(breaks)], finding.start)
-            inside = bisect.bisect_left([b - n for n, b in enumerate(breaks)], finding.end)
+            before = bisect.bisect_right(at, finding.start)
+            inside = bisect.bisect_left(at, finding.end)
             if inside > before:  # it spans a break
                 found.append(
                     Finding("secrets", finding.label, finding.start + before, finding.end + inside)

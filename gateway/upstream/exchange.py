@@ -186,26 +186,17 @@ T = TypeVar("T")
 LARGE_ANSWER_BYTES = 1024 * 1024
 
 
-async def decoded(data: bytes, decode: Callable[[bytes], T]) -> T:
-    """``decode(data)`` — an answer's parsing and translation into values — off the
-    event loop when the answer is large."""
-    if len(data) <= LARGE_ANSWER_BYTES:
-        return decode(data)
-    return await asyncio.to_thread(decode, data)
-
-
-async def answer_of(
+async def large_answer_of(
     upstream: str,
     data: bytes,
     read: Callable[[dict[str, Any]], T],
     parse: Callable[[str, bytes], dict[str, Any]] | None = None,
 ) -> T:
-    """A whole answer's JSON object ``parse``d (``whole_object`` unless said), then
-    ``read`` into the round's values: off the event loop, both, when it is large (a
-    model's 50 MB tool input is parsed, then encoded again as the call's arguments)."""
+    """A large whole answer (past ``LARGE_ANSWER_BYTES``: a client reads a smaller one
+    itself, with no coroutine or thread) ``parse``d (``whole_object`` unless said) and
+    ``read`` into the round's values, both in a worker thread: a model's 50 MB tool
+    input is parsed, then encoded again as the call's arguments."""
     whole = parse or whole_object
-    if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
-        return read(whole(upstream, data))
     return await asyncio.to_thread(lambda: read(whole(upstream, data)))
 
 

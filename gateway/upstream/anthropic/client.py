@@ -12,7 +12,7 @@ from gateway.upstream.anthropic.codec import VERSION
 from gateway.upstream.exchange import (
     LARGE_ANSWER_BYTES,
     UpstreamClient,
-    answer_of,
+    large_answer_of,
     map_status_error,
     read_all,
     sse_data,
@@ -66,7 +66,7 @@ class AnthropicClient:
             raise map_status_error(upstream.name, response, data)
         if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
             return read(whole_object(upstream.name, data))
-        return await answer_of(upstream.name, data, read)
+        return await large_answer_of(upstream.name, data, read)
 
     async def message_stream(
         self, upstream: UpstreamConfig, body: dict[str, Any], trace: Mapping[str, str] | None = None

@@ -31,8 +31,8 @@ from gateway.upstream.bedrock.signatures import unsigned
 from gateway.upstream.exchange import (
     LARGE_ANSWER_BYTES,
     UpstreamClient,
-    answer_of,
     close_quietly,
+    large_answer_of,
     map_status_error,
     read_all,
     upstream_errors,
@@ -168,7 +168,7 @@ class BedrockClient:
             raise map_status_error(upstream.name, response, data, said)
         if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
             return read(whole_object(upstream.name, data))
-        return await answer_of(upstream.name, data, read)
+        return await large_answer_of(upstream.name, data, read)
 
     async def converse_stream(
         self,

@@ -11,7 +11,7 @@ from gateway.errors import UpstreamError
 from gateway.upstream.exchange import (
     LARGE_ANSWER_BYTES,
     UpstreamClient,
-    answer_of,
+    large_answer_of,
     map_status_error,
     read_all,
     sse_data,
@@ -60,7 +60,7 @@ class OpenAIClient:
             raise map_status_error(upstream.name, response, data)
         if len(data) <= LARGE_ANSWER_BYTES:  # the common case: no coroutine, no thread
             return read(_completion(upstream.name, data))
-        return await answer_of(upstream.name, data, read, _completion)
+        return await large_answer_of(upstream.name, data, read, _completion)
 
     async def chat_stream(
         self,

@@ -144,6 +144,10 @@ def test_a_secret_split_by_a_line_break_is_found_across_it(detectors: Detectors)
     assert redacted(text, found) == "first block: [redacted: github_token] second block"
     # ordinary lines are not joined into anything
     assert detectors.find("line one\nline two\nAKIA\nthe end", ["secrets"]) == []
+    # a key wrapped every few characters: each break is one, however close the next
+    wrapped = "key:\n" + "\n".join(token[i : i + 5] for i in range(0, len(token), 5)) + "\n--"
+    found = detectors.find(wrapped, ["secrets"])
+    assert redacted(wrapped, found) == "key:\n[redacted: github_token]\n--"
 
 
 @pytest.mark.parametrize(

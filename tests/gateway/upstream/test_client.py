@@ -11,7 +11,7 @@ import pytest
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
-from gateway.upstream.exchange import UpstreamClient, decoded, map_status_error
+from gateway.upstream.exchange import UpstreamClient, map_status_error
 from gateway.upstream.openai.client import OpenAIClient
 from gateway.upstream.openai.codec import RoundAssembler
 from gateway.upstream.wire import HttpxWire
@@ -171,12 +171,16 @@ def test_a_failure_reads_the_same_answered_or_streamed() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize(("size", "off_the_loop"), [(1024, False), (2 * 1024 * 1024, True)])
 async def test_a_large_answer_is_parsed_off_the_event_loop(size: int, off_the_loop: bool) -> None:
-    """Issue 62 §5: 50 MB of a model's tool input held the loop while it was parsed."""
+    """Issue 62 §5: 50 MB of a model's tool input held the loop while it was parsed and
+    read into values; a small answer is read in the client's own step."""
     threads: list[int] = []
+    padded = {**COMPLETION, "pad": "x" * size}
 
-    def parse(data: bytes) -> int:
+    def read(whole: dict[str, object]) -> int:
         threads.append(threading.get_ident())
-        return len(data)
+        return len(str(whole["pad"]))
 
-    assert await decoded(b"x" * size, parse) == size
+    async with httpx.MockTransport(lambda request: httpx.Response(200, json=padded)) as mock:
+        client = OpenAIClient(UpstreamClient(HttpxWire(mock), backoff_base_s=0))
+        assert await client.chat(UPSTREAM, {"model": "m", "messages": []}, read) == size
     assert (threads[0] != threading.get_ident()) is off_the_loop
