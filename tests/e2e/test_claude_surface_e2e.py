@@ -276,3 +276,29 @@ def test_a_stop_sequence_is_reported_as_one(harness: Harness, dialect: str, stre
     assert answer.content[0].text == "one two"
     assert answer.stop_reason == "stop_sequence"
     assert answer.stop_sequence == "END"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_sequence_the_client_never_asked_for_is_not_passed_on(
+    harness: Harness, stream: bool
+) -> None:
+    """An upstream that names a sequence the client did not send: the answer says it
+    stopped at one, and not the upstream's words."""
+    client, _, _ = start(
+        harness,
+        Messages([text("one two")], stop_sequence="NOT-ASKED").recorder,
+        dialect="anthropic",
+    )
+    asked: Any = {
+        "model": MODEL,
+        "max_tokens": 50,
+        "stop_sequences": ["END"],
+        "messages": [{"role": "user", "content": "count"}],
+    }
+    if stream:
+        with client.messages.stream(**asked) as events:
+            answer = events.get_final_message()
+    else:
+        answer = client.messages.create(**asked)
+    assert answer.stop_reason == "stop_sequence"
+    assert answer.stop_sequence is None

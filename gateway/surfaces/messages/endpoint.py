@@ -95,10 +95,13 @@ class MessagesCall:
     async def render(self, report: RunReport) -> bytes:
         [outcome] = report.outcomes
         asked = self._asked
-        return dumps(render_message(outcome, asked.model, report.usage, self._id, asked.thinking))
+        stops = asked.stop_sequences
+        return dumps(
+            render_message(outcome, asked.model, report.usage, self._id, asked.thinking, stops)
+        )
 
     def stream(self, n: int) -> MessagesCall:
-        self._writer = MessageEvents(self._id, self._asked.model)
+        self._writer = MessageEvents(self._id, self._asked.model, self._asked.stop_sequences)
         return self
 
     @property

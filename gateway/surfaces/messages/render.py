@@ -39,9 +39,12 @@ def stop_reason(finish: str, stop_sequence: str | None = None) -> str:
     return "tool_use" if finish == "tool_calls" else _STOPS.get(finish, "end_turn")
 
 
-def _sequence(stop: str, stop_sequence: str | None) -> str | None:
-    """Messages' ``stop_sequence``: the one matched, where the upstream said which."""
-    return (stop_sequence or None) if stop == "stop_sequence" else None
+def _sequence(stop: str, stop_sequence: str | None, asked: Sequence[str]) -> str | None:
+    """Messages' ``stop_sequence``: the one matched, where the upstream said which and
+    it is one the client ``asked`` for (an upstream's other words are not passed on)."""
+    if stop != "stop_sequence" or stop_sequence not in asked:
+        return None
+    return stop_sequence
 
 
 def _count(usage: Mapping[str, Any], key: str) -> int:
@@ -86,9 +89,14 @@ _SHOWN = frozenset({"thinking", "redacted_thinking"})
 
 
 def render_message(
-    outcome: LoopEnd, model: str, usage: UsageCounts, message_id: str, thinking: bool
+    outcome: LoopEnd,
+    model: str,
+    usage: UsageCounts,
+    message_id: str,
+    thinking: bool,
+    stops: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The answer of one run."""
+    """The answer of one run (``stops``: the client's stop sequences)."""
     turn = outcome.answer.turn
     # Anthropic's thinking blocks, where the client asked for thinking; another dialect's
     # carried blocks (Bedrock's reasoningContent) are carried, never shown.
@@ -108,7 +116,7 @@ def render_message(
         "model": model,
         "content": content,
         "stop_reason": stop,
-        "stop_sequence": _sequence(stop, outcome.answer.stop_sequence),
+        "stop_sequence": _sequence(stop, outcome.answer.stop_sequence, stops),
         "usage": usage_of(usage),
     }
 
@@ -132,9 +140,10 @@ class MessageEvents:
     one ``input_json_delta``); then, once the run's usage is known (``close``),
     ``message_delta`` with the stop reason and usage, and ``message_stop``."""
 
-    __slots__ = ("_blocks", "_id", "_model", "_open", "_sequence", "_started", "_stop")
+    __slots__ = ("_asked", "_blocks", "_id", "_model", "_open", "_sequence", "_started", "_stop")
 
-    def __init__(self, message_id: str, model: str) -> None:
+    def __init__(self, message_id: str, model: str, stops: Sequence[str] = ()) -> None:
+        self._asked = stops  # the client's stop sequences
         self._id = message_id
         self._model = model
         self._started = False
@@ -195,7 +204,7 @@ class MessageEvents:
 
     def final(self, finish_reason: str, stop_sequence: str | None = None) -> list[bytes]:
         self._stop = stop_reason(finish_reason, stop_sequence)
-        self._sequence = _sequence(self._stop, stop_sequence)
+        self._sequence = _sequence(self._stop, stop_sequence, self._asked)
         return self._close_text()
 
     def error(self, exc: GatewayError) -> bytes:

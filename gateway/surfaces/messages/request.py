@@ -76,6 +76,11 @@ class MessagesRequest:
     def user_text(self) -> str:
         return user_text(self.messages)
 
+    @property
+    def stop_sequences(self) -> tuple[str, ...]:
+        """The client's stop sequences (checked strings when the request was read)."""
+        return tuple(self.body.get("stop_sequences") or ())
+
 
 def _bad(message: str, param: str) -> BadRequest:
     return BadRequest(message, param=param)
