@@ -23,31 +23,34 @@ from urllib.parse import urlsplit
 
 import re2
 
+from tool_registry import immutable
+
 _SCHEME = r"(?:[a-zA-Z][a-zA-Z0-9+.-]{0,20}:|//)"
 _ADDRESS = rf"({_SCHEME}[^\s)>]+)"  # in markdown's parentheses
 _IMAGE = re2.compile(r"!\[[^\]\n]{0,512}\]\([ \t]*<?" + _ADDRESS)
 _HTML_IMAGE = re2.compile(rf"(?i)<img\b[^>]{{0,512}}?\bsrc[ \t]*=[ \t]*[\"']?({_SCHEME}[^\s\"'>]+)")
 _LINK = re2.compile(r"\[[^\]\n]{0,512}\]\([ \t]*<?" + _ADDRESS)
 _REFERENCE = re2.compile(r"(?m)^[ \t]{0,3}\[([^\]\n]{1,512})\]:[ \t]*<?" + _ADDRESS)
+_ANY_IMG = re2.compile(r"(?i)<img")  # without a lower-cased copy of the text
 _IMAGE_REFERENCE = re2.compile(r"!\[[^\]\n]{0,512}\]\[([^\]\n]{1,512})\]")
 _SCRIPTS = ("javascript:", "vbscript:", "data:text/html", "data:application/")
 DATA_CHARS = 40  # a query or fragment this long carries data
 SEGMENT_CHARS = 64  # and a path segment this long
 
 
+@immutable
 class Found:
     """One address found: its label and where it is."""
 
-    __slots__ = ("end", "label", "start")
-
-    def __init__(self, label: str, start: int, end: int) -> None:
-        self.label, self.start, self.end = label, start, end
+    label: str
+    start: int
+    end: int
 
 
 def found_links(text: str, hosts: Iterable[str]) -> Iterator[Found]:
     """The addresses in ``text`` that would carry data outside ``hosts`` (globs on host
     names: ``docs.example.com``, ``*.example.com``)."""
-    if "](" not in text and "]:" not in text and "<img" not in text.lower():
+    if "](" not in text and "]:" not in text and _ANY_IMG.search(text) is None:
         return
     allowed = tuple(h.lower() for h in hosts)
     images = {m.group(1).strip().lower() for m in _IMAGE_REFERENCE.finditer(text)}

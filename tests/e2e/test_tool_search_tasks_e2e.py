@@ -368,7 +368,11 @@ def test_check_probe_times_the_embeddings_model(
     data = {
         "upstreams": [{"name": "emb", "base_url": f"{url}/v1", "max_retries": 0}],
         "models": [{"name": MODEL, "upstream": "emb"}],
-        "tool_search": {"embeddings": {"model": "fake-embed", "timeout_ms": 100}},
+        # A fast model has a bound no loaded machine reaches; a slow one (0.4 s), one it
+        # always passes; a hung one is waited for ten times the bound (1 s).
+        "tool_search": {
+            "embeddings": {"model": "fake-embed", "timeout_ms": 20_000 if mode == "ok" else 100}
+        },
     }
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(data))
